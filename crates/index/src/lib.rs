@@ -1,1 +1,34 @@
-//! placeholder
+//! Verso's ordered indexes.
+//!
+//! An index maps byte-string keys to small `Copy` values (the engine stores record pointers)
+//! and knows nothing about transactions. What it does know is *gap stamps*: a reader may
+//! leave a `u64` stamp on the part of the key space it looked at and found empty, and an
+//! insert learns the largest stamp left on the gap it lands in. The engine uses this for
+//! phantom protection (a range read leaves its timestamp; an older writer that later inserts
+//! into that range sees it and aborts), but to the index a stamp is only a number that
+//! grows by `max`.
+//!
+//! The contract every index here keeps, for a key `k` inserted by `get_or_insert` and a
+//! scan or absent-key lookup `S` that covers `k` with stamp `s`:
+//! **either `S` observes `k`, or the insert's returned gap stamp is `>= s`.**
+//! Stamps are conservative: an index may return a larger stamp than strictly needed
+//! (that only costs the engine a spurious abort), never a smaller one.
+//!
+//! Today there is one implementation, [`LockedBTree`]: a `BTreeMap` behind a `RwLock`.
+//! It is the placeholder the Masstree issue replaces, kept afterwards as a benchmark
+//! comparison.
+
+mod locked_btree;
+
+pub use locked_btree::LockedBTree;
+
+
+/// Which way a scan walks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Ascending key order.
+    Forward,
+    /// Descending key order.
+    Reverse,
+}
+

@@ -1,0 +1,286 @@
+//! The database handle: tables, transactions, retries, statistics and teardown.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering as StdOrdering};
+use std::sync::{Mutex, OnceLock};
+
+use crossbeam_utils::CachePadded;
+
+use crate::gc::GcQueue;
+use crate::index::{DefaultIndex, OrderedIndex};
+use crate::timestamp::{Timestamps, SITES};
+use crate::{Error, Options, Txn};
+
+/// Most tables one `Db` holds.
+pub const TABLES_MAX: usize = 1024;
+/// Longest table name, in bytes.
+pub const TABLE_NAME_LEN_MAX: usize = 255;
+
+/// A handle to a named table. Cheap to copy; valid only with the `Db` that made it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Table {
+    pub(crate) id: u32,
+    pub(crate) db: u64,
+}
+
+pub(crate) struct TableState {
+    pub(crate) name: Box<str>,
+    pub(crate) index: DefaultIndex,
+}
+
+/// Counters kept per site so commits on different threads do not share a cache line.
+#[derive(Default)]
+pub(crate) struct SiteStats {
+    pub(crate) commits: StdAtomicU64,
+    pub(crate) read_only_commits: StdAtomicU64,
+    pub(crate) aborts: StdAtomicU64,
+    pub(crate) conflicts_read_by_younger: StdAtomicU64,
+    pub(crate) conflicts_written_by_younger: StdAtomicU64,
+    pub(crate) versions_installed: StdAtomicU64,
+    pub(crate) gc_runs: StdAtomicU64,
+    pub(crate) gc_records_pruned: StdAtomicU64,
+    pub(crate) gc_bytes_freed: StdAtomicU64,
+}
+
+/// A snapshot of the engine's counters (see [`Db::stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Transactions committed, read-only ones included.
+    pub commits: u64,
+    /// Of which read-only.
+    pub read_only_commits: u64,
+    /// Transactions aborted by the caller (explicitly or by drop).
+    pub aborts: u64,
+    /// Commits refused because a younger transaction had read a written key.
+    pub conflicts_read_by_younger: u64,
+    /// Commits refused because a younger transaction had written a written key.
+    pub conflicts_written_by_younger: u64,
+    /// Versions installed by commits.
+    pub versions_installed: u64,
+    /// Garbage collections run.
+    pub gc_runs: u64,
+    /// Record chains pruned.
+    pub gc_records_pruned: u64,
+    /// Bytes of versions freed.
+    pub gc_bytes_freed: u64,
+    /// Superseded versions waiting in GC queues (an upper bound on what GC still holds).
+    pub gc_pending: u64,
+}
+
+/// An in-memory, multi-version, strictly serializable key-value store.
+///
+/// Share it between threads by reference (`std::thread::scope`) or in an `Arc`.
+pub struct Db {
+    uid: u64,
+    pub(crate) options: Options,
+    pub(crate) timestamps: Timestamps,
+    tables: Box<[OnceLock<TableState>]>,
+    table_ids: Mutex<HashMap<Box<str>, u32>>,
+    pub(crate) gc: Box<[CachePadded<Mutex<GcQueue>>]>,
+    pub(crate) stats: Box<[CachePadded<SiteStats>]>,
+    next_site: StdAtomicU64,
+}
+
+static NEXT_DB_UID: StdAtomicU64 = StdAtomicU64::new(1);
+
+thread_local! {
+    /// (db uid, site) of the last `Db` this thread used: the site it begins transactions on.
+    static SITE: Cell<(u64, usize)> = const { Cell::new((0, 0)) };
+}
+
+impl Db {
+    /// Opens an empty in-memory database.
+    pub fn open(options: Options) -> Result<Db, Error> {
+        options.validate()?;
+        Ok(Db {
+            uid: NEXT_DB_UID.fetch_add(1, StdOrdering::Relaxed),
+            timestamps: Timestamps::new(options.timestamps)?,
+            options,
+            tables: (0..TABLES_MAX).map(|_| OnceLock::new()).collect(),
+            table_ids: Mutex::new(HashMap::new()),
+            gc: (0..SITES).map(|_| CachePadded::new(Mutex::new(GcQueue::default()))).collect(),
+            stats: (0..SITES).map(|_| CachePadded::new(SiteStats::default())).collect(),
+            next_site: StdAtomicU64::new(0),
+        })
+    }
+
+    /// The table called `name`, created empty if it does not exist.
+    pub fn table(&self, name: &str) -> Result<Table, Error> {
+        if name.is_empty() {
+            return Err(Error::InvalidTableName { reason: "empty" });
+        }
+        if name.len() > TABLE_NAME_LEN_MAX {
+            return Err(Error::InvalidTableName { reason: "longer than 255 bytes" });
+        }
+        let mut ids = self.table_ids.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&id) = ids.get(name) {
+            return Ok(Table { id, db: self.uid });
+        }
+        let id = ids.len();
+        if id >= TABLES_MAX {
+            return Err(Error::TooManyTables { max: TABLES_MAX });
+        }
+        let state = TableState { name: name.into(), index: DefaultIndex::default() };
+        assert!(self.tables[id].set(state).is_ok(), "table slot {id} filled twice");
+        ids.insert(name.into(), id as u32);
+        Ok(Table { id: id as u32, db: self.uid })
+    }
+
+    /// Names of all tables, in creation order.
+    pub fn table_names(&self) -> Vec<String> {
+        self.tables.iter().map_while(|t| t.get()).map(|t| t.name.to_string()).collect()
+    }
+
+    /// Number of keys the table's index holds (deleted keys included until collected).
+    pub fn table_index_len(&self, table: &Table) -> Result<usize, Error> {
+        Ok(self.table_state(table)?.index.len())
+    }
+
+    pub(crate) fn table_state(&self, table: &Table) -> Result<&TableState, Error> {
+        if table.db != self.uid {
+            return Err(Error::ForeignTable);
+        }
+        self.tables.get(table.id as usize).and_then(OnceLock::get).ok_or(Error::ForeignTable)
+    }
+
+    /// The table with a known-valid id (one a transaction already checked).
+    pub(crate) fn table_state_by_id(&self, id: u32) -> &TableState {
+        self.tables[id as usize].get().expect("write set names a table that exists")
+    }
+
+    /// Begins a read-write transaction.
+    pub fn begin(&self) -> Result<Txn<'_>, Error> {
+        self.begin_with(false)
+    }
+
+    /// Begins a read-only transaction: it never fails to commit, and writes return
+    /// [`Error::ReadOnly`].
+    pub fn begin_read_only(&self) -> Result<Txn<'_>, Error> {
+        self.begin_with(true)
+    }
+
+    fn begin_with(&self, read_only: bool) -> Result<Txn<'_>, Error> {
+        let (ts, slot) = self.timestamps.begin(self.site_hint())?;
+        Ok(Txn::new(self, ts, slot, read_only))
+    }
+
+    /// Runs `body` in a transaction and commits it, retrying with backoff (up to
+    /// `Options::run_attempts` times) while it fails with a conflict. Other errors from
+    /// `body` abort the transaction and are returned as they are.
+    pub fn run<T>(&self, mut body: impl FnMut(&mut Txn<'_>) -> Result<T, Error>) -> Result<T, Error> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut txn = self.begin()?;
+            let error = match body(&mut txn) {
+                Ok(value) => match txn.commit() {
+                    Ok(_) => return Ok(value),
+                    Err(e) => e,
+                },
+                Err(e) => {
+                    txn.abort();
+                    e
+                }
+            };
+            if !error.is_conflict() || attempt >= self.options.run_attempts {
+                return Err(error);
+            }
+            backoff(attempt);
+        }
+    }
+
+    /// Current counters, summed over sites.
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats::default();
+        for site in self.stats.iter() {
+            let get = |c: &StdAtomicU64| c.load(StdOrdering::Relaxed);
+            s.commits += get(&site.commits);
+            s.read_only_commits += get(&site.read_only_commits);
+            s.aborts += get(&site.aborts);
+            s.conflicts_read_by_younger += get(&site.conflicts_read_by_younger);
+            s.conflicts_written_by_younger += get(&site.conflicts_written_by_younger);
+            s.versions_installed += get(&site.versions_installed);
+            s.gc_runs += get(&site.gc_runs);
+            s.gc_records_pruned += get(&site.gc_records_pruned);
+            s.gc_bytes_freed += get(&site.gc_bytes_freed);
+        }
+        for q in self.gc.iter() {
+            s.gc_pending += q.lock().unwrap_or_else(|e| e.into_inner()).len() as u64;
+        }
+        s
+    }
+
+    /// Collects every queue now, as far as the oldest active transaction allows. Commits
+    /// do this on their own as queues fill; this is for tests and quiet moments.
+    pub fn collect_garbage(&self) {
+        for site in 0..SITES {
+            self.collect_site(site);
+        }
+    }
+
+    pub(crate) fn collect_site(&self, site: usize) {
+        let mut q = self.gc[site].lock().unwrap_or_else(|e| e.into_inner());
+        if q.len() == 0 {
+            return;
+        }
+        let done = q.collect(self.timestamps.watermark());
+        let stats = &self.stats[site];
+        stats.gc_runs.fetch_add(1, StdOrdering::Relaxed);
+        stats.gc_records_pruned.fetch_add(done.records as u64, StdOrdering::Relaxed);
+        stats.gc_bytes_freed.fetch_add(done.bytes as u64, StdOrdering::Relaxed);
+    }
+
+    /// Which timestamp algorithm is in force ("rdtsc", "atomic" or "mutex").
+    pub fn timestamp_algorithm(&self) -> &'static str {
+        match self.timestamps.algorithm() {
+            crate::timestamp::Algorithm::Rdtsc => "rdtsc",
+            crate::timestamp::Algorithm::Atomic => "atomic",
+            crate::timestamp::Algorithm::Mutex => "mutex",
+        }
+    }
+
+    /// The site this thread begins transactions on: assigned round-robin on first use, so
+    /// threads do not share a site's lock and slots.
+    fn site_hint(&self) -> usize {
+        SITE.with(|cell| {
+            let (uid, site) = cell.get();
+            if uid == self.uid {
+                return site;
+            }
+            let site = (self.next_site.fetch_add(1, StdOrdering::Relaxed) as usize) % SITES;
+            cell.set((self.uid, site));
+            site
+        })
+    }
+}
+
+fn backoff(attempt: u32) {
+    let spins = 1u32 << attempt.min(10);
+    for _ in 0..spins {
+        std::hint::spin_loop();
+    }
+    if attempt > 3 {
+        std::thread::yield_now();
+    }
+    if attempt > 8 {
+        std::thread::sleep(std::time::Duration::from_micros(u64::from(attempt) * 10));
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        // Every `Txn` borrows the `Db`, so none is alive: nothing can reach a record now.
+        for table in self.tables.iter().filter_map(OnceLock::get) {
+            // SAFETY: exclusive access (`&mut self`); the index holds each record once.
+            table.index.for_each(|r| unsafe { r.destroy() });
+        }
+    }
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("tables", &self.table_names()).finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,87 @@
+//! The engine's typed errors. Nothing a user passes in makes the engine panic; it returns one
+//! of these instead.
+
+/// Why a transaction could not commit. Retrying (with a new, younger timestamp) may succeed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConflictReason {
+    /// A younger transaction already read (or range-read past) a key this one writes, so
+    /// this write would change what that reader should have seen.
+    ReadByYounger,
+    /// A younger transaction already wrote, or is committing, a key this one writes.
+    WrittenByYounger,
+}
+
+impl std::fmt::Display for ConflictReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConflictReason::ReadByYounger => "a younger transaction already read a key it writes",
+            ConflictReason::WrittenByYounger => "a younger transaction already wrote a key it writes",
+        })
+    }
+}
+
+/// Every error the engine returns.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The transaction conflicts with a younger one and was aborted; `Db::run` retries these.
+    #[error("transaction conflict: {reason}")]
+    Conflict {
+        /// What the conflict was.
+        reason: ConflictReason,
+    },
+    /// A key longer than `Options::key_size_max`. The transaction stays usable.
+    #[error("key of {len} bytes exceeds the limit of {max} bytes")]
+    KeyTooLarge {
+        /// Length of the rejected key.
+        len: usize,
+        /// The configured limit.
+        max: usize,
+    },
+    /// A value longer than `Options::value_size_max`. The transaction stays usable.
+    #[error("value of {len} bytes exceeds the limit of {max} bytes")]
+    ValueTooLarge {
+        /// Length of the rejected value.
+        len: usize,
+        /// The configured limit.
+        max: usize,
+    },
+    /// A write inside a read-only transaction.
+    #[error("write in a read-only transaction")]
+    ReadOnly,
+    /// All transaction slots are taken (see `TRANSACTIONS_ACTIVE_MAX`).
+    #[error("too many active transactions (at most {max})")]
+    TooManyTransactions {
+        /// The limit.
+        max: usize,
+    },
+    /// A table handle from another `Db`.
+    #[error("table handle does not belong to this database")]
+    ForeignTable,
+    /// A table name that is empty or too long.
+    #[error("invalid table name: {reason}")]
+    InvalidTableName {
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// More tables than `TABLES_MAX`.
+    #[error("too many tables (at most {max})")]
+    TooManyTables {
+        /// The limit.
+        max: usize,
+    },
+    /// `Options` that cannot work.
+    #[error("invalid options: {reason}")]
+    InvalidOptions {
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// Whether retrying the whole transaction may succeed.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Conflict { .. })
+    }
+}

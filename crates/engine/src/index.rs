@@ -1,0 +1,100 @@
+//! The narrow boundary between the engine and its ordered index.
+//!
+//! The engine needs five things from an index: point lookups, lookups that leave a read stamp
+//! on the gap of an absent key, insert-if-absent that reports the gap's stamp, stamped scans in
+//! both directions, and a full walk for teardown. Stamps are what phantom protection rests
+//! on; see `verso_index` for the contract.
+
+use std::ops::Bound;
+use std::ptr::NonNull;
+
+use verso_index::{Direction, LockedBTree};
+
+use crate::record::Record;
+
+/// A pointer to a record that lives as long as the `Db`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RecordPtr(NonNull<Record>);
+
+// SAFETY: a `Record` is `Sync` (atomics plus an immutable key) and lives until the `Db` drops,
+// which happens only after every thread using it is done.
+unsafe impl Send for RecordPtr {}
+// SAFETY: as above.
+unsafe impl Sync for RecordPtr {}
+
+impl RecordPtr {
+    pub(crate) fn new(record: Box<Record>) -> Self {
+        RecordPtr(NonNull::from(Box::leak(record)))
+    }
+
+    /// The record. Records are freed only by `Db::drop`, so any borrow of the `Db` outlives
+    /// the reference.
+    pub(crate) fn get<'a>(self) -> &'a Record {
+        // SAFETY: records are never freed while the `Db` (which every caller borrows) lives.
+        unsafe { self.0.as_ref() }
+    }
+
+    /// Frees the record and its versions.
+    ///
+    /// # Safety
+    /// Only from `Db::drop`: nothing else references the record, and each is freed once.
+    pub(crate) unsafe fn destroy(self) {
+        // SAFETY: exclusive by contract; the box was leaked by `new`.
+        unsafe {
+            self.0.as_ref().free_versions();
+            drop(Box::from_raw(self.0.as_ptr()));
+        }
+    }
+}
+
+/// What the engine asks of an ordered index.
+pub(crate) trait OrderedIndex: Send + Sync + Default {
+    fn get_or_stamp(&self, key: &[u8], stamp: u64) -> Option<RecordPtr>;
+    fn get_or_insert_with(&self, key: &[u8], make: impl FnOnce(u64) -> RecordPtr) -> RecordPtr;
+    fn scan(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        direction: Direction,
+        stamp: u64,
+        visit: impl FnMut(RecordPtr) -> bool,
+    ) -> bool;
+    fn for_each(&self, f: impl FnMut(RecordPtr));
+    fn len(&self) -> usize;
+}
+
+/// The placeholder index (a `BTreeMap` behind a `RwLock`) seen through the engine's trait.
+#[derive(Default)]
+pub(crate) struct BTreeIndex(LockedBTree<RecordPtr>);
+
+impl OrderedIndex for BTreeIndex {
+    fn get_or_stamp(&self, key: &[u8], stamp: u64) -> Option<RecordPtr> {
+        self.0.get_or_stamp(key, stamp)
+    }
+
+    fn get_or_insert_with(&self, key: &[u8], make: impl FnOnce(u64) -> RecordPtr) -> RecordPtr {
+        self.0.get_or_insert_with(key, make).0
+    }
+
+    fn scan(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        direction: Direction,
+        stamp: u64,
+        mut visit: impl FnMut(RecordPtr) -> bool,
+    ) -> bool {
+        self.0.scan(lo, hi, direction, stamp, |_, r| visit(r))
+    }
+
+    fn for_each(&self, mut f: impl FnMut(RecordPtr)) {
+        self.0.for_each(|_, r| f(r))
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// The index the engine uses.
+pub(crate) type DefaultIndex = BTreeIndex;

@@ -1,0 +1,101 @@
+//! How a `Db` is configured.
+
+use std::str::FromStr;
+
+/// Default limit on key length: 64 KiB.
+pub const KEY_SIZE_MAX_DEFAULT: usize = 64 << 10;
+/// Default limit on value length: 64 MiB.
+pub const VALUE_SIZE_MAX_DEFAULT: usize = 64 << 20;
+/// Hard ceiling for either limit: lengths are stored in 32 bits.
+pub const SIZE_LIMIT_CEILING: usize = (u32::MAX >> 1) as usize;
+/// Default number of attempts `Db::run` makes before returning the conflict.
+pub const RUN_ATTEMPTS_DEFAULT: u32 = 16;
+
+/// Where transaction timestamps come from (vMVCC §2, §6.4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TimestampSource {
+    /// RDTSC when the CPU has an invariant TSC, else `Atomic`.
+    #[default]
+    Auto,
+    /// The CPU timestamp counter with a site id in the low bits (no shared-memory writes).
+    Rdtsc,
+    /// A shared atomic counter (fetch-and-add).
+    Atomic,
+    /// A counter behind a mutex: the slowest, kept for measurement.
+    Mutex,
+}
+
+impl FromStr for TimestampSource {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(TimestampSource::Auto),
+            "rdtsc" => Ok(TimestampSource::Rdtsc),
+            "atomic" => Ok(TimestampSource::Atomic),
+            "mutex" => Ok(TimestampSource::Mutex),
+            other => Err(format!("unknown timestamp source {other:?} (auto|rdtsc|atomic|mutex)")),
+        }
+    }
+}
+
+/// Configuration for [`Db::open`](crate::Db::open). Build it with `Options::default()` and
+/// the setters.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub(crate) key_size_max: usize,
+    pub(crate) value_size_max: usize,
+    pub(crate) timestamps: TimestampSource,
+    pub(crate) run_attempts: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            key_size_max: KEY_SIZE_MAX_DEFAULT,
+            value_size_max: VALUE_SIZE_MAX_DEFAULT,
+            timestamps: TimestampSource::Auto,
+            run_attempts: RUN_ATTEMPTS_DEFAULT,
+        }
+    }
+}
+
+impl Options {
+    /// Longest key accepted, in bytes (default 64 KiB, at most [`SIZE_LIMIT_CEILING`]).
+    pub fn key_size_max(mut self, bytes: usize) -> Self {
+        self.key_size_max = bytes;
+        self
+    }
+
+    /// Longest value accepted, in bytes (default 64 MiB, at most [`SIZE_LIMIT_CEILING`]).
+    pub fn value_size_max(mut self, bytes: usize) -> Self {
+        self.value_size_max = bytes;
+        self
+    }
+
+    /// Where timestamps come from (default [`TimestampSource::Auto`]).
+    pub fn timestamps(mut self, source: TimestampSource) -> Self {
+        self.timestamps = source;
+        self
+    }
+
+    /// How many times `Db::run` tries a transaction that keeps conflicting (default 16, >= 1).
+    pub fn run_attempts(mut self, attempts: u32) -> Self {
+        self.run_attempts = attempts;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), crate::Error> {
+        let bad = |reason: String| Err(crate::Error::InvalidOptions { reason });
+        if self.key_size_max > SIZE_LIMIT_CEILING {
+            return bad(format!("key_size_max {} > {SIZE_LIMIT_CEILING}", self.key_size_max));
+        }
+        if self.value_size_max > SIZE_LIMIT_CEILING {
+            return bad(format!("value_size_max {} > {SIZE_LIMIT_CEILING}", self.value_size_max));
+        }
+        if self.run_attempts == 0 {
+            return bad("run_attempts must be at least 1".into());
+        }
+        Ok(())
+    }
+}

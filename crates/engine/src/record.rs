@@ -1,0 +1,328 @@
+//! Records (vMVCC's tuples) and their version chains, with the MVTO read and commit protocol.
+//!
+//! A record is one key's history: a newest-first chain of immutable versions, `tslast` (the
+//! highest timestamp that read or wrote it) and `owner` (the timestamp of the transaction
+//! committing to it, if any).
+//!
+//! The protocol is a Dekker pair on `tslast` and `owner`, both `SeqCst`:
+//! - a reader at `T` first raises `tslast` to `T`, then looks at `owner`, and waits while an
+//!   *older* transaction owns the record (its version would be visible to `T`);
+//! - a committer at `W` first takes `owner`, then reads `tslast`, and aborts if it is above `W`.
+//!
+//! So for any reader `T` and committer `W < T` of the same record, either the committer sees
+//! the read and aborts, or the reader sees the owner, waits, and then reads `W`'s version.
+
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::ptr::{self, NonNull};
+
+use crate::sync::{spin_step, AtomicPtr, AtomicU64, Ordering};
+use crate::ConflictReason;
+
+/// `owner` when nobody is committing.
+pub(crate) const OWNER_NONE: u64 = 0;
+/// `owner` while the garbage collector prunes the chain. Above every timestamp, so readers
+/// never wait for it.
+pub(crate) const OWNER_GC: u64 = u64::MAX;
+
+/// One key's record. Lives until the `Db` is dropped: the index hands out `&Record`s freely.
+///
+/// Layout: the three protocol words share the first cache line with the key pointer, so a
+/// read touches one line of the record (plus the version it returns).
+#[repr(C, align(64))]
+pub(crate) struct Record {
+    /// Invariant: [`OWNER_NONE`], [`OWNER_GC`], or the timestamp of the one transaction whose
+    /// commit holds this record.
+    owner: AtomicU64,
+    /// Invariant: >= every timestamp that has read this record or installed a version in it,
+    /// and >= the largest gap stamp its key inherited when it was inserted.
+    tslast: AtomicU64,
+    /// Invariant: versions in strictly decreasing timestamp order; null when none.
+    head: AtomicPtr<Version>,
+    key: Box<[u8]>,
+}
+
+/// One immutable value (or tombstone) of a record, followed in memory by its bytes.
+#[repr(C)]
+pub(crate) struct Version {
+    /// Timestamp of the transaction that wrote it.
+    ts: u64,
+    /// The next older version. Cut (set null) only by pruning, under `OWNER_GC`.
+    next: AtomicPtr<Version>,
+    len: u32,
+    tombstone: bool,
+}
+
+const VERSION_HEADER: usize = std::mem::size_of::<Version>();
+const _: () = assert!(VERSION_HEADER == 24);
+
+impl Version {
+    fn layout(len: usize) -> Layout {
+        // Cannot fail: `len` is bounded by `SIZE_LIMIT_CEILING`, far below `isize::MAX`.
+        Layout::from_size_align(VERSION_HEADER + len, std::mem::align_of::<Version>())
+            .expect("version layout")
+    }
+
+    /// Allocates a version of `value` (`None` for a tombstone) at `ts`, not yet linked.
+    pub(crate) fn new(ts: u64, value: Option<&[u8]>) -> NonNull<Version> {
+        let bytes = value.unwrap_or(&[]);
+        assert!(bytes.len() <= crate::options::SIZE_LIMIT_CEILING);
+        let layout = Self::layout(bytes.len());
+        // SAFETY: `layout` has non-zero size (the header is 24 bytes).
+        let raw = unsafe { alloc(layout) }.cast::<Version>();
+        let Some(v) = NonNull::new(raw) else { handle_alloc_error(layout) };
+        // SAFETY: `v` points to a fresh allocation of `layout`, large enough for the header
+        // followed by `bytes.len()` bytes; nothing else refers to it yet.
+        unsafe {
+            v.as_ptr().write(Version {
+                ts,
+                next: AtomicPtr::new(ptr::null_mut()),
+                len: bytes.len() as u32,
+                tombstone: value.is_none(),
+            });
+            let data = v.as_ptr().cast::<u8>().add(VERSION_HEADER);
+            ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
+        }
+        v
+    }
+
+    /// Frees a version allocated by [`Version::new`].
+    ///
+    /// # Safety
+    /// `v` came from `Version::new`, is not reachable by any reader, and is freed once.
+    pub(crate) unsafe fn free(v: NonNull<Version>) {
+        // SAFETY: the caller guarantees `v` is a live version; its header gives the layout.
+        let layout = Self::layout(unsafe { v.as_ref() }.len as usize);
+        // SAFETY: allocated by `alloc` with this layout (see `new`), freed once by contract.
+        unsafe { dealloc(v.as_ptr().cast(), layout) }
+    }
+
+    pub(crate) fn ts(&self) -> u64 {
+        self.ts
+    }
+
+    /// The value, or `None` for a tombstone.
+    pub(crate) fn value(&self) -> Option<&[u8]> {
+        if self.tombstone {
+            return None;
+        }
+        // SAFETY: `new` allocated `len` bytes right after the header and initialized them;
+        // versions are immutable once published.
+        Some(unsafe {
+            std::slice::from_raw_parts(
+                (self as *const Version).cast::<u8>().add(VERSION_HEADER),
+                self.len as usize,
+            )
+        })
+    }
+
+    /// Heap bytes this version occupies.
+    pub(crate) fn footprint(&self) -> usize {
+        VERSION_HEADER + self.len as usize
+    }
+}
+
+impl Record {
+    /// A record with no versions whose `tslast` starts at `gap_stamp`: the largest timestamp
+    /// of any range read (or absent-key read) that covered this key before it existed.
+    pub(crate) fn new(key: &[u8], gap_stamp: u64) -> Box<Record> {
+        Box::new(Record {
+            owner: AtomicU64::new(OWNER_NONE),
+            tslast: AtomicU64::new(gap_stamp),
+            head: AtomicPtr::new(ptr::null_mut()),
+            key: key.into(),
+        })
+    }
+
+    pub(crate) fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// MVTO read at `ts`: records the read in `tslast`, waits out an older in-flight commit,
+    /// and returns the newest version older than `ts`.
+    ///
+    /// The returned reference stays valid while a transaction at `ts` is registered active:
+    /// pruning keeps every version some active timestamp can see.
+    pub(crate) fn read(&self, ts: u64) -> Option<&Version> {
+        // Announce the read before looking at `owner` (the Dekker pair above). Skipping the
+        // write when `tslast` is already high enough is safe: a committer that takes `owner`
+        // later reads a `tslast` at least this large.
+        if self.tslast.load(Ordering::SeqCst) < ts {
+            self.tslast.fetch_max(ts, Ordering::SeqCst);
+        }
+        let mut step = 0;
+        loop {
+            let owner = self.owner.load(Ordering::SeqCst);
+            // OWNER_GC is above every timestamp, so pruning never delays a reader.
+            if owner == OWNER_NONE || owner > ts {
+                break;
+            }
+            debug_assert_ne!(owner, ts, "a transaction reads while committing");
+            spin_step(&mut step);
+        }
+        let mut v = self.head.load(Ordering::Acquire);
+        // SAFETY: versions reachable from `head` down to the first one older than `ts` are not
+        // freed while `ts` is active (pruning cuts only below the oldest active timestamp).
+        while let Some(version) = unsafe { v.as_ref() } {
+            if version.ts() < ts {
+                return Some(version);
+            }
+            v = version.next.load(Ordering::Acquire);
+        }
+        None
+    }
+
+    /// Takes the record for a commit at `ts`, waiting for an older committer or the GC to
+    /// finish, and checks that no younger transaction read or wrote it.
+    pub(crate) fn lock_for_commit(&self, ts: u64) -> Result<(), ConflictReason> {
+        let mut step = 0;
+        loop {
+            match self.owner.compare_exchange(OWNER_NONE, ts, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => break,
+                // A younger owner will install a version above us: we would abort anyway.
+                Err(owner) if owner != OWNER_GC && owner > ts => {
+                    return Err(ConflictReason::WrittenByYounger)
+                }
+                // An older owner (or the GC) finishes without waiting on anything: waits only
+                // point to older transactions, so they cannot form a cycle.
+                Err(_) => spin_step(&mut step),
+            }
+        }
+        if self.tslast.load(Ordering::SeqCst) > ts {
+            self.unlock(ts);
+            return Err(ConflictReason::ReadByYounger);
+        }
+        Ok(())
+    }
+
+    /// Publishes `version` as the newest and raises `tslast` to its timestamp. Returns
+    /// whether it superseded an older version. Caller holds the record (`lock_for_commit`).
+    pub(crate) fn install(&self, version: NonNull<Version>) -> bool {
+        // SAFETY: `version` is a fresh, unpublished allocation owned by the committer.
+        let ts = unsafe { version.as_ref() }.ts;
+        assert_eq!(self.owner.load(Ordering::Relaxed), ts, "install without the lock");
+        let old = self.head.load(Ordering::Relaxed);
+        // SAFETY: `old` is null or the live head; nobody frees the head.
+        if let Some(old_version) = unsafe { old.as_ref() } {
+            assert!(old_version.ts < ts, "versions out of order: {} >= {ts}", old_version.ts);
+        }
+        // SAFETY: as above, `version` is still private to this thread.
+        unsafe { version.as_ref() }.next.store(old, Ordering::Relaxed);
+        self.head.store(version.as_ptr(), Ordering::Release);
+        self.tslast.fetch_max(ts, Ordering::SeqCst);
+        !old.is_null()
+    }
+
+    /// Releases the record after `lock_for_commit` at `ts`.
+    pub(crate) fn unlock(&self, ts: u64) {
+        debug_assert_eq!(self.owner.load(Ordering::Relaxed), ts);
+        self.owner.store(OWNER_NONE, Ordering::Release);
+    }
+
+    /// Frees every version no transaction at or above `watermark` can reach: everything
+    /// below the newest version older than `watermark`. Returns the number of bytes freed,
+    /// or `None` if the record was busy (try again later).
+    pub(crate) fn prune(&self, watermark: u64) -> Option<usize> {
+        if self
+            .owner
+            .compare_exchange(OWNER_NONE, OWNER_GC, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return None;
+        }
+        let mut freed = 0;
+        let mut v = self.head.load(Ordering::Acquire);
+        // SAFETY: holding OWNER_GC excludes other pruners; the chain down to the cut is live.
+        while let Some(version) = unsafe { v.as_ref() } {
+            if version.ts < watermark {
+                // Every reader at or above `watermark` stops here or earlier, so the tail
+                // behind `version` is unreachable once cut.
+                let mut tail = version.next.swap(ptr::null_mut(), Ordering::AcqRel);
+                while let Some(dead) = NonNull::new(tail) {
+                    // SAFETY: `dead` is in the cut tail: unreachable by readers (above), and
+                    // each tail node is freed exactly once, here.
+                    unsafe {
+                        tail = dead.as_ref().next.load(Ordering::Relaxed);
+                        freed += dead.as_ref().footprint();
+                        Version::free(dead);
+                    }
+                }
+                break;
+            }
+            v = version.next.load(Ordering::Acquire);
+        }
+        self.owner.store(OWNER_NONE, Ordering::Release);
+        Some(freed)
+    }
+
+    /// Frees the whole chain. Only for dropping the `Db`, when nothing else runs.
+    ///
+    /// # Safety
+    /// No reader or writer can reach this record any more.
+    pub(crate) unsafe fn free_versions(&self) {
+        let mut v = self.head.swap(ptr::null_mut(), Ordering::AcqRel);
+        while let Some(dead) = NonNull::new(v) {
+            // SAFETY: the caller guarantees exclusivity; each chain node is freed once.
+            unsafe {
+                v = dead.as_ref().next.load(Ordering::Relaxed);
+                Version::free(dead);
+            }
+        }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    /// A reader at T=2 and a committer at W=1 race on one record: either the committer
+    /// aborts or the reader sees its version. Never both "committed" and "missed".
+    #[test]
+    fn older_commit_is_either_seen_or_aborted() {
+        loom::model(|| {
+            let rec: Arc<Record> = Arc::from(Record::new(b"k", 0));
+            let r2 = rec.clone();
+            let writer = loom::thread::spawn(move || {
+                if r2.lock_for_commit(1).is_err() {
+                    return false;
+                }
+                r2.install(Version::new(1, Some(b"v")));
+                r2.unlock(1);
+                true
+            });
+            let saw = rec.read(2).map(|v| v.ts());
+            let committed = writer.join().unwrap();
+            if committed {
+                assert_eq!(saw, Some(1), "reader at 2 missed a committed write at 1");
+            } else {
+                assert_eq!(saw, None);
+            }
+            // SAFETY: both threads are done.
+            unsafe { rec.free_versions() };
+        });
+    }
+
+    /// Two committers on one record: the younger one never installs below the older one.
+    #[test]
+    fn committers_keep_the_chain_ordered() {
+        loom::model(|| {
+            let rec: Arc<Record> = Arc::from(Record::new(b"k", 0));
+            let r2 = rec.clone();
+            let t = loom::thread::spawn(move || {
+                if r2.lock_for_commit(1).is_ok() {
+                    r2.install(Version::new(1, Some(b"a")));
+                    r2.unlock(1);
+                }
+            });
+            // The younger committer waits out the older one and never conflicts with it.
+            rec.lock_for_commit(2).expect("younger committer aborted");
+            rec.install(Version::new(2, Some(b"b")));
+            rec.unlock(2);
+            t.join().unwrap();
+            // `install` asserts the order; the newest is the younger write.
+            assert_eq!(rec.read(3).map(|v| v.ts()), Some(2));
+            // SAFETY: both threads are done.
+            unsafe { rec.free_versions() };
+        });
+    }
+}

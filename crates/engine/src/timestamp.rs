@@ -1,0 +1,373 @@
+//! Strictly increasing transaction timestamps and the set of active transactions.
+//!
+//! vMVCC §2: a timestamp is the CPU timestamp counter with a *site* id in its low bits. To
+//! take one, hold the site's lock, read the counter `t`, round up to the next `t' >= t` whose
+//! low bits are the site id, and spin until the counter passes `t'`. Because the site is held
+//! while the counter passes `t'`, no other thread can hand out `t'`, and any timestamp taken
+//! after this one returns is larger: timestamps are unique and follow real time.
+//!
+//! Each site also holds a few *slots*, one per active transaction it began. The GC watermark
+//! (a lower bound on the timestamp of every active and every future transaction) is the
+//! minimum over slots and, per site, a fresh timestamp taken *under that site's lock*. That
+//! is the fix for the bug vMVCC §5.1 describes: taking the fresh bound from an arbitrary
+//! site after the scan lets a transaction that begins on an already-scanned site slip under
+//! it.
+
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{spin_step, AtomicBool, AtomicU64, Ordering};
+use crate::{Error, TimestampSource};
+
+/// Low bits of an RDTSC timestamp that hold the site id.
+pub(crate) const SITE_BITS: u32 = 6;
+/// Number of sites: every site id fits in [`SITE_BITS`].
+pub(crate) const SITES: usize = 1 << SITE_BITS;
+/// Active transactions one site can hold; `SITES * SLOTS_PER_SITE` bounds concurrency.
+pub(crate) const SLOTS_PER_SITE: usize = 16;
+/// Slot value meaning "no transaction here". Larger than every timestamp.
+pub(crate) const IDLE: u64 = u64::MAX;
+
+/// Upper bound on concurrently active transactions per `Db`.
+pub const TRANSACTIONS_ACTIVE_MAX: usize = SITES * SLOTS_PER_SITE;
+
+const _: () = assert!(SITES <= 1 << SITE_BITS);
+const _: () = assert!(SLOTS_PER_SITE <= u16::MAX as usize);
+
+/// Which timestamp algorithm is in force (after resolving [`TimestampSource::Auto`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Algorithm {
+    Rdtsc,
+    Atomic,
+    Mutex,
+}
+
+/// Where a transaction's timestamp is recorded while it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotId {
+    pub(crate) site: u16,
+    pub(crate) slot: u16,
+}
+
+/// One site: a lock held while generating a timestamp or scanning, and the slots of the
+/// transactions begun here.
+struct Site {
+    lock: AtomicBool,
+    /// Invariant: each is [`IDLE`] or the timestamp of a transaction that has begun and not
+    /// ended. Written only under `lock` when filled; emptied without it (ending only raises
+    /// the watermark).
+    slots: [AtomicU64; SLOTS_PER_SITE],
+}
+
+impl Site {
+    fn new() -> Self {
+        Site { lock: AtomicBool::new(false), slots: std::array::from_fn(|_| AtomicU64::new(IDLE)) }
+    }
+
+    fn lock(&self) {
+        let mut step = 0;
+        while self
+            .lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            spin_step(&mut step);
+        }
+    }
+
+    fn unlock(&self) {
+        debug_assert!(self.lock.load(Ordering::Relaxed));
+        self.lock.store(false, Ordering::Release);
+    }
+}
+
+/// The timestamp generator and active-transaction registry of one `Db`.
+pub(crate) struct Timestamps {
+    algorithm: Algorithm,
+    sites: Box<[CachePadded<Site>]>,
+    /// Highest site index ever filled, plus one: the watermark scans only these.
+    sites_used: CachePadded<AtomicU64>,
+    counter: CachePadded<AtomicU64>,
+    mutex: std::sync::Mutex<u64>,
+    /// Under loom the hardware counter is modelled by an atomic that ticks on every read.
+    #[cfg(loom)]
+    fake_tsc: AtomicU64,
+}
+
+impl Timestamps {
+    pub(crate) fn new(source: TimestampSource) -> Result<Self, Error> {
+        let algorithm = match source {
+            TimestampSource::Auto if tsc_is_invariant() => Algorithm::Rdtsc,
+            TimestampSource::Auto | TimestampSource::Atomic => Algorithm::Atomic,
+            TimestampSource::Rdtsc if tsc_is_invariant() => Algorithm::Rdtsc,
+            TimestampSource::Rdtsc => {
+                return Err(Error::InvalidOptions {
+                    reason: "timestamps=rdtsc needs an x86-64 CPU with an invariant TSC \
+                             (constant_tsc and nonstop_tsc); use atomic"
+                        .into(),
+                })
+            }
+            TimestampSource::Mutex => Algorithm::Mutex,
+        };
+        Ok(Timestamps {
+            algorithm,
+            sites: (0..SITES).map(|_| CachePadded::new(Site::new())).collect(),
+            sites_used: CachePadded::new(AtomicU64::new(0)),
+            counter: CachePadded::new(AtomicU64::new(0)),
+            mutex: std::sync::Mutex::new(0),
+            #[cfg(loom)]
+            fake_tsc: AtomicU64::new(1 << SITE_BITS),
+        })
+    }
+
+    pub(crate) fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// Registers a new transaction, preferring `site_hint`, and returns its timestamp.
+    pub(crate) fn begin(&self, site_hint: usize) -> Result<(u64, SlotId), Error> {
+        for i in 0..SITES {
+            let site_index = (site_hint + i) % SITES;
+            let site = &self.sites[site_index];
+            site.lock();
+            let free = site.slots.iter().position(|s| s.load(Ordering::Relaxed) == IDLE);
+            let Some(slot) = free else {
+                site.unlock();
+                continue;
+            };
+            self.sites_used.fetch_max(site_index as u64 + 1, Ordering::AcqRel);
+            let ts = self.generate_locked(site_index);
+            // Filled under the site lock: a watermark scan of this site either comes before
+            // (and its fresh bound is below `ts`) or after (and sees `ts` here).
+            site.slots[slot].store(ts, Ordering::Release);
+            site.unlock();
+            assert!(ts != 0 && ts != IDLE);
+            return Ok((ts, SlotId { site: site_index as u16, slot: slot as u16 }));
+        }
+        Err(Error::TooManyTransactions { max: TRANSACTIONS_ACTIVE_MAX })
+    }
+
+    /// Unregisters the transaction in `slot`.
+    pub(crate) fn end(&self, slot: SlotId) {
+        let cell = &self.sites[slot.site as usize].slots[slot.slot as usize];
+        debug_assert_ne!(cell.load(Ordering::Relaxed), IDLE, "slot ended twice");
+        cell.store(IDLE, Ordering::Release);
+    }
+
+    /// A lower bound on the timestamp of every active transaction and every transaction that
+    /// begins after this call returns. Never larger than the oldest active timestamp.
+    pub(crate) fn watermark(&self) -> u64 {
+        let used = self.sites_used.load(Ordering::Acquire) as usize;
+        let mut low = IDLE;
+        for site_index in 0..used.min(SITES) {
+            let site = &self.sites[site_index];
+            site.lock();
+            // vMVCC §5.1: the fresh bound must come from *this* site, under its lock, so every
+            // later timestamp of this site is above it.
+            low = low.min(self.generate_locked(site_index));
+            for s in &site.slots {
+                low = low.min(s.load(Ordering::Acquire));
+            }
+            site.unlock();
+        }
+        if used == 0 {
+            // No transaction ever began: any timestamp taken now bounds the future.
+            let site = &self.sites[0];
+            site.lock();
+            low = self.generate_locked(0);
+            site.unlock();
+        }
+        low
+    }
+
+    /// A fresh timestamp. Caller holds the lock of `site_index`.
+    fn generate_locked(&self, site_index: usize) -> u64 {
+        match self.algorithm {
+            Algorithm::Rdtsc => {
+                let mask = (1u64 << SITE_BITS) - 1;
+                let t = self.tsc();
+                let mut t1 = (t & !mask) | site_index as u64;
+                if t1 < t {
+                    t1 += 1 << SITE_BITS;
+                }
+                // Spin until the counter passes `t1`: from then on no reading of the counter,
+                // on any core, can produce a value at or below `t1` (vMVCC §2).
+                let mut step = 0;
+                while self.tsc() <= t1 {
+                    spin_step(&mut step);
+                }
+                t1
+            }
+            Algorithm::Atomic => self.counter.fetch_add(1, Ordering::AcqRel) + 1,
+            Algorithm::Mutex => {
+                let mut n = self.mutex.lock().unwrap_or_else(|e| e.into_inner());
+                *n += 1;
+                *n
+            }
+        }
+    }
+
+    #[cfg(not(loom))]
+    #[inline]
+    fn tsc(&self) -> u64 {
+        read_tsc()
+    }
+
+    #[cfg(loom)]
+    fn tsc(&self) -> u64 {
+        // Ticks a whole site-width per read so a generation spins at most once: loom explores
+        // every interleaving of every iteration.
+        self.fake_tsc.fetch_add(1 << SITE_BITS, Ordering::SeqCst)
+    }
+}
+
+/// The counter, fenced so it is not read early (before the site lock was taken or the slot
+/// scan began): `lfence` waits for earlier instructions to complete.
+#[cfg(all(not(loom), target_arch = "x86_64"))]
+#[inline]
+fn read_tsc() -> u64 {
+    // SAFETY: `_mm_lfence` and `_rdtsc` have no memory-safety preconditions; SSE2 is part of
+    // the x86-64 baseline, and RDTSC is only selected when `tsc_is_invariant` saw the CPU flags.
+    unsafe {
+        core::arch::x86_64::_mm_lfence();
+        let t = core::arch::x86_64::_rdtsc();
+        core::arch::x86_64::_mm_lfence();
+        t
+    }
+}
+
+#[cfg(all(not(loom), not(target_arch = "x86_64")))]
+fn read_tsc() -> u64 {
+    unreachable!("the RDTSC algorithm is never selected off x86-64")
+}
+
+/// Whether the TSC ticks at a constant rate and keeps ticking in deep sleep, so it can order
+/// events across cores: Linux reports this as the `constant_tsc` and `nonstop_tsc` flags.
+pub fn tsc_is_invariant() -> bool {
+    if cfg!(loom) {
+        return true;
+    }
+    if !cfg!(target_arch = "x86_64") {
+        return false;
+    }
+    let Ok(cpuinfo) = std::fs::read_to_string("/proc/cpuinfo") else {
+        return false;
+    };
+    let flags = cpuinfo.lines().find(|l| l.starts_with("flags")).unwrap_or("");
+    let has = |f: &str| flags.split_whitespace().any(|x| x == f);
+    has("constant_tsc") && has("nonstop_tsc")
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    fn timestamps() -> Arc<Timestamps> {
+        Arc::new(Timestamps::new(TimestampSource::Rdtsc).unwrap())
+    }
+
+    /// Timestamps are unique and follow real time, across sites.
+    #[test]
+    fn strictly_increasing_across_threads() {
+        loom::model(|| {
+            let ts = timestamps();
+            let done = Arc::new(AtomicU64::new(0));
+            let (ts2, done2) = (ts.clone(), done.clone());
+            let t = loom::thread::spawn(move || {
+                let (a, slot) = ts2.begin(1).unwrap();
+                ts2.end(slot);
+                done2.store(a, Ordering::SeqCst);
+                a
+            });
+            let seen = done.load(Ordering::SeqCst);
+            let (b, slot) = ts.begin(0).unwrap();
+            ts.end(slot);
+            let a = t.join().unwrap();
+            assert_ne!(a, b);
+            if seen != 0 {
+                assert!(b > seen, "began after {seen} finished, got {b}");
+            }
+        });
+    }
+
+    /// The §5.1 property: a transaction that is active (whenever it began relative to the
+    /// scan) is never below the watermark.
+    #[test]
+    fn watermark_never_passes_an_active_transaction() {
+        loom::model(|| {
+            let ts = timestamps();
+            // Make two sites "used" so the scan visits both.
+            let (_, s) = ts.begin(0).unwrap();
+            ts.end(s);
+            let (_, s) = ts.begin(1).unwrap();
+            ts.end(s);
+            let ts2 = ts.clone();
+            let t = loom::thread::spawn(move || ts2.begin(0).unwrap().0);
+            let w = ts.watermark();
+            let a = t.join().unwrap();
+            assert!(w <= a, "watermark {w} passed active transaction {a}");
+        });
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_algorithm_is_unique_and_increasing_per_thread() {
+        for source in [TimestampSource::Auto, TimestampSource::Atomic, TimestampSource::Mutex] {
+            let ts = std::sync::Arc::new(Timestamps::new(source).unwrap());
+            let handles: Vec<_> = (0..4)
+                .map(|i| {
+                    let ts = ts.clone();
+                    std::thread::spawn(move || {
+                        let mut out = Vec::new();
+                        for _ in 0..2000 {
+                            let (t, slot) = ts.begin(i).unwrap();
+                            ts.end(slot);
+                            out.push(t);
+                        }
+                        out
+                    })
+                })
+                .collect();
+            let mut all = Vec::new();
+            for h in handles {
+                let v = h.join().unwrap();
+                assert!(v.windows(2).all(|w| w[0] < w[1]), "{source:?} not increasing");
+                all.extend(v);
+            }
+            let n = all.len();
+            all.sort_unstable();
+            all.dedup();
+            assert_eq!(all.len(), n, "{source:?} produced duplicates");
+        }
+    }
+
+    #[test]
+    fn watermark_tracks_the_oldest_active_transaction() {
+        let ts = Timestamps::new(TimestampSource::Auto).unwrap();
+        let (old, old_slot) = ts.begin(3).unwrap();
+        let (young, young_slot) = ts.begin(5).unwrap();
+        assert!(old < young);
+        assert_eq!(ts.watermark(), old);
+        ts.end(old_slot);
+        assert_eq!(ts.watermark(), young);
+        ts.end(young_slot);
+        let w = ts.watermark();
+        assert!(w > young);
+        let (next, slot) = ts.begin(3).unwrap();
+        assert!(next > w);
+        ts.end(slot);
+    }
+
+    #[test]
+    fn slots_run_out_with_a_typed_error_and_come_back() {
+        let ts = Timestamps::new(TimestampSource::Atomic).unwrap();
+        let held: Vec<_> = (0..TRANSACTIONS_ACTIVE_MAX).map(|_| ts.begin(0).unwrap().1).collect();
+        assert!(matches!(ts.begin(0), Err(Error::TooManyTransactions { .. })));
+        ts.end(held[7]);
+        assert!(ts.begin(0).is_ok());
+    }
+}

@@ -1,0 +1,264 @@
+//! Transactions: MVTO (vMVCC §2) with serializable range reads.
+//!
+//! A transaction takes its timestamp `ts` at begin and is serialized at `ts`. Reads see the
+//! newest version older than `ts` and record themselves in the record's `tslast`; reads of
+//! absent keys and range reads leave `ts` as a gap stamp in the index. Writes are buffered.
+//! Commit locks the written records in (table, key) order, aborts if any was read or written
+//! by a younger transaction (its `tslast` is above `ts`, which includes gap stamps inherited
+//! by newly inserted keys), installs the versions and unlocks.
+
+use std::ops::{Bound, RangeBounds};
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering as StdOrdering;
+
+use crate::db::{Db, SiteStats, Table};
+use crate::index::{OrderedIndex, RecordPtr};
+use crate::range::Range;
+use crate::record::{Record, Version};
+use crate::timestamp::SlotId;
+use crate::write_set::{self, WriteSet};
+use crate::{ConflictReason, Error};
+
+/// The timestamp a transaction committed at: its position in the serial order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CommitTs(pub(crate) u64);
+
+impl CommitTs {
+    /// The raw timestamp.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+/// A transaction. Commit it with [`Txn::commit`]; dropping it aborts.
+///
+/// Slices returned by [`Txn::get`] and [`Txn::range`] borrow the transaction and stay valid
+/// (without copying) until it ends; the borrow checker stops a `put` while any is held.
+pub struct Txn<'db> {
+    db: &'db Db,
+    ts: u64,
+    slot: SlotId,
+    read_only: bool,
+    /// Taken from the thread's pool at the first write.
+    writes: Option<WriteSet>,
+    /// Invariant: `true` once the slot is released; nothing may be read after that.
+    ended: bool,
+}
+
+impl<'db> Txn<'db> {
+    pub(crate) fn new(db: &'db Db, ts: u64, slot: SlotId, read_only: bool) -> Self {
+        Txn { db, ts, slot, read_only, writes: None, ended: false }
+    }
+
+    /// This transaction's timestamp: its place in the serial order if it commits.
+    pub fn timestamp(&self) -> u64 {
+        self.ts
+    }
+
+    /// Whether this is a read-only transaction.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<(), Error> {
+        let max = self.db.options.key_size_max;
+        if key.len() > max {
+            return Err(Error::KeyTooLarge { len: key.len(), max });
+        }
+        Ok(())
+    }
+
+    /// The value of `key`, or `None` if it is absent. Sees this transaction's own writes.
+    /// Never allocates; the slice is borrowed from the stored version.
+    pub fn get(&self, table: &Table, key: impl AsRef<[u8]>) -> Result<Option<&[u8]>, Error> {
+        let key = key.as_ref();
+        self.check_key(key)?;
+        let state = self.db.table_state(table)?;
+        if let Some(own) = self.writes.as_ref().and_then(|w| w.get(table.id, key)) {
+            return Ok(own);
+        }
+        let Some(record) = state.index.get_or_stamp(key, self.ts) else {
+            return Ok(None);
+        };
+        Ok(read_visible(record.get(), self.ts))
+    }
+
+    /// Buffers `key = value`; it becomes visible to others at commit.
+    pub fn put(&mut self, table: &Table, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<(), Error> {
+        let value = value.as_ref();
+        let max = self.db.options.value_size_max;
+        if value.len() > max {
+            return Err(Error::ValueTooLarge { len: value.len(), max });
+        }
+        self.write(table, key.as_ref(), Some(value))
+    }
+
+    /// Buffers the deletion of `key` (a tombstone version at commit).
+    pub fn delete(&mut self, table: &Table, key: impl AsRef<[u8]>) -> Result<(), Error> {
+        self.write(table, key.as_ref(), None)
+    }
+
+    fn write(&mut self, table: &Table, key: &[u8], value: Option<&[u8]>) -> Result<(), Error> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        self.check_key(key)?;
+        self.db.table_state(table)?;
+        self.writes.get_or_insert_with(write_set::take).put(table.id, key, value);
+        Ok(())
+    }
+
+    /// The live keys in `bounds`, ascending, with their values, as of this transaction
+    /// (its own writes included): `txn.range(&t, ..)`, `txn.range(&t, &b"a"[..]..&b"m"[..])`,
+    /// or a `(Bound<&[u8]>, Bound<&[u8]>)` pair.
+    pub fn range<'k>(&self, table: &Table, bounds: impl RangeBounds<&'k [u8]>) -> Result<Range<'_>, Error> {
+        self.range_in(table, bounds, false)
+    }
+
+    /// As [`Txn::range`], descending.
+    pub fn range_rev<'k>(&self, table: &Table, bounds: impl RangeBounds<&'k [u8]>) -> Result<Range<'_>, Error> {
+        self.range_in(table, bounds, true)
+    }
+
+    fn range_in<'k>(&self, table: &Table, bounds: impl RangeBounds<&'k [u8]>, reverse: bool) -> Result<Range<'_>, Error> {
+        let owned = |b: Bound<&&[u8]>| -> Result<Bound<Vec<u8>>, Error> {
+            if let Bound::Included(k) | Bound::Excluded(k) = b {
+                self.check_key(k)?;
+            }
+            Ok(b.map(|k| k.to_vec()))
+        };
+        let lo = owned(bounds.start_bound())?;
+        let hi = owned(bounds.end_bound())?;
+        let state = self.db.table_state(table)?;
+        Ok(Range::new(state, table.id, self.ts, lo, hi, reverse, self.writes.as_ref()))
+    }
+
+    /// Commits: afterwards every transaction with a larger timestamp sees the writes.
+    pub fn commit(mut self) -> Result<CommitTs, Error> {
+        let result = self.commit_writes();
+        let stats = self.site_stats();
+        match result {
+            Ok(_) if self.writes.is_none() => stats.read_only_commits.fetch_add(1, StdOrdering::Relaxed),
+            Ok(_) => 0,
+            Err(Error::Conflict { reason: ConflictReason::ReadByYounger }) => {
+                stats.conflicts_read_by_younger.fetch_add(1, StdOrdering::Relaxed)
+            }
+            Err(_) => stats.conflicts_written_by_younger.fetch_add(1, StdOrdering::Relaxed),
+        };
+        if result.is_ok() {
+            stats.commits.fetch_add(1, StdOrdering::Relaxed);
+        }
+        self.end();
+        result
+    }
+
+    /// Aborts, discarding the writes. Dropping the transaction does the same.
+    pub fn abort(mut self) {
+        self.site_stats().aborts.fetch_add(1, StdOrdering::Relaxed);
+        self.end();
+    }
+
+    fn site_stats(&self) -> &'db SiteStats {
+        &self.db.stats[self.slot.site as usize]
+    }
+
+    fn commit_writes(&mut self) -> Result<CommitTs, Error> {
+        let ts = self.ts;
+        let Some(ws) = self.writes.as_mut().filter(|w| !w.is_empty()) else {
+            return Ok(CommitTs(ts));
+        };
+        ws.sort_for_commit();
+        // Prepare outside any lock: find or insert each record, allocate each version.
+        let mut prepared = std::mem::take(&mut ws.prepared);
+        for e in ws.entries() {
+            let key = ws.key(e);
+            let record = self
+                .db
+                .table_state_by_id(e.table)
+                .index
+                .get_or_insert_with(key, |gap_stamp| RecordPtr::new(Record::new(key, gap_stamp)));
+            prepared.push((record, Version::new(ts, ws.value(e))));
+        }
+        let site = self.slot.site as usize;
+        let mut gc = self.db.gc[site].lock().unwrap_or_else(|e| e.into_inner());
+        let result = lock_and_install(&prepared, ts, |record| gc.push(record, ts));
+        let collect = gc.wants_collection();
+        drop(gc);
+        let installed = prepared.len() as u64;
+        if result.is_err() {
+            for (_, version) in prepared.drain(..) {
+                // SAFETY: the versions were never published.
+                unsafe { Version::free(version) };
+            }
+        }
+        prepared.clear();
+        ws.prepared = prepared;
+        result.map_err(|reason| Error::Conflict { reason })?;
+        self.site_stats().versions_installed.fetch_add(installed, StdOrdering::Relaxed);
+        if collect {
+            self.db.collect_site(site);
+        }
+        Ok(CommitTs(ts))
+    }
+
+    fn end(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        self.db.timestamps.end(self.slot);
+        if let Some(ws) = self.writes.take() {
+            write_set::give_back(ws);
+        }
+    }
+}
+
+/// Locks every prepared record in (table, key) order, then installs and unlocks, calling
+/// `superseded` for each record that gained a garbage version. On a conflict, unlocks what
+/// it locked and reports why; nothing was installed.
+fn lock_and_install(
+    prepared: &[(RecordPtr, NonNull<Version>)],
+    ts: u64,
+    mut superseded: impl FnMut(RecordPtr),
+) -> Result<(), ConflictReason> {
+    for (i, &(record, _)) in prepared.iter().enumerate() {
+        if let Err(reason) = record.get().lock_for_commit(ts) {
+            for &(locked, _) in &prepared[..i] {
+                locked.get().unlock(ts);
+            }
+            return Err(reason);
+        }
+    }
+    // Every record is held and validated: the transaction is now serialized at `ts`.
+    for &(record, version) in prepared {
+        if record.get().install(version) {
+            superseded(record);
+        }
+        record.get().unlock(ts);
+    }
+    Ok(())
+}
+
+/// MVTO read of `record` at `ts`, as a value slice (`None` if absent or deleted).
+pub(crate) fn read_visible<'t>(record: &'t Record, ts: u64) -> Option<&'t [u8]> {
+    record.read(ts).and_then(|v| v.value())
+}
+
+impl Drop for Txn<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.site_stats().aborts.fetch_add(1, StdOrdering::Relaxed);
+            self.end();
+        }
+    }
+}
+
+impl std::fmt::Debug for Txn<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Txn")
+            .field("ts", &self.ts)
+            .field("read_only", &self.read_only)
+            .field("writes", &self.writes.as_ref().map_or(0, WriteSet::len))
+            .finish()
+    }
+}
