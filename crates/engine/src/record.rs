@@ -15,7 +15,7 @@
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::{self, NonNull};
 
-use crate::sync::{spin_step, AtomicPtr, AtomicU64, Ordering};
+use crate::sync::{dekker_fence, spin_step, AtomicPtr, AtomicU64, Ordering};
 use crate::ConflictReason;
 
 /// `owner` when nobody is committing.
@@ -149,6 +149,7 @@ impl Record {
         if self.tslast.load(Ordering::SeqCst) < ts {
             self.tslast.fetch_max(ts, Ordering::SeqCst);
         }
+        dekker_fence();
         let mut step = 0;
         loop {
             let owner = self.owner.load(Ordering::SeqCst);
@@ -187,6 +188,7 @@ impl Record {
                 Err(_) => spin_step(&mut step),
             }
         }
+        dekker_fence();
         if self.tslast.load(Ordering::SeqCst) > ts {
             self.unlock(ts);
             return Err(ConflictReason::ReadByYounger);
@@ -280,7 +282,7 @@ mod loom_tests {
     #[test]
     fn older_commit_is_either_seen_or_aborted() {
         loom::model(|| {
-            let rec: Arc<Record> = Arc::from(Record::new(b"k", 0));
+            let rec = Arc::new(*Record::new(b"k", 0));
             let r2 = rec.clone();
             let writer = loom::thread::spawn(move || {
                 if r2.lock_for_commit(1).is_err() {
@@ -306,7 +308,7 @@ mod loom_tests {
     #[test]
     fn committers_keep_the_chain_ordered() {
         loom::model(|| {
-            let rec: Arc<Record> = Arc::from(Record::new(b"k", 0));
+            let rec = Arc::new(*Record::new(b"k", 0));
             let r2 = rec.clone();
             let t = loom::thread::spawn(move || {
                 if r2.lock_for_commit(1).is_ok() {

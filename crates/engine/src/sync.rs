@@ -26,3 +26,16 @@ pub(crate) fn spin_step(step: &mut u32) {
         *step = step.saturating_add(1);
     }
 }
+
+/// Restores, under loom, the Dekker ordering that `SeqCst` accesses give the real build.
+///
+/// In the Rust (C++20) memory model all `SeqCst` operations form one total order, which is
+/// what the record protocol's store-then-load pairs rely on (on x86-64 the `SeqCst` RMW is a
+/// locked instruction, already a full barrier). Loom models `SeqCst` *accesses* only as
+/// `AcqRel` but models `SeqCst` *fences* exactly, so the model gets the fence and the real
+/// build does not pay for a redundant `mfence`.
+#[inline(always)]
+pub(crate) fn dekker_fence() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
+}
