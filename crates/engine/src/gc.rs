@@ -61,6 +61,10 @@ impl GcQueue {
             }
         });
         self.trigger = GC_TRIGGER_MIN.max(2 * self.entries.len());
+        // A long reader can make a queue grow large; give that memory back once it drains.
+        if self.entries.capacity() > 4 * self.trigger {
+            self.entries.shrink_to(self.trigger);
+        }
         done
     }
 }

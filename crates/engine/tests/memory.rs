@@ -1,0 +1,145 @@
+//! Memory behaviour, measured with a counting global allocator:
+//! - a read-only point transaction performs no heap allocation;
+//! - a blind write to an existing key allocates at most its version (amortized);
+//! - a long write-only run keeps memory bounded (GC keeps up);
+//! - a long reader holds versions back, and they are freed once it ends.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use verso_engine::{Db, Options, Table};
+
+struct Counting;
+
+static LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
+thread_local! {
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to `System`, only adding counters (which never allocate: a const
+// thread-local `Cell` and a static atomic).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.with(|c| c.set(c.get() + 1));
+        LIVE_BYTES.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE_BYTES.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Tests in this file run one at a time: the live-byte counter is process-wide.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn allocs_on_this_thread() -> u64 {
+    ALLOCS.with(Cell::get)
+}
+
+fn load(db: &Db, t: &Table, keys: u64) {
+    for chunk in (0..keys).collect::<Vec<_>>().chunks(1000) {
+        db.run(|txn| {
+            for &k in chunk {
+                txn.put(t, k.to_be_bytes(), [7u8; 100])?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+}
+
+#[test]
+fn read_only_point_transactions_do_not_allocate() {
+    let _serial = serial();
+    let db = Db::open(Options::default()).unwrap();
+    let t = db.table("t").unwrap();
+    load(&db, &t, 10_000);
+    // Warm up this thread's site and pools.
+    let txn = db.begin_read_only().unwrap();
+    let _ = txn.get(&t, 1u64.to_be_bytes()).unwrap();
+    txn.commit().unwrap();
+
+    let before = allocs_on_this_thread();
+    let mut found = 0;
+    for k in (0..20_000u64).map(|i| i * 7919 % 10_000) {
+        let txn = db.begin_read_only().unwrap();
+        found += usize::from(txn.get(&t, k.to_be_bytes()).unwrap().is_some());
+        // An absent key stamps a gap; still no allocation.
+        assert_eq!(txn.get(&t, (k + 1_000_000).to_be_bytes()).unwrap(), None);
+        txn.commit().unwrap();
+    }
+    assert_eq!(found, 20_000);
+    assert_eq!(allocs_on_this_thread() - before, 0, "read-only point transactions allocated");
+}
+
+#[test]
+fn blind_writes_allocate_only_their_version() {
+    let _serial = serial();
+    let db = Db::open(Options::default()).unwrap();
+    let t = db.table("t").unwrap();
+    load(&db, &t, 1_000);
+    for k in 0..2_000u64 {
+        db.run(|txn| txn.put(&t, (k % 1000).to_be_bytes(), [1u8; 100])).unwrap();
+    }
+    let n = 10_000u64;
+    let before = allocs_on_this_thread();
+    for k in 0..n {
+        let mut txn = db.begin().unwrap();
+        txn.put(&t, (k % 1000).to_be_bytes(), [2u8; 100]).unwrap();
+        txn.commit().unwrap();
+    }
+    let per_txn = (allocs_on_this_thread() - before) as f64 / n as f64;
+    // One version each; GC-queue growth is amortized to nearly nothing.
+    assert!(per_txn <= 1.01, "{per_txn} allocations per blind write");
+}
+
+/// One test (not two) because both read the global live-byte counter.
+#[test]
+fn memory_is_bounded_and_long_readers_release_what_they_hold() {
+    let _serial = serial();
+    let db = Db::open(Options::default()).unwrap();
+    let t = db.table("t").unwrap();
+    load(&db, &t, 1_000);
+    let write_round = |db: &Db, n: u64| {
+        for k in 0..n {
+            db.run(|txn| txn.put(&t, (k % 1000).to_be_bytes(), [3u8; 100])).unwrap();
+        }
+    };
+    write_round(&db, 5_000);
+    db.collect_garbage();
+    let baseline = LIVE_BYTES.load(Ordering::Relaxed);
+
+    // 200 overwrites of every key: without GC that is ~25 MB of versions.
+    let mut peak = 0;
+    for _ in 0..20 {
+        write_round(&db, 10_000);
+        peak = peak.max(LIVE_BYTES.load(Ordering::Relaxed));
+    }
+    let growth = peak - baseline;
+    assert!(growth < 2_000_000, "live memory grew by {growth} bytes during a write-only run");
+
+    // A long reader keeps its snapshot, so versions pile up behind it ...
+    let reader = db.begin_read_only().unwrap();
+    let seen = reader.get(&t, 5u64.to_be_bytes()).unwrap().map(<[u8]>::to_vec);
+    write_round(&db, 50_000);
+    let held = LIVE_BYTES.load(Ordering::Relaxed) - baseline;
+    assert!(held > 3_000_000, "expected versions to be held back, only {held} bytes");
+    assert_eq!(reader.get(&t, 5u64.to_be_bytes()).unwrap().map(<[u8]>::to_vec), seen);
+    reader.commit().unwrap();
+    // ... and are freed once it ends.
+    write_round(&db, 1_000);
+    db.collect_garbage();
+    let after = LIVE_BYTES.load(Ordering::Relaxed) - baseline;
+    assert!(after < 1_000_000, "{after} bytes still held after the reader ended");
+}
