@@ -52,3 +52,8 @@ pub use options::{
 pub use range::Range;
 pub use timestamp::{tsc_is_invariant, TRANSACTIONS_ACTIVE_MAX};
 pub use txn::{CommitTs, Txn};
+
+/// The README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
