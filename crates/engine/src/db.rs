@@ -225,7 +225,7 @@ impl Db {
         if q.len() == 0 {
             return;
         }
-        let done = q.collect(self.timestamps.watermark());
+        let done = q.collect(&self.timestamps);
         let stats = &self.stats[site];
         stats.gc_runs.fetch_add(1, StdOrdering::Relaxed);
         stats.gc_records_pruned.fetch_add(done.records as u64, StdOrdering::Relaxed);

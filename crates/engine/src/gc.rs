@@ -1,22 +1,49 @@
 //! Garbage collection of superseded versions, with no background thread.
 //!
-//! A commit that supersedes a version pushes `(record, ts)` onto its site's queue: no
-//! transaction at or above `ts` can see the older version. When a queue grows past its
-//! trigger, the committing thread computes the watermark (the oldest active or future
-//! timestamp) and prunes the records whose entries are below it. Nothing ever sweeps a table.
+//! A commit that supersedes a version pushes the record onto its site's queue. When a
+//! queue grows past its trigger, the committing thread takes a [`GcSnapshot`] (the active
+//! timestamps, and bounds on all present and future ones) and prunes the queued records:
+//!
+//! - versions below the newest one older than the oldest reader are freed at once: no walk
+//!   reaches them;
+//! - versions above it that no active or future reader can see (a long reader keeps only the
+//!   one version it sees, not everything newer) are unlinked from the middle of the chain and
+//!   put in *limbo*, because a reader older than them may be walking past them right now.
+//!   A limbo batch records which transactions were mid-walk when it was made (odd walk
+//!   counters) and is freed once each of those counters has moved on.
+//!
+//! Nothing ever sweeps a table.
+
+use std::ptr::NonNull;
 
 use crate::index::RecordPtr;
+use crate::record::Version;
+use crate::sync::Ordering;
+use crate::timestamp::{SlotId, Timestamps};
 
 /// A queue is collected once it holds this many entries (or twice what the last collection
 /// had to leave behind, so a long reader does not make every commit rescan the queue).
 pub(crate) const GC_TRIGGER_MIN: usize = 256;
 
 pub(crate) struct GcQueue {
-    /// Invariant: every entry's record had a version superseded at the entry's timestamp
-    /// that may not have been freed yet.
-    entries: Vec<(RecordPtr, u64)>,
+    /// Invariant: every record with a version below its head that may become garbage has an
+    /// entry here (or in another site's queue).
+    entries: Vec<RecordPtr>,
     trigger: usize,
+    /// Unlinked versions waiting for the walks that were in progress when they were unlinked.
+    limbo: Vec<LimboBatch>,
 }
+
+struct LimboBatch {
+    versions: Vec<NonNull<Version>>,
+    bytes: usize,
+    /// (slot, odd walk counter) of each walk in progress at the unlink.
+    walks: Vec<(SlotId, u64)>,
+}
+
+// SAFETY: limbo versions are unreachable from any record and owned by the queue; they are
+// only freed, never read, and the queue is behind a mutex.
+unsafe impl Send for GcQueue {}
 
 /// What one collection did.
 #[derive(Default, Clone, Copy)]
@@ -27,13 +54,13 @@ pub(crate) struct Collected {
 
 impl Default for GcQueue {
     fn default() -> Self {
-        GcQueue { entries: Vec::new(), trigger: GC_TRIGGER_MIN }
+        GcQueue { entries: Vec::new(), trigger: GC_TRIGGER_MIN, limbo: Vec::new() }
     }
 }
 
 impl GcQueue {
-    pub(crate) fn push(&mut self, record: RecordPtr, superseded_at: u64) {
-        self.entries.push((record, superseded_at));
+    pub(crate) fn push(&mut self, record: RecordPtr) {
+        self.entries.push(record);
     }
 
     pub(crate) fn wants_collection(&self) -> bool {
@@ -41,30 +68,118 @@ impl GcQueue {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.len() + self.limbo.iter().map(|b| b.versions.len()).sum::<usize>()
     }
 
-    /// Prunes every record whose entry is below `watermark`; keeps the rest.
-    pub(crate) fn collect(&mut self, watermark: u64) -> Collected {
-        let mut done = Collected::default();
-        self.entries.retain(|&(record, superseded_at)| {
-            if superseded_at >= watermark {
-                return true;
+    /// Prunes the queued records against a fresh snapshot and frees what limbo allows.
+    pub(crate) fn collect(&mut self, timestamps: &Timestamps) -> Collected {
+        let mut done = self.free_limbo(timestamps);
+        let snap = timestamps.snapshot();
+        let mut unlinked = Vec::new();
+        // A hot key has many entries but needs one prune; while a long reader keeps its
+        // history alive, the queue then holds one entry per record, not one per write.
+        self.entries.sort_unstable_by_key(|record| record.addr());
+        self.entries.dedup_by_key(|record| record.addr());
+        self.entries.retain(|&record| match record.get().prune(&snap, &mut unlinked) {
+            Some(p) => {
+                done.bytes += p.bytes_freed;
+                done.records += 1;
+                p.history_kept
             }
-            match record.get().prune(watermark) {
-                Some(bytes) => {
-                    done.bytes += bytes;
-                    done.records += 1;
-                    false
-                }
-                None => true, // busy: a committer or another pruner holds it
-            }
+            None => true, // busy: a committer or another pruner holds it
         });
+        if !unlinked.is_empty() {
+            // Order the unlinks before reading the walk counters (the pruning side of the
+            // announce-then-load pair in `Record::read`).
+            crate::sync::fence_seq_cst();
+            let walks = timestamps.walks_in_progress();
+            // SAFETY: just unlinked, owned here.
+            let bytes = unlinked.iter().map(|v| unsafe { v.as_ref() }.footprint()).sum();
+            self.limbo.push(LimboBatch { versions: unlinked, bytes, walks });
+            done.bytes += self.free_limbo(timestamps).bytes;
+        }
         self.trigger = GC_TRIGGER_MIN.max(2 * self.entries.len());
         // A long reader can make a queue grow large; give that memory back once it drains.
         if self.entries.capacity() > 4 * self.trigger {
             self.entries.shrink_to(self.trigger);
         }
         done
+    }
+
+    /// Frees every limbo batch whose recorded walks have all finished.
+    fn free_limbo(&mut self, timestamps: &Timestamps) -> Collected {
+        let mut done = Collected::default();
+        self.limbo.retain_mut(|batch| {
+            let finished = batch
+                .walks
+                .iter()
+                .all(|&(slot, seq)| timestamps.walk_word(slot).load(Ordering::SeqCst) != seq);
+            if !finished {
+                return true;
+            }
+            for v in batch.versions.drain(..) {
+                // SAFETY: unlinked from its chain before the walk snapshot, and every walk
+                // that could have been on it has ended; each limbo version is freed once.
+                unsafe { Version::free(v) };
+            }
+            done.bytes += batch.bytes;
+            false
+        });
+        done
+    }
+}
+
+impl Drop for GcQueue {
+    fn drop(&mut self) {
+        // Only when the `Db` drops: no transaction is left to walk anything.
+        for batch in self.limbo.drain(..) {
+            for v in batch.versions {
+                // SAFETY: unreachable from any record and owned by this queue.
+                unsafe { Version::free(v) };
+            }
+        }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use crate::record::Record;
+    use crate::timestamp::GcSnapshot;
+    use crate::TimestampSource;
+    use loom::sync::Arc;
+
+    /// A reader older than two newer versions walks past them while the collector unlinks
+    /// the middle one (no active reader sees it) and frees it as soon as limbo allows. The
+    /// reader must never step on a freed version and must still find its own.
+    #[test]
+    fn unlinked_versions_outlive_the_walks_that_may_see_them() {
+        loom::model(|| {
+            let timestamps = Arc::new(Timestamps::new(TimestampSource::Rdtsc).unwrap());
+            let (reader_ts, slot) = timestamps.begin(0).unwrap();
+            let rec = Arc::new(*Record::new(b"k", 0));
+            for (i, ts) in [reader_ts - 1, reader_ts + 100, reader_ts + 200].into_iter().enumerate() {
+                rec.lock_for_commit(ts).unwrap();
+                rec.install(Version::new(ts, Some(&[i as u8])));
+                rec.unlock(ts);
+            }
+            let (rec2, ts2) = (rec.clone(), timestamps.clone());
+            let reader = loom::thread::spawn(move || {
+                let seen = rec2.read(reader_ts, ts2.walk_word(slot)).map(|v| v.ts());
+                assert_eq!(seen, Some(reader_ts - 1));
+            });
+            let snap = GcSnapshot { low: reader_ts, future: reader_ts + 1000, active: vec![reader_ts] };
+            let mut unlinked = Vec::new();
+            rec.prune(&snap, &mut unlinked).unwrap();
+            assert_eq!(unlinked.len(), 1, "the middle version is invisible to everyone");
+            let mut q = GcQueue::default();
+            crate::sync::fence_seq_cst();
+            let walks = timestamps.walks_in_progress();
+            q.limbo.push(LimboBatch { versions: unlinked, bytes: 0, walks });
+            q.free_limbo(&timestamps);
+            reader.join().unwrap();
+            q.free_limbo(&timestamps);
+            assert!(q.limbo.is_empty(), "limbo must drain once the walk is over");
+        });
     }
 }

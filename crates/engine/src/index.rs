@@ -27,6 +27,11 @@ impl RecordPtr {
         RecordPtr(NonNull::from(Box::leak(record)))
     }
 
+    /// The record's address, for sorting and deduplication.
+    pub(crate) fn addr(self) -> usize {
+        self.0.as_ptr() as usize
+    }
+
     /// The record. Records are freed only by `Db::drop`, so any borrow of the `Db` outlives
     /// the reference.
     pub(crate) fn get<'a>(self) -> &'a Record {

@@ -12,6 +12,7 @@ use verso_index::Direction;
 
 use crate::db::TableState;
 use crate::index::{OrderedIndex, RecordPtr};
+use crate::sync::AtomicU64;
 use crate::txn::read_visible;
 use crate::write_set::WriteSet;
 
@@ -23,6 +24,8 @@ pub struct Range<'t> {
     table: &'t TableState,
     table_id: u32,
     ts: u64,
+    /// The transaction's walk counter (see `Record::read`).
+    walk: &'t AtomicU64,
     direction: Direction,
     /// What is left of the range in the index: the near bound moves past each chunk.
     lo: Bound<Vec<u8>>,
@@ -42,6 +45,7 @@ impl<'t> Range<'t> {
         table: &'t TableState,
         table_id: u32,
         ts: u64,
+        walk: &'t AtomicU64,
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
         reverse: bool,
@@ -58,6 +62,7 @@ impl<'t> Range<'t> {
             table,
             table_id,
             ts,
+            walk,
             direction: if reverse { Direction::Reverse } else { Direction::Forward },
             lo,
             hi,
@@ -115,7 +120,7 @@ impl<'t> Range<'t> {
             if self.writes.is_some_and(|w| w.get(self.table_id, key).is_some()) {
                 continue;
             }
-            if let Some(value) = read_visible(record, self.ts) {
+            if let Some(value) = read_visible(record, self.ts, self.walk) {
                 self.peeked = Some((key, value));
             }
         }

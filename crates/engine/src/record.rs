@@ -16,7 +16,17 @@ use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::{self, NonNull};
 
 use crate::sync::{dekker_fence, spin_step, AtomicPtr, AtomicU64, Ordering};
+use crate::timestamp::GcSnapshot;
 use crate::ConflictReason;
+
+/// What pruning one record did.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Pruned {
+    /// Bytes freed at once (versions unlinked mid-chain are counted when freed later).
+    pub(crate) bytes_freed: usize,
+    /// Whether versions other than the head remain: the record may have garbage later.
+    pub(crate) history_kept: bool,
+}
 
 /// `owner` when nobody is committing.
 pub(crate) const OWNER_NONE: u64 = 0;
@@ -50,9 +60,14 @@ pub(crate) struct Version {
     next: AtomicPtr<Version>,
     len: u32,
     tombstone: bool,
+    /// Under loom, `free` marks versions instead of releasing them, and walks assert they
+    /// never step on one: the model's use-after-free check.
+    #[cfg(loom)]
+    freed: crate::sync::AtomicBool,
 }
 
 const VERSION_HEADER: usize = std::mem::size_of::<Version>();
+#[cfg(not(loom))]
 const _: () = assert!(VERSION_HEADER == 24);
 
 impl Version {
@@ -78,6 +93,8 @@ impl Version {
                 next: AtomicPtr::new(ptr::null_mut()),
                 len: bytes.len() as u32,
                 tombstone: value.is_none(),
+                #[cfg(loom)]
+                freed: crate::sync::AtomicBool::new(false),
             });
             let data = v.as_ptr().cast::<u8>().add(VERSION_HEADER);
             ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
@@ -90,6 +107,14 @@ impl Version {
     /// # Safety
     /// `v` came from `Version::new`, is not reachable by any reader, and is freed once.
     pub(crate) unsafe fn free(v: NonNull<Version>) {
+        #[cfg(loom)]
+        {
+            // SAFETY: as below; under loom the memory is leaked, only marked.
+            let was = unsafe { v.as_ref() }.freed.swap(true, Ordering::SeqCst);
+            assert!(!was, "version freed twice");
+            return;
+        }
+        #[allow(unreachable_code)]
         // SAFETY: the caller guarantees `v` is a live version; its header gives the layout.
         let layout = Self::layout(unsafe { v.as_ref() }.len as usize);
         // SAFETY: allocated by `alloc` with this layout (see `new`), freed once by contract.
@@ -138,11 +163,17 @@ impl Record {
     }
 
     /// MVTO read at `ts`: records the read in `tslast`, waits out an older in-flight commit,
-    /// and returns the newest version older than `ts`.
+    /// and returns the newest version older than `ts`. `walk` is the reading transaction's
+    /// walk counter (see `Timestamps::walk_word`); only that transaction writes it.
     ///
-    /// The returned reference stays valid while a transaction at `ts` is registered active:
-    /// pruning keeps every version some active timestamp can see.
-    pub(crate) fn read(&self, ts: u64) -> Option<&Version> {
+    /// The returned reference stays valid while the transaction at `ts` is registered active:
+    /// pruning keeps every version some active or future timestamp can see.
+    pub(crate) fn read(&self, ts: u64, walk: &AtomicU64) -> Option<&Version> {
+        // Announce the walk before loading `head`: a pruner that unlinks a version and then
+        // finds this counter even knows this walk cannot reach it.
+        let walk_seq = walk.load(Ordering::Relaxed);
+        debug_assert_eq!(walk_seq % 2, 0, "nested walks on one transaction");
+        walk.store(walk_seq + 1, Ordering::SeqCst);
         // Announce the read before looking at `owner` (the Dekker pair above). Skipping the
         // write when `tslast` is already high enough is safe: a committer that takes `owner`
         // later reads a `tslast` at least this large.
@@ -160,16 +191,22 @@ impl Record {
             debug_assert_ne!(owner, ts, "a transaction reads while committing");
             spin_step(&mut step);
         }
+        let mut found = None;
         let mut v = self.head.load(Ordering::Acquire);
-        // SAFETY: versions reachable from `head` down to the first one older than `ts` are not
-        // freed while `ts` is active (pruning cuts only below the oldest active timestamp).
+        // SAFETY: a version on the chain is freed only when it is unreachable from `head` and
+        // no walk announced before its unlink is still running; the one returned is visible
+        // to `ts`, so pruning keeps it while `ts` is active.
         while let Some(version) = unsafe { v.as_ref() } {
+            #[cfg(loom)]
+            assert!(!version.freed.load(Ordering::SeqCst), "walked onto a freed version");
             if version.ts() < ts {
-                return Some(version);
+                found = Some(version);
+                break;
             }
             v = version.next.load(Ordering::Acquire);
         }
-        None
+        walk.store(walk_seq + 2, Ordering::Release);
+        found
     }
 
     /// Takes the record for a commit at `ts`, waiting for an older committer or the GC to
@@ -220,10 +257,11 @@ impl Record {
         self.owner.store(OWNER_NONE, Ordering::Release);
     }
 
-    /// Frees every version no transaction at or above `watermark` can reach: everything
-    /// below the newest version older than `watermark`. Returns the number of bytes freed,
-    /// or `None` if the record was busy (try again later).
-    pub(crate) fn prune(&self, watermark: u64) -> Option<usize> {
+    /// Drops every version no reader can see, given `snap`. Versions below the newest one
+    /// older than `snap.low` are freed at once (no walk reaches them); versions unlinked from
+    /// the middle of the chain are pushed onto `unlinked`, to be freed after the walks in
+    /// progress finish. Returns `None` if the record was busy (try again later).
+    pub(crate) fn prune(&self, snap: &GcSnapshot, unlinked: &mut Vec<NonNull<Version>>) -> Option<Pruned> {
         if self
             .owner
             .compare_exchange(OWNER_NONE, OWNER_GC, Ordering::Acquire, Ordering::Relaxed)
@@ -231,29 +269,67 @@ impl Record {
         {
             return None;
         }
-        let mut freed = 0;
-        let mut v = self.head.load(Ordering::Acquire);
-        // SAFETY: holding OWNER_GC excludes other pruners; the chain down to the cut is live.
-        while let Some(version) = unsafe { v.as_ref() } {
-            if version.ts < watermark {
-                // Every reader at or above `watermark` stops here or earlier, so the tail
-                // behind `version` is unreachable once cut.
-                let mut tail = version.next.swap(ptr::null_mut(), Ordering::AcqRel);
-                while let Some(dead) = NonNull::new(tail) {
-                    // SAFETY: `dead` is in the cut tail: unreachable by readers (above), and
-                    // each tail node is freed exactly once, here.
+        let mut pruned = Pruned::default();
+        // SAFETY: holding OWNER_GC excludes committers and other pruners, so the chain is
+        // stable and every version on it is live.
+        let Some(mut kept) = (unsafe { self.head.load(Ordering::Acquire).as_ref() }) else {
+            self.owner.store(OWNER_NONE, Ordering::Release);
+            return Some(pruned);
+        };
+        // `kept` is the newest version kept so far (the head always is); `relink` is set
+        // once versions after it were dropped, so its `next` must skip them.
+        let mut relink = false;
+        let mut cur = kept.next.load(Ordering::Acquire);
+        // SAFETY: as above.
+        while let Some(v) = unsafe { cur.as_ref() } {
+            let next = v.next.load(Ordering::Acquire);
+            let needed = snap.visible_to_someone(v.ts(), kept.ts());
+            if v.ts() < snap.low {
+                // The newest version below `low`: every reader stops here or earlier, so
+                // nothing walks below it and that tail can go now. It goes too if no reader
+                // sees it (then no reader stops on it either).
+                let tail = if needed {
+                    if relink {
+                        kept.next.store(cur, Ordering::Release);
+                    }
+                    pruned.history_kept = true;
+                    v.next.swap(ptr::null_mut(), Ordering::AcqRel)
+                } else {
+                    kept.next.store(ptr::null_mut(), Ordering::Release);
+                    cur
+                };
+                relink = false;
+                let mut dead = tail;
+                while let Some(d) = NonNull::new(dead) {
+                    // SAFETY: below the cut, unreachable by any walk (see above); freed once.
                     unsafe {
-                        tail = dead.as_ref().next.load(Ordering::Relaxed);
-                        freed += dead.as_ref().footprint();
-                        Version::free(dead);
+                        dead = d.as_ref().next.load(Ordering::Relaxed);
+                        pruned.bytes_freed += d.as_ref().footprint();
+                        Version::free(d);
                     }
                 }
                 break;
             }
-            v = version.next.load(Ordering::Acquire);
+            if needed {
+                if relink {
+                    kept.next.store(cur, Ordering::Release);
+                    relink = false;
+                }
+                pruned.history_kept = true;
+                kept = v;
+            } else {
+                // Unlinked but not touched: a walk standing on it still finds its way on.
+                // SAFETY: `cur` is a live chain node, now owned by the caller's limbo.
+                unlinked.push(unsafe { NonNull::new_unchecked(cur) });
+                relink = true;
+            }
+            cur = next;
+        }
+        if relink {
+            kept.next.store(ptr::null_mut(), Ordering::Release);
         }
         self.owner.store(OWNER_NONE, Ordering::Release);
-        Some(freed)
+        Some(pruned)
     }
 
     /// Frees the whole chain. Only for dropping the `Db`, when nothing else runs.
@@ -292,7 +368,8 @@ mod loom_tests {
                 r2.unlock(1);
                 true
             });
-            let saw = rec.read(2).map(|v| v.ts());
+            let walk = AtomicU64::new(0);
+            let saw = rec.read(2, &walk).map(|v| v.ts());
             let committed = writer.join().unwrap();
             if committed {
                 assert_eq!(saw, Some(1), "reader at 2 missed a committed write at 1");
@@ -322,7 +399,7 @@ mod loom_tests {
             rec.unlock(2);
             t.join().unwrap();
             // `install` asserts the order; the newest is the younger write.
-            assert_eq!(rec.read(3).map(|v| v.ts()), Some(2));
+            assert_eq!(rec.read(3, &AtomicU64::new(0)).map(|v| v.ts()), Some(2));
             // SAFETY: both threads are done.
             unsafe { rec.free_versions() };
         });

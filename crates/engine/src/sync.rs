@@ -39,3 +39,12 @@ pub(crate) fn dekker_fence() {
     #[cfg(loom)]
     loom::sync::atomic::fence(Ordering::SeqCst);
 }
+
+/// A `SeqCst` fence (loom's under loom).
+#[inline]
+pub(crate) fn fence_seq_cst() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
+    #[cfg(not(loom))]
+    std::sync::atomic::fence(Ordering::SeqCst);
+}

@@ -56,11 +56,19 @@ struct Site {
     /// ended. Written only under `lock` when filled; emptied without it (ending only raises
     /// the watermark).
     slots: [AtomicU64; SLOTS_PER_SITE],
+    /// Per slot, a counter that is odd while the slot's transaction walks a version chain.
+    /// Pruning frees a version unlinked from the middle of a chain only after every walk
+    /// that was in progress at the unlink has finished (see `gc.rs`).
+    walks: [AtomicU64; SLOTS_PER_SITE],
 }
 
 impl Site {
     fn new() -> Self {
-        Site { lock: AtomicBool::new(false), slots: std::array::from_fn(|_| AtomicU64::new(IDLE)) }
+        Site {
+            lock: AtomicBool::new(false),
+            slots: std::array::from_fn(|_| AtomicU64::new(IDLE)),
+            walks: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
     }
 
     fn lock(&self) {
@@ -77,6 +85,30 @@ impl Site {
     fn unlock(&self) {
         debug_assert!(self.lock.load(Ordering::Relaxed));
         self.lock.store(false, Ordering::Release);
+    }
+}
+
+/// What the garbage collector may assume about the timestamps of readers, now and later.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct GcSnapshot {
+    /// Every active transaction, and every one that begins later, is at or above this.
+    pub(crate) low: u64,
+    /// Every transaction that begins later, or was not seen active, is above this.
+    pub(crate) future: u64,
+    /// The active timestamps seen, sorted.
+    pub(crate) active: Vec<u64>,
+}
+
+impl GcSnapshot {
+    /// Whether some reader can see a version written at `ts` and superseded at `newer`: a
+    /// reader at `t` sees it iff `ts < t < newer`.
+    pub(crate) fn visible_to_someone(&self, ts: u64, newer: u64) -> bool {
+        debug_assert!(ts < newer);
+        if newer > self.future + 1 {
+            return true;
+        }
+        let first_above = self.active.partition_point(|&t| t <= ts);
+        self.active.get(first_above).is_some_and(|&t| t < newer)
     }
 }
 
@@ -155,28 +187,53 @@ impl Timestamps {
 
     /// A lower bound on the timestamp of every active transaction and every transaction that
     /// begins after this call returns. Never larger than the oldest active timestamp.
+    #[cfg(test)]
     pub(crate) fn watermark(&self) -> u64 {
-        let used = self.sites_used.load(Ordering::Acquire) as usize;
-        let mut low = IDLE;
-        for site_index in 0..used.min(SITES) {
+        self.snapshot().low
+    }
+
+    /// The active timestamps, and bounds on all present and future ones, for the GC.
+    pub(crate) fn snapshot(&self) -> GcSnapshot {
+        let used = (self.sites_used.load(Ordering::Acquire) as usize).min(SITES);
+        let mut snap = GcSnapshot { low: IDLE, future: IDLE, active: Vec::new() };
+        for site_index in 0..used.max(1) {
             let site = &self.sites[site_index];
             site.lock();
             // vMVCC §5.1: the fresh bound must come from *this* site, under its lock, so every
             // later timestamp of this site is above it.
-            low = low.min(self.generate_locked(site_index));
+            snap.future = snap.future.min(self.generate_locked(site_index));
             for s in &site.slots {
-                low = low.min(s.load(Ordering::Acquire));
+                let t = s.load(Ordering::Acquire);
+                if t != IDLE {
+                    snap.active.push(t);
+                }
             }
             site.unlock();
         }
-        if used == 0 {
-            // No transaction ever began: any timestamp taken now bounds the future.
-            let site = &self.sites[0];
-            site.lock();
-            low = self.generate_locked(0);
-            site.unlock();
+        snap.active.sort_unstable();
+        snap.low = snap.active.first().map_or(snap.future, |&t| t.min(snap.future));
+        snap
+    }
+
+    /// The walk counter of a transaction's slot.
+    pub(crate) fn walk_word(&self, slot: SlotId) -> &AtomicU64 {
+        &self.sites[slot.site as usize].walks[slot.slot as usize]
+    }
+
+    /// Every walk counter that is odd now (a chain walk in progress), with its value.
+    /// The caller has unlinked versions and issued a `SeqCst` fence before calling.
+    pub(crate) fn walks_in_progress(&self) -> Vec<(SlotId, u64)> {
+        let used = (self.sites_used.load(Ordering::Acquire) as usize).min(SITES);
+        let mut out = Vec::new();
+        for (site_index, site) in self.sites[..used].iter().enumerate() {
+            for (slot, w) in site.walks.iter().enumerate() {
+                let v = w.load(Ordering::SeqCst);
+                if v % 2 == 1 {
+                    out.push((SlotId { site: site_index as u16, slot: slot as u16 }, v));
+                }
+            }
         }
-        low
+        out
     }
 
     /// A fresh timestamp. Caller holds the lock of `site_index`.

@@ -60,6 +60,10 @@ impl<'db> Txn<'db> {
         self.read_only
     }
 
+    fn walk_word(&self) -> &'db crate::sync::AtomicU64 {
+        self.db.timestamps.walk_word(self.slot)
+    }
+
     fn check_key(&self, key: &[u8]) -> Result<(), Error> {
         let max = self.db.options.key_size_max;
         if key.len() > max {
@@ -80,7 +84,7 @@ impl<'db> Txn<'db> {
         let Some(record) = state.index.get_or_stamp(key, self.ts) else {
             return Ok(None);
         };
-        Ok(read_visible(record.get(), self.ts))
+        Ok(read_visible(record.get(), self.ts, self.walk_word()))
     }
 
     /// Buffers `key = value`; it becomes visible to others at commit.
@@ -130,7 +134,7 @@ impl<'db> Txn<'db> {
         let lo = owned(bounds.start_bound())?;
         let hi = owned(bounds.end_bound())?;
         let state = self.db.table_state(table)?;
-        Ok(Range::new(state, table.id, self.ts, lo, hi, reverse, self.writes.as_ref()))
+        Ok(Range::new(state, table.id, self.ts, self.walk_word(), lo, hi, reverse, self.writes.as_ref()))
     }
 
     /// Commits: afterwards every transaction with a larger timestamp sees the writes.
@@ -181,7 +185,7 @@ impl<'db> Txn<'db> {
         }
         let site = self.slot.site as usize;
         let mut gc = self.db.gc[site].lock().unwrap_or_else(|e| e.into_inner());
-        let result = lock_and_install(&prepared, ts, |record| gc.push(record, ts));
+        let result = lock_and_install(&prepared, ts, |record| gc.push(record));
         let collect = gc.wants_collection();
         drop(gc);
         let installed = prepared.len() as u64;
@@ -240,8 +244,8 @@ fn lock_and_install(
 }
 
 /// MVTO read of `record` at `ts`, as a value slice (`None` if absent or deleted).
-pub(crate) fn read_visible<'t>(record: &'t Record, ts: u64) -> Option<&'t [u8]> {
-    record.read(ts).and_then(|v| v.value())
+pub(crate) fn read_visible<'t>(record: &'t Record, ts: u64, walk: &crate::sync::AtomicU64) -> Option<&'t [u8]> {
+    record.read(ts, walk).and_then(|v| v.value())
 }
 
 impl Drop for Txn<'_> {

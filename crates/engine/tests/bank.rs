@@ -23,11 +23,12 @@ fn run_bank(source: TimestampSource) {
     })
     .unwrap();
     let stop = AtomicBool::new(false);
+    let writers_left = AtomicU64::new(3);
     let sums_checked = AtomicU64::new(0);
     let transfers = AtomicU64::new(0);
     std::thread::scope(|s| {
         for w in 0..3u64 {
-            let (db, stop, transfers) = (&db, &stop, &transfers);
+            let (db, stop, transfers, writers_left) = (&db, &stop, &transfers, &writers_left);
             s.spawn(move || {
                 let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ w;
                 let mut next = move || {
@@ -53,13 +54,17 @@ fn run_bank(source: TimestampSource) {
                         transfers.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                stop.store(true, Ordering::Relaxed);
+                if writers_left.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    stop.store(true, Ordering::Release);
+                }
             });
         }
         for by_range in [true, false] {
             let (db, stop, sums_checked) = (&db, &stop, &sums_checked);
             s.spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
+                let mut mine = 0;
+                while mine < 100 || !stop.load(Ordering::Acquire) {
+                    mine += 1;
                     let txn = db.begin_read_only().unwrap();
                     let sum: u64 = if by_range {
                         txn.range(&t, ..).unwrap().map(|(_, v)| balance(v)).sum()
