@@ -100,8 +100,12 @@ impl Db {
             options,
             tables: (0..TABLES_MAX).map(|_| OnceLock::new()).collect(),
             table_ids: Mutex::new(HashMap::new()),
-            gc: (0..SITES).map(|_| CachePadded::new(Mutex::new(GcQueue::default()))).collect(),
-            stats: (0..SITES).map(|_| CachePadded::new(SiteStats::default())).collect(),
+            gc: (0..SITES)
+                .map(|_| CachePadded::new(Mutex::new(GcQueue::default())))
+                .collect(),
+            stats: (0..SITES)
+                .map(|_| CachePadded::new(SiteStats::default()))
+                .collect(),
             next_site: StdAtomicU64::new(0),
         })
     }
@@ -112,7 +116,9 @@ impl Db {
             return Err(Error::InvalidTableName { reason: "empty" });
         }
         if name.len() > TABLE_NAME_LEN_MAX {
-            return Err(Error::InvalidTableName { reason: "longer than 255 bytes" });
+            return Err(Error::InvalidTableName {
+                reason: "longer than 255 bytes",
+            });
         }
         let mut ids = self.table_ids.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(&id) = ids.get(name) {
@@ -122,15 +128,28 @@ impl Db {
         if id >= TABLES_MAX {
             return Err(Error::TooManyTables { max: TABLES_MAX });
         }
-        let state = TableState { name: name.into(), index: DefaultIndex::default() };
-        assert!(self.tables[id].set(state).is_ok(), "table slot {id} filled twice");
+        let state = TableState {
+            name: name.into(),
+            index: DefaultIndex::default(),
+        };
+        assert!(
+            self.tables[id].set(state).is_ok(),
+            "table slot {id} filled twice"
+        );
         ids.insert(name.into(), id as u32);
-        Ok(Table { id: id as u32, db: self.uid })
+        Ok(Table {
+            id: id as u32,
+            db: self.uid,
+        })
     }
 
     /// Names of all tables, in creation order.
     pub fn table_names(&self) -> Vec<String> {
-        self.tables.iter().map_while(|t| t.get()).map(|t| t.name.to_string()).collect()
+        self.tables
+            .iter()
+            .map_while(|t| t.get())
+            .map(|t| t.name.to_string())
+            .collect()
     }
 
     /// Number of keys the table's index holds (deleted keys included until collected).
@@ -142,12 +161,17 @@ impl Db {
         if table.db != self.uid {
             return Err(Error::ForeignTable);
         }
-        self.tables.get(table.id as usize).and_then(OnceLock::get).ok_or(Error::ForeignTable)
+        self.tables
+            .get(table.id as usize)
+            .and_then(OnceLock::get)
+            .ok_or(Error::ForeignTable)
     }
 
     /// The table with a known-valid id (one a transaction already checked).
     pub(crate) fn table_state_by_id(&self, id: u32) -> &TableState {
-        self.tables[id as usize].get().expect("write set names a table that exists")
+        self.tables[id as usize]
+            .get()
+            .expect("write set names a table that exists")
     }
 
     /// Begins a read-write transaction.
@@ -169,7 +193,10 @@ impl Db {
     /// Runs `body` in a transaction and commits it, retrying with backoff (up to
     /// `Options::run_attempts` times) while it fails with a conflict. Other errors from
     /// `body` abort the transaction and are returned as they are.
-    pub fn run<T>(&self, mut body: impl FnMut(&mut Txn<'_>) -> Result<T, Error>) -> Result<T, Error> {
+    pub fn run<T>(
+        &self,
+        mut body: impl FnMut(&mut Txn<'_>) -> Result<T, Error>,
+    ) -> Result<T, Error> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -228,8 +255,12 @@ impl Db {
         let done = q.collect(&self.timestamps);
         let stats = &self.stats[site];
         stats.gc_runs.fetch_add(1, StdOrdering::Relaxed);
-        stats.gc_records_pruned.fetch_add(done.records as u64, StdOrdering::Relaxed);
-        stats.gc_bytes_freed.fetch_add(done.bytes as u64, StdOrdering::Relaxed);
+        stats
+            .gc_records_pruned
+            .fetch_add(done.records as u64, StdOrdering::Relaxed);
+        stats
+            .gc_bytes_freed
+            .fetch_add(done.bytes as u64, StdOrdering::Relaxed);
     }
 
     /// Which timestamp algorithm is in force ("rdtsc", "atomic" or "mutex").
@@ -281,6 +312,8 @@ impl Drop for Db {
 
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Db").field("tables", &self.table_names()).finish_non_exhaustive()
+        f.debug_struct("Db")
+            .field("tables", &self.table_names())
+            .finish_non_exhaustive()
     }
 }

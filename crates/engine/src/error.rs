@@ -16,7 +16,9 @@ impl std::fmt::Display for ConflictReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             ConflictReason::ReadByYounger => "a younger transaction already read a key it writes",
-            ConflictReason::WrittenByYounger => "a younger transaction already wrote a key it writes",
+            ConflictReason::WrittenByYounger => {
+                "a younger transaction already wrote a key it writes"
+            }
         })
     }
 }

@@ -54,7 +54,11 @@ pub(crate) struct Collected {
 
 impl Default for GcQueue {
     fn default() -> Self {
-        GcQueue { entries: Vec::new(), trigger: GC_TRIGGER_MIN, limbo: Vec::new() }
+        GcQueue {
+            entries: Vec::new(),
+            trigger: GC_TRIGGER_MIN,
+            limbo: Vec::new(),
+        }
     }
 }
 
@@ -80,22 +84,30 @@ impl GcQueue {
         // history alive, the queue then holds one entry per record, not one per write.
         self.entries.sort_unstable_by_key(|record| record.addr());
         self.entries.dedup_by_key(|record| record.addr());
-        self.entries.retain(|&record| match record.get().prune(&snap, &mut unlinked) {
-            Some(p) => {
-                done.bytes += p.bytes_freed;
-                done.records += 1;
-                p.history_kept
-            }
-            None => true, // busy: a committer or another pruner holds it
-        });
+        self.entries
+            .retain(|&record| match record.get().prune(&snap, &mut unlinked) {
+                Some(p) => {
+                    done.bytes += p.bytes_freed;
+                    done.records += 1;
+                    p.history_kept
+                }
+                None => true, // busy: a committer or another pruner holds it
+            });
         if !unlinked.is_empty() {
             // Order the unlinks before reading the walk counters (the pruning side of the
             // announce-then-load pair in `Record::read`).
             crate::sync::fence_seq_cst();
             let walks = timestamps.walks_in_progress();
             // SAFETY: just unlinked, owned here.
-            let bytes = unlinked.iter().map(|v| unsafe { v.as_ref() }.footprint()).sum();
-            self.limbo.push(LimboBatch { versions: unlinked, bytes, walks });
+            let bytes = unlinked
+                .iter()
+                .map(|v| unsafe { v.as_ref() }.footprint())
+                .sum();
+            self.limbo.push(LimboBatch {
+                versions: unlinked,
+                bytes,
+                walks,
+            });
             done.bytes += self.free_limbo(timestamps).bytes;
         }
         self.trigger = GC_TRIGGER_MIN.max(2 * self.entries.len());
@@ -158,7 +170,10 @@ mod loom_tests {
             let timestamps = Arc::new(Timestamps::new(TimestampSource::Rdtsc).unwrap());
             let (reader_ts, slot) = timestamps.begin(0).unwrap();
             let rec = Arc::new(*Record::new(b"k", 0));
-            for (i, ts) in [reader_ts - 1, reader_ts + 100, reader_ts + 200].into_iter().enumerate() {
+            for (i, ts) in [reader_ts - 1, reader_ts + 100, reader_ts + 200]
+                .into_iter()
+                .enumerate()
+            {
                 rec.lock_for_commit(ts).unwrap();
                 rec.install(Version::new(ts, Some(&[i as u8])));
                 rec.unlock(ts);
@@ -168,14 +183,26 @@ mod loom_tests {
                 let seen = rec2.read(reader_ts, ts2.walk_word(slot)).map(|v| v.ts());
                 assert_eq!(seen, Some(reader_ts - 1));
             });
-            let snap = GcSnapshot { low: reader_ts, future: reader_ts + 1000, active: vec![reader_ts] };
+            let snap = GcSnapshot {
+                low: reader_ts,
+                future: reader_ts + 1000,
+                active: vec![reader_ts],
+            };
             let mut unlinked = Vec::new();
             rec.prune(&snap, &mut unlinked).unwrap();
-            assert_eq!(unlinked.len(), 1, "the middle version is invisible to everyone");
+            assert_eq!(
+                unlinked.len(),
+                1,
+                "the middle version is invisible to everyone"
+            );
             let mut q = GcQueue::default();
             crate::sync::fence_seq_cst();
             let walks = timestamps.walks_in_progress();
-            q.limbo.push(LimboBatch { versions: unlinked, bytes: 0, walks });
+            q.limbo.push(LimboBatch {
+                versions: unlinked,
+                bytes: 0,
+                walks,
+            });
             q.free_limbo(&timestamps);
             reader.join().unwrap();
             q.free_limbo(&timestamps);

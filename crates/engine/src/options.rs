@@ -34,7 +34,9 @@ impl FromStr for TimestampSource {
             "rdtsc" => Ok(TimestampSource::Rdtsc),
             "atomic" => Ok(TimestampSource::Atomic),
             "mutex" => Ok(TimestampSource::Mutex),
-            other => Err(format!("unknown timestamp source {other:?} (auto|rdtsc|atomic|mutex)")),
+            other => Err(format!(
+                "unknown timestamp source {other:?} (auto|rdtsc|atomic|mutex)"
+            )),
         }
     }
 }
@@ -88,10 +90,16 @@ impl Options {
     pub(crate) fn validate(&self) -> Result<(), crate::Error> {
         let bad = |reason: String| Err(crate::Error::InvalidOptions { reason });
         if self.key_size_max > SIZE_LIMIT_CEILING {
-            return bad(format!("key_size_max {} > {SIZE_LIMIT_CEILING}", self.key_size_max));
+            return bad(format!(
+                "key_size_max {} > {SIZE_LIMIT_CEILING}",
+                self.key_size_max
+            ));
         }
         if self.value_size_max > SIZE_LIMIT_CEILING {
-            return bad(format!("value_size_max {} > {SIZE_LIMIT_CEILING}", self.value_size_max));
+            return bad(format!(
+                "value_size_max {} > {SIZE_LIMIT_CEILING}",
+                self.value_size_max
+            ));
         }
         if self.run_attempts == 0 {
             return bad("run_attempts must be at least 1".into());

@@ -19,6 +19,14 @@ use crate::write_set::WriteSet;
 /// Records fetched from the index per chunk.
 const CHUNK_LEN: usize = 64;
 
+/// What a range needs from the transaction reading it.
+pub(crate) struct Reader<'t> {
+    pub(crate) ts: u64,
+    /// The transaction's walk counter (see `Record::read`).
+    pub(crate) walk: &'t AtomicU64,
+    pub(crate) writes: Option<&'t WriteSet>,
+}
+
 /// An iterator over `(key, value)` pairs of a range read, borrowed from the transaction.
 pub struct Range<'t> {
     table: &'t TableState,
@@ -44,13 +52,12 @@ impl<'t> Range<'t> {
     pub(crate) fn new(
         table: &'t TableState,
         table_id: u32,
-        ts: u64,
-        walk: &'t AtomicU64,
+        reader: Reader<'t>,
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
         reverse: bool,
-        writes: Option<&'t WriteSet>,
     ) -> Self {
+        let Reader { ts, walk, writes } = reader;
         let mut own = match writes {
             Some(w) if !w.is_empty() => w.sorted_in_range(table_id, |k| contains(&lo, &hi, k)),
             _ => Vec::new(),
@@ -63,7 +70,11 @@ impl<'t> Range<'t> {
             table_id,
             ts,
             walk,
-            direction: if reverse { Direction::Reverse } else { Direction::Forward },
+            direction: if reverse {
+                Direction::Reverse
+            } else {
+                Direction::Forward
+            },
             lo,
             hi,
             chunk: VecDeque::new(),
@@ -117,7 +128,10 @@ impl<'t> Range<'t> {
             let record = self.chunk.pop_front()?.get();
             let key = record.key();
             // An own write decides this key; the commit validates the record anyway.
-            if self.writes.is_some_and(|w| w.get(self.table_id, key).is_some()) {
+            if self
+                .writes
+                .is_some_and(|w| w.get(self.table_id, key).is_some())
+            {
                 continue;
             }
             if let Some(value) = read_visible(record, self.ts, self.walk) {

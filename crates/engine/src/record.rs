@@ -84,7 +84,9 @@ impl Version {
         let layout = Self::layout(bytes.len());
         // SAFETY: `layout` has non-zero size (the header is 24 bytes).
         let raw = unsafe { alloc(layout) }.cast::<Version>();
-        let Some(v) = NonNull::new(raw) else { handle_alloc_error(layout) };
+        let Some(v) = NonNull::new(raw) else {
+            handle_alloc_error(layout)
+        };
         // SAFETY: `v` points to a fresh allocation of `layout`, large enough for the header
         // followed by `bytes.len()` bytes; nothing else refers to it yet.
         unsafe {
@@ -198,7 +200,10 @@ impl Record {
         // to `ts`, so pruning keeps it while `ts` is active.
         while let Some(version) = unsafe { v.as_ref() } {
             #[cfg(loom)]
-            assert!(!version.freed.load(Ordering::SeqCst), "walked onto a freed version");
+            assert!(
+                !version.freed.load(Ordering::SeqCst),
+                "walked onto a freed version"
+            );
             if version.ts() < ts {
                 found = Some(version);
                 break;
@@ -214,7 +219,10 @@ impl Record {
     pub(crate) fn lock_for_commit(&self, ts: u64) -> Result<(), ConflictReason> {
         let mut step = 0;
         loop {
-            match self.owner.compare_exchange(OWNER_NONE, ts, Ordering::SeqCst, Ordering::SeqCst) {
+            match self
+                .owner
+                .compare_exchange(OWNER_NONE, ts, Ordering::SeqCst, Ordering::SeqCst)
+            {
                 Ok(_) => break,
                 // A younger owner will install a version above us: we would abort anyway.
                 Err(owner) if owner != OWNER_GC && owner > ts => {
@@ -238,14 +246,24 @@ impl Record {
     pub(crate) fn install(&self, version: NonNull<Version>) -> bool {
         // SAFETY: `version` is a fresh, unpublished allocation owned by the committer.
         let ts = unsafe { version.as_ref() }.ts;
-        assert_eq!(self.owner.load(Ordering::Relaxed), ts, "install without the lock");
+        assert_eq!(
+            self.owner.load(Ordering::Relaxed),
+            ts,
+            "install without the lock"
+        );
         let old = self.head.load(Ordering::Relaxed);
         // SAFETY: `old` is null or the live head; nobody frees the head.
         if let Some(old_version) = unsafe { old.as_ref() } {
-            assert!(old_version.ts < ts, "versions out of order: {} >= {ts}", old_version.ts);
+            assert!(
+                old_version.ts < ts,
+                "versions out of order: {} >= {ts}",
+                old_version.ts
+            );
         }
         // SAFETY: as above, `version` is still private to this thread.
-        unsafe { version.as_ref() }.next.store(old, Ordering::Relaxed);
+        unsafe { version.as_ref() }
+            .next
+            .store(old, Ordering::Relaxed);
         self.head.store(version.as_ptr(), Ordering::Release);
         self.tslast.fetch_max(ts, Ordering::SeqCst);
         !old.is_null()
@@ -261,7 +279,11 @@ impl Record {
     /// older than `snap.low` are freed at once (no walk reaches them); versions unlinked from
     /// the middle of the chain are pushed onto `unlinked`, to be freed after the walks in
     /// progress finish. Returns `None` if the record was busy (try again later).
-    pub(crate) fn prune(&self, snap: &GcSnapshot, unlinked: &mut Vec<NonNull<Version>>) -> Option<Pruned> {
+    pub(crate) fn prune(
+        &self,
+        snap: &GcSnapshot,
+        unlinked: &mut Vec<NonNull<Version>>,
+    ) -> Option<Pruned> {
         if self
             .owner
             .compare_exchange(OWNER_NONE, OWNER_GC, Ordering::Acquire, Ordering::Relaxed)

@@ -161,21 +161,33 @@ impl Timestamps {
             let site_index = (site_hint + i) % SITES;
             let site = &self.sites[site_index];
             site.lock();
-            let free = site.slots.iter().position(|s| s.load(Ordering::Relaxed) == IDLE);
+            let free = site
+                .slots
+                .iter()
+                .position(|s| s.load(Ordering::Relaxed) == IDLE);
             let Some(slot) = free else {
                 site.unlock();
                 continue;
             };
-            self.sites_used.fetch_max(site_index as u64 + 1, Ordering::AcqRel);
+            self.sites_used
+                .fetch_max(site_index as u64 + 1, Ordering::AcqRel);
             let ts = self.generate_locked(site_index);
             // Filled under the site lock: a watermark scan of this site either comes before
             // (and its fresh bound is below `ts`) or after (and sees `ts` here).
             site.slots[slot].store(ts, Ordering::Release);
             site.unlock();
             assert!(ts != 0 && ts != IDLE);
-            return Ok((ts, SlotId { site: site_index as u16, slot: slot as u16 }));
+            return Ok((
+                ts,
+                SlotId {
+                    site: site_index as u16,
+                    slot: slot as u16,
+                },
+            ));
         }
-        Err(Error::TooManyTransactions { max: TRANSACTIONS_ACTIVE_MAX })
+        Err(Error::TooManyTransactions {
+            max: TRANSACTIONS_ACTIVE_MAX,
+        })
     }
 
     /// Unregisters the transaction in `slot`.
@@ -195,7 +207,11 @@ impl Timestamps {
     /// The active timestamps, and bounds on all present and future ones, for the GC.
     pub(crate) fn snapshot(&self) -> GcSnapshot {
         let used = (self.sites_used.load(Ordering::Acquire) as usize).min(SITES);
-        let mut snap = GcSnapshot { low: IDLE, future: IDLE, active: Vec::new() };
+        let mut snap = GcSnapshot {
+            low: IDLE,
+            future: IDLE,
+            active: Vec::new(),
+        };
         for site_index in 0..used.max(1) {
             let site = &self.sites[site_index];
             site.lock();
@@ -211,7 +227,10 @@ impl Timestamps {
             site.unlock();
         }
         snap.active.sort_unstable();
-        snap.low = snap.active.first().map_or(snap.future, |&t| t.min(snap.future));
+        snap.low = snap
+            .active
+            .first()
+            .map_or(snap.future, |&t| t.min(snap.future));
         snap
     }
 
@@ -229,7 +248,13 @@ impl Timestamps {
             for (slot, w) in site.walks.iter().enumerate() {
                 let v = w.load(Ordering::SeqCst);
                 if v % 2 == 1 {
-                    out.push((SlotId { site: site_index as u16, slot: slot as u16 }, v));
+                    out.push((
+                        SlotId {
+                            site: site_index as u16,
+                            slot: slot as u16,
+                        },
+                        v,
+                    ));
                 }
             }
         }
@@ -309,7 +334,10 @@ pub fn tsc_is_invariant() -> bool {
     let Ok(cpuinfo) = std::fs::read_to_string("/proc/cpuinfo") else {
         return false;
     };
-    let flags = cpuinfo.lines().find(|l| l.starts_with("flags")).unwrap_or("");
+    let flags = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .unwrap_or("");
     let has = |f: &str| flags.split_whitespace().any(|x| x == f);
     has("constant_tsc") && has("nonstop_tsc")
 }
@@ -373,7 +401,11 @@ mod tests {
 
     #[test]
     fn every_algorithm_is_unique_and_increasing_per_thread() {
-        for source in [TimestampSource::Auto, TimestampSource::Atomic, TimestampSource::Mutex] {
+        for source in [
+            TimestampSource::Auto,
+            TimestampSource::Atomic,
+            TimestampSource::Mutex,
+        ] {
             let ts = std::sync::Arc::new(Timestamps::new(source).unwrap());
             let handles: Vec<_> = (0..4)
                 .map(|i| {
@@ -392,7 +424,10 @@ mod tests {
             let mut all = Vec::new();
             for h in handles {
                 let v = h.join().unwrap();
-                assert!(v.windows(2).all(|w| w[0] < w[1]), "{source:?} not increasing");
+                assert!(
+                    v.windows(2).all(|w| w[0] < w[1]),
+                    "{source:?} not increasing"
+                );
                 all.extend(v);
             }
             let n = all.len();
@@ -422,8 +457,13 @@ mod tests {
     #[test]
     fn slots_run_out_with_a_typed_error_and_come_back() {
         let ts = Timestamps::new(TimestampSource::Atomic).unwrap();
-        let held: Vec<_> = (0..TRANSACTIONS_ACTIVE_MAX).map(|_| ts.begin(0).unwrap().1).collect();
-        assert!(matches!(ts.begin(0), Err(Error::TooManyTransactions { .. })));
+        let held: Vec<_> = (0..TRANSACTIONS_ACTIVE_MAX)
+            .map(|_| ts.begin(0).unwrap().1)
+            .collect();
+        assert!(matches!(
+            ts.begin(0),
+            Err(Error::TooManyTransactions { .. })
+        ));
         ts.end(held[7]);
         assert!(ts.begin(0).is_ok());
     }

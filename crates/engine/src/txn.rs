@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering as StdOrdering;
 
 use crate::db::{Db, SiteStats, Table};
 use crate::index::{OrderedIndex, RecordPtr};
-use crate::range::Range;
+use crate::range::{Range, Reader};
 use crate::record::{Record, Version};
 use crate::timestamp::SlotId;
 use crate::write_set::{self, WriteSet};
@@ -47,7 +47,14 @@ pub struct Txn<'db> {
 
 impl<'db> Txn<'db> {
     pub(crate) fn new(db: &'db Db, ts: u64, slot: SlotId, read_only: bool) -> Self {
-        Txn { db, ts, slot, read_only, writes: None, ended: false }
+        Txn {
+            db,
+            ts,
+            slot,
+            read_only,
+            writes: None,
+            ended: false,
+        }
     }
 
     /// This transaction's timestamp: its place in the serial order if it commits.
@@ -67,7 +74,10 @@ impl<'db> Txn<'db> {
     fn check_key(&self, key: &[u8]) -> Result<(), Error> {
         let max = self.db.options.key_size_max;
         if key.len() > max {
-            return Err(Error::KeyTooLarge { len: key.len(), max });
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max,
+            });
         }
         Ok(())
     }
@@ -88,11 +98,19 @@ impl<'db> Txn<'db> {
     }
 
     /// Buffers `key = value`; it becomes visible to others at commit.
-    pub fn put(&mut self, table: &Table, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<(), Error> {
+    pub fn put(
+        &mut self,
+        table: &Table,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<(), Error> {
         let value = value.as_ref();
         let max = self.db.options.value_size_max;
         if value.len() > max {
-            return Err(Error::ValueTooLarge { len: value.len(), max });
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max,
+            });
         }
         self.write(table, key.as_ref(), Some(value))
     }
@@ -108,23 +126,38 @@ impl<'db> Txn<'db> {
         }
         self.check_key(key)?;
         self.db.table_state(table)?;
-        self.writes.get_or_insert_with(write_set::take).put(table.id, key, value);
+        self.writes
+            .get_or_insert_with(write_set::take)
+            .put(table.id, key, value);
         Ok(())
     }
 
     /// The live keys in `bounds`, ascending, with their values, as of this transaction
     /// (its own writes included): `txn.range(&t, ..)`, `txn.range(&t, &b"a"[..]..&b"m"[..])`,
     /// or a `(Bound<&[u8]>, Bound<&[u8]>)` pair.
-    pub fn range<'k>(&self, table: &Table, bounds: impl RangeBounds<&'k [u8]>) -> Result<Range<'_>, Error> {
+    pub fn range<'k>(
+        &self,
+        table: &Table,
+        bounds: impl RangeBounds<&'k [u8]>,
+    ) -> Result<Range<'_>, Error> {
         self.range_in(table, bounds, false)
     }
 
     /// As [`Txn::range`], descending.
-    pub fn range_rev<'k>(&self, table: &Table, bounds: impl RangeBounds<&'k [u8]>) -> Result<Range<'_>, Error> {
+    pub fn range_rev<'k>(
+        &self,
+        table: &Table,
+        bounds: impl RangeBounds<&'k [u8]>,
+    ) -> Result<Range<'_>, Error> {
         self.range_in(table, bounds, true)
     }
 
-    fn range_in<'k>(&self, table: &Table, bounds: impl RangeBounds<&'k [u8]>, reverse: bool) -> Result<Range<'_>, Error> {
+    fn range_in<'k>(
+        &self,
+        table: &Table,
+        bounds: impl RangeBounds<&'k [u8]>,
+        reverse: bool,
+    ) -> Result<Range<'_>, Error> {
         let owned = |b: Bound<&&[u8]>| -> Result<Bound<Vec<u8>>, Error> {
             if let Bound::Included(k) | Bound::Excluded(k) = b {
                 self.check_key(k)?;
@@ -134,7 +167,12 @@ impl<'db> Txn<'db> {
         let lo = owned(bounds.start_bound())?;
         let hi = owned(bounds.end_bound())?;
         let state = self.db.table_state(table)?;
-        Ok(Range::new(state, table.id, self.ts, self.walk_word(), lo, hi, reverse, self.writes.as_ref()))
+        let reader = Reader {
+            ts: self.ts,
+            walk: self.walk_word(),
+            writes: self.writes.as_ref(),
+        };
+        Ok(Range::new(state, table.id, reader, lo, hi, reverse))
     }
 
     /// Commits: afterwards every transaction with a larger timestamp sees the writes.
@@ -142,12 +180,18 @@ impl<'db> Txn<'db> {
         let result = self.commit_writes();
         let stats = self.site_stats();
         match result {
-            Ok(_) if self.writes.is_none() => stats.read_only_commits.fetch_add(1, StdOrdering::Relaxed),
-            Ok(_) => 0,
-            Err(Error::Conflict { reason: ConflictReason::ReadByYounger }) => {
-                stats.conflicts_read_by_younger.fetch_add(1, StdOrdering::Relaxed)
+            Ok(_) if self.writes.is_none() => {
+                stats.read_only_commits.fetch_add(1, StdOrdering::Relaxed)
             }
-            Err(_) => stats.conflicts_written_by_younger.fetch_add(1, StdOrdering::Relaxed),
+            Ok(_) => 0,
+            Err(Error::Conflict {
+                reason: ConflictReason::ReadByYounger,
+            }) => stats
+                .conflicts_read_by_younger
+                .fetch_add(1, StdOrdering::Relaxed),
+            Err(_) => stats
+                .conflicts_written_by_younger
+                .fetch_add(1, StdOrdering::Relaxed),
         };
         if result.is_ok() {
             stats.commits.fetch_add(1, StdOrdering::Relaxed);
@@ -198,7 +242,9 @@ impl<'db> Txn<'db> {
         prepared.clear();
         ws.prepared = prepared;
         result.map_err(|reason| Error::Conflict { reason })?;
-        self.site_stats().versions_installed.fetch_add(installed, StdOrdering::Relaxed);
+        self.site_stats()
+            .versions_installed
+            .fetch_add(installed, StdOrdering::Relaxed);
         if collect {
             self.db.collect_site(site);
         }
@@ -225,13 +271,15 @@ fn lock_and_install(
     ts: u64,
     mut superseded: impl FnMut(RecordPtr),
 ) -> Result<(), ConflictReason> {
-    for (i, &(record, _)) in prepared.iter().enumerate() {
-        if let Err(reason) = record.get().lock_for_commit(ts) {
-            for &(locked, _) in &prepared[..i] {
-                locked.get().unlock(ts);
-            }
-            return Err(reason);
-        }
+    let mut held = HeldRecords {
+        records: prepared,
+        ts,
+        from: 0,
+        to: 0,
+    };
+    for &(record, _) in prepared {
+        record.get().lock_for_commit(ts)?;
+        held.to += 1;
     }
     // Every record is held and validated: the transaction is now serialized at `ts`.
     for &(record, version) in prepared {
@@ -239,12 +287,35 @@ fn lock_and_install(
             superseded(record);
         }
         record.get().unlock(ts);
+        held.from += 1;
     }
     Ok(())
 }
 
+/// Records `from..to` of a commit that are locked and not yet released. Dropping it releases
+/// them: on a conflict (nothing installed yet), and on a panic mid-install (an invariant
+/// broke), so other transactions are not left waiting on a lock nobody will release.
+struct HeldRecords<'a> {
+    records: &'a [(RecordPtr, NonNull<Version>)],
+    ts: u64,
+    from: usize,
+    to: usize,
+}
+
+impl Drop for HeldRecords<'_> {
+    fn drop(&mut self) {
+        for &(record, _) in &self.records[self.from..self.to] {
+            record.get().unlock(self.ts);
+        }
+    }
+}
+
 /// MVTO read of `record` at `ts`, as a value slice (`None` if absent or deleted).
-pub(crate) fn read_visible<'t>(record: &'t Record, ts: u64, walk: &crate::sync::AtomicU64) -> Option<&'t [u8]> {
+pub(crate) fn read_visible<'t>(
+    record: &'t Record,
+    ts: u64,
+    walk: &crate::sync::AtomicU64,
+) -> Option<&'t [u8]> {
     record.read(ts, walk).and_then(|v| v.value())
 }
 

@@ -95,7 +95,10 @@ impl WriteSet {
 
     fn find(&self, table: u32, key: &[u8]) -> Option<usize> {
         if self.by_hash.is_empty() {
-            return self.entries.iter().position(|e| e.table == table && self.key(e) == key);
+            return self
+                .entries
+                .iter()
+                .position(|e| e.table == table && self.key(e) == key);
         }
         let mut i = *self.by_hash.get(&hash_of(table, key))?;
         while i != NO_ENTRY {
@@ -120,7 +123,10 @@ impl WriteSet {
             e.tombstone = value.is_none();
             return;
         }
-        assert!(self.entries.len() < NO_ENTRY as usize, "write set entry count overflow");
+        assert!(
+            self.entries.len() < NO_ENTRY as usize,
+            "write set entry count overflow"
+        );
         self.bytes.extend_from_slice(value_bytes);
         let key_start = self.bytes.len();
         self.bytes.extend_from_slice(key);
@@ -155,7 +161,8 @@ impl WriteSet {
     pub(crate) fn sort_for_commit(&mut self) {
         let bytes = &self.bytes;
         let key = |e: &Entry| &bytes[e.key_start..e.key_start + e.key_len as usize];
-        self.entries.sort_unstable_by(|a, b| a.table.cmp(&b.table).then_with(|| key(a).cmp(key(b))));
+        self.entries
+            .sort_unstable_by(|a, b| a.table.cmp(&b.table).then_with(|| key(a).cmp(key(b))));
         self.by_hash.clear();
     }
 
@@ -167,7 +174,10 @@ impl WriteSet {
                 e.table == table && in_range(self.key(e))
             })
             .collect();
-        out.sort_unstable_by(|&a, &b| self.key(&self.entries[a as usize]).cmp(self.key(&self.entries[b as usize])));
+        out.sort_unstable_by(|&a, &b| {
+            self.key(&self.entries[a as usize])
+                .cmp(self.key(&self.entries[b as usize]))
+        });
         out
     }
 
@@ -193,7 +203,10 @@ thread_local! {
 
 /// A cleared write set from this thread's pool (or a new one).
 pub(crate) fn take() -> WriteSet {
-    POOL.try_with(|p| p.borrow_mut().pop()).ok().flatten().unwrap_or_default()
+    POOL.try_with(|p| p.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
 }
 
 /// Returns a write set to this thread's pool.

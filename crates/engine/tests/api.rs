@@ -33,13 +33,28 @@ fn limits_are_typed_errors_and_the_transaction_stays_usable() {
     let db = Db::open(Options::default().key_size_max(4).value_size_max(8)).unwrap();
     let t = db.table("t").unwrap();
     let mut txn = db.begin().unwrap();
-    assert_eq!(txn.put(&t, b"12345", b"v"), Err(Error::KeyTooLarge { len: 5, max: 4 }));
-    assert_eq!(txn.put(&t, b"k", [0u8; 9]), Err(Error::ValueTooLarge { len: 9, max: 8 }));
-    assert_eq!(txn.get(&t, b"12345"), Err(Error::KeyTooLarge { len: 5, max: 4 }));
-    assert!(matches!(txn.range(&t, &b"12345"[..]..), Err(Error::KeyTooLarge { .. })));
+    assert_eq!(
+        txn.put(&t, b"12345", b"v"),
+        Err(Error::KeyTooLarge { len: 5, max: 4 })
+    );
+    assert_eq!(
+        txn.put(&t, b"k", [0u8; 9]),
+        Err(Error::ValueTooLarge { len: 9, max: 8 })
+    );
+    assert_eq!(
+        txn.get(&t, b"12345"),
+        Err(Error::KeyTooLarge { len: 5, max: 4 })
+    );
+    assert!(matches!(
+        txn.range(&t, &b"12345"[..]..),
+        Err(Error::KeyTooLarge { .. })
+    ));
     txn.put(&t, b"1234", [7u8; 8]).unwrap();
     txn.commit().unwrap();
-    assert_eq!(db.begin().unwrap().get(&t, b"1234").unwrap(), Some(&[7u8; 8][..]));
+    assert_eq!(
+        db.begin().unwrap().get(&t, b"1234").unwrap(),
+        Some(&[7u8; 8][..])
+    );
     assert!(matches!(
         Db::open(Options::default().run_attempts(0)),
         Err(Error::InvalidOptions { .. })
@@ -52,7 +67,10 @@ fn default_limits_are_64k_keys_and_64m_values() {
     let t = db.table("t").unwrap();
     let mut txn = db.begin().unwrap();
     txn.put(&t, vec![1u8; 64 << 10], b"ok").unwrap();
-    assert!(matches!(txn.put(&t, vec![1u8; (64 << 10) + 1], b"x"), Err(Error::KeyTooLarge { .. })));
+    assert!(matches!(
+        txn.put(&t, vec![1u8; (64 << 10) + 1], b"x"),
+        Err(Error::KeyTooLarge { .. })
+    ));
     txn.commit().unwrap();
 }
 
@@ -97,18 +115,30 @@ fn ranges_merge_own_writes_in_both_directions() {
     txn.put(&t, b"e", b"new").unwrap();
     txn.delete(&t, b"f").unwrap();
     txn.put(&t, b"d", b"new").unwrap();
-    let collect = |it: verso_engine::Range<'_>| it.map(|(k, v)| (k.to_vec(), v.to_vec())).collect::<Vec<_>>();
+    let collect = |it: verso_engine::Range<'_>| {
+        it.map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect::<Vec<_>>()
+    };
     let fwd = collect(txn.range(&t, ..).unwrap());
-    let want: Vec<(Vec<u8>, Vec<u8>)> = [("a", "new"), ("b", "old"), ("d", "new"), ("e", "new"), ("h", "old")]
-        .iter()
-        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
-        .collect();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = [
+        ("a", "new"),
+        ("b", "old"),
+        ("d", "new"),
+        ("e", "new"),
+        ("h", "old"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+    .collect();
     assert_eq!(fwd, want);
     let mut rev = collect(txn.range_rev(&t, ..).unwrap());
     rev.reverse();
     assert_eq!(rev, want);
-    let bounded: Vec<Vec<u8>> =
-        txn.range(&t, (Bound::Excluded(&b"b"[..]), Bound::Included(&b"h"[..]))).unwrap().map(|(k, _)| k.to_vec()).collect();
+    let bounded: Vec<Vec<u8>> = txn
+        .range(&t, (Bound::Excluded(&b"b"[..]), Bound::Included(&b"h"[..])))
+        .unwrap()
+        .map(|(k, _)| k.to_vec())
+        .collect();
     assert_eq!(bounded, [b"d".to_vec(), b"e".to_vec(), b"h".to_vec()]);
     let inverted = txn.range(&t, &b"z"[..]..&b"a"[..]).unwrap().count();
     assert_eq!(inverted, 0);
@@ -126,10 +156,17 @@ fn long_ranges_cross_chunk_boundaries() {
     })
     .unwrap();
     let txn = db.begin_read_only().unwrap();
-    let got: Vec<u32> = txn.range(&t, ..).unwrap().map(|(k, _)| u32::from_be_bytes(k.try_into().unwrap())).collect();
+    let got: Vec<u32> = txn
+        .range(&t, ..)
+        .unwrap()
+        .map(|(k, _)| u32::from_be_bytes(k.try_into().unwrap()))
+        .collect();
     assert_eq!(got, (0..1000).collect::<Vec<_>>());
-    let got: Vec<u32> =
-        txn.range_rev(&t, &100u32.to_be_bytes()[..]..=&900u32.to_be_bytes()[..]).unwrap().map(|(k, _)| u32::from_be_bytes(k.try_into().unwrap())).collect();
+    let got: Vec<u32> = txn
+        .range_rev(&t, &100u32.to_be_bytes()[..]..=&900u32.to_be_bytes()[..])
+        .unwrap()
+        .map(|(k, _)| u32::from_be_bytes(k.try_into().unwrap()))
+        .collect();
     assert_eq!(got, (100..=900).rev().collect::<Vec<_>>());
 }
 
@@ -142,7 +179,12 @@ fn older_writer_aborts_after_younger_read() {
     let young = db.begin().unwrap();
     assert_eq!(young.get(&t, b"x").unwrap(), None);
     old.put(&t, b"x", b"1").unwrap();
-    assert_eq!(old.commit(), Err(Error::Conflict { reason: ConflictReason::ReadByYounger }));
+    assert_eq!(
+        old.commit(),
+        Err(Error::Conflict {
+            reason: ConflictReason::ReadByYounger
+        })
+    );
     young.commit().unwrap();
 }
 
@@ -168,7 +210,10 @@ fn older_writer_aborts_after_younger_write() {
     young.commit().unwrap();
     old.put(&t, b"x", b"old").unwrap();
     assert!(matches!(old.commit(), Err(Error::Conflict { .. })));
-    assert_eq!(db.begin().unwrap().get(&t, b"x").unwrap(), Some(&b"young"[..]));
+    assert_eq!(
+        db.begin().unwrap().get(&t, b"x").unwrap(),
+        Some(&b"young"[..])
+    );
 }
 
 #[test]
@@ -202,8 +247,14 @@ fn run_retries_conflicts_and_returns_other_errors() {
     let mut calls = 0;
     let r: Result<(), Error> = db.run(|_| {
         calls += 1;
-        Err(Error::Conflict { reason: ConflictReason::ReadByYounger })
+        Err(Error::Conflict {
+            reason: ConflictReason::ReadByYounger,
+        })
     });
     assert!(r.unwrap_err().is_conflict());
-    assert_eq!(calls, verso_engine::RUN_ATTEMPTS_DEFAULT, "conflicts are retried a bounded number of times");
+    assert_eq!(
+        calls,
+        verso_engine::RUN_ATTEMPTS_DEFAULT,
+        "conflicts are retried a bounded number of times"
+    );
 }

@@ -69,7 +69,9 @@ fn run_bank(source: TimestampSource) {
                     let sum: u64 = if by_range {
                         txn.range(&t, ..).unwrap().map(|(_, v)| balance(v)).sum()
                     } else {
-                        (0..ACCOUNTS).map(|a| balance(txn.get(&t, a.to_be_bytes()).unwrap().unwrap())).sum()
+                        (0..ACCOUNTS)
+                            .map(|a| balance(txn.get(&t, a.to_be_bytes()).unwrap().unwrap()))
+                            .sum()
                     };
                     assert_eq!(sum, ACCOUNTS * INITIAL, "read-only txn saw a torn transfer");
                     txn.commit().expect("read-only transactions never abort");
@@ -81,7 +83,10 @@ fn run_bank(source: TimestampSource) {
     let txn = db.begin_read_only().unwrap();
     let sum: u64 = txn.range(&t, ..).unwrap().map(|(_, v)| balance(v)).sum();
     assert_eq!(sum, ACCOUNTS * INITIAL);
-    assert!(transfers.load(Ordering::Relaxed) > 1_000, "too few transfers committed");
+    assert!(
+        transfers.load(Ordering::Relaxed) > 1_000,
+        "too few transfers committed"
+    );
     assert!(sums_checked.load(Ordering::Relaxed) > 0);
 }
 

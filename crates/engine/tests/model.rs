@@ -56,11 +56,24 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn plan() -> impl Strategy<Value = TxnPlan> {
-    (proptest::collection::vec(op(), 0..10), prop::bool::weighted(0.8), prop::bool::weighted(0.2))
-        .prop_map(|(ops, commit, snapshot)| TxnPlan { ops, commit, snapshot })
+    (
+        proptest::collection::vec(op(), 0..10),
+        prop::bool::weighted(0.8),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(ops, commit, snapshot)| TxnPlan {
+            ops,
+            commit,
+            snapshot,
+        })
 }
 
-fn model_range(m: &Model, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, rev: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn model_range(
+    m: &Model,
+    lo: &Bound<Vec<u8>>,
+    hi: &Bound<Vec<u8>>,
+    rev: bool,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     let valid = match (lo, hi) {
         (Bound::Included(a), Bound::Included(b)) => a <= b,
         (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => a < b,
@@ -69,7 +82,10 @@ fn model_range(m: &Model, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, rev: bool) -
     if !valid {
         return Vec::new();
     }
-    let mut v: Vec<_> = m.range::<Vec<u8>, _>((lo.clone(), hi.clone())).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut v: Vec<_> = m
+        .range::<Vec<u8>, _>((lo.clone(), hi.clone()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     if rev {
         v.reverse();
     }

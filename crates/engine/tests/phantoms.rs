@@ -11,7 +11,12 @@ fn setup() -> (Db, Table) {
 }
 
 fn conflict(r: Result<verso_engine::CommitTs, Error>) -> bool {
-    matches!(r, Err(Error::Conflict { reason: ConflictReason::ReadByYounger }))
+    matches!(
+        r,
+        Err(Error::Conflict {
+            reason: ConflictReason::ReadByYounger
+        })
+    )
 }
 
 /// Write skew through ranges: "at most one doctor on call". Each transaction counts the
@@ -22,7 +27,11 @@ fn write_skew_through_ranges_is_prevented() {
     db.run(|txn| txn.put(&t, b"oncall/alice", b"1")).unwrap();
     let mut a = db.begin().unwrap();
     let mut b = db.begin().unwrap();
-    let count = |txn: &verso_engine::Txn<'_>| txn.range(&t, &b"oncall/"[..]..&b"oncall0"[..]).unwrap().count();
+    let count = |txn: &verso_engine::Txn<'_>| {
+        txn.range(&t, &b"oncall/"[..]..&b"oncall0"[..])
+            .unwrap()
+            .count()
+    };
     assert_eq!(count(&a), 1);
     assert_eq!(count(&b), 1);
     a.delete(&t, b"oncall/alice").unwrap();
@@ -86,7 +95,10 @@ fn absent_key_write_skew_is_prevented() {
     a.put(&t, b"x", b"a").unwrap();
     b.put(&t, b"y", b"b").unwrap();
     let (ra, rb) = (a.commit(), b.commit());
-    assert!(conflict(ra), "older `a` wrote x after younger `b` read it absent");
+    assert!(
+        conflict(ra),
+        "older `a` wrote x after younger `b` read it absent"
+    );
     rb.unwrap();
 }
 
@@ -101,7 +113,11 @@ fn reverse_range_protects_the_gap_below_its_last_key() {
     .unwrap();
     let mut old = db.begin().unwrap();
     let young = db.begin().unwrap();
-    let seen: Vec<Vec<u8>> = young.range_rev(&t, &b"b"[..]..=&b"f"[..]).unwrap().map(|(k, _)| k.to_vec()).collect();
+    let seen: Vec<Vec<u8>> = young
+        .range_rev(&t, &b"b"[..]..=&b"f"[..])
+        .unwrap()
+        .map(|(k, _)| k.to_vec())
+        .collect();
     assert_eq!(seen, [b"e".to_vec(), b"c".to_vec()]);
     old.put(&t, b"b", b"just inside the bottom bound").unwrap();
     assert!(conflict(old.commit()));

@@ -22,7 +22,6 @@ mod locked_btree;
 
 pub use locked_btree::LockedBTree;
 
-
 /// Which way a scan walks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
@@ -31,4 +30,3 @@ pub enum Direction {
     /// Descending key order.
     Reverse,
 }
-

@@ -35,7 +35,10 @@ impl<V: Copy> Default for LockedBTree<V> {
 impl<V: Copy> LockedBTree<V> {
     /// An empty index.
     pub fn new() -> Self {
-        LockedBTree { map: RwLock::new(BTreeMap::new()), head_gap: AtomicU64::new(0) }
+        LockedBTree {
+            map: RwLock::new(BTreeMap::new()),
+            head_gap: AtomicU64::new(0),
+        }
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<Box<[u8]>, Entry<V>>> {
@@ -74,7 +77,13 @@ impl<V: Copy> LockedBTree<V> {
         let stamp = gap_before(&map, &self.head_gap, Bound::Excluded(key)).load(Ordering::Acquire);
         let value = make(stamp);
         // The new key splits one gap into two; both halves were covered by the old stamp.
-        map.insert(key.into(), Entry { value, gap_after: AtomicU64::new(stamp) });
+        map.insert(
+            key.into(),
+            Entry {
+                value,
+                gap_after: AtomicU64::new(stamp),
+            },
+        );
         (value, true)
     }
 
@@ -152,8 +161,12 @@ fn gap_before<'m, V>(
 ) -> &'m AtomicU64 {
     let below = match bound {
         Bound::Unbounded => None,
-        Bound::Included(k) => map.range::<[u8], _>((Bound::Unbounded, Bound::Excluded(k))).next_back(),
-        Bound::Excluded(k) => map.range::<[u8], _>((Bound::Unbounded, Bound::Included(k))).next_back(),
+        Bound::Included(k) => map
+            .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(k)))
+            .next_back(),
+        Bound::Excluded(k) => map
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(k)))
+            .next_back(),
     };
     below.map_or(head_gap, |(_, e)| &e.gap_after)
 }
@@ -198,10 +211,30 @@ mod tests {
         let t = LockedBTree::new();
         t.get_or_insert_with(b"m", |_| 1u32);
         let (a, z) = (b"z".as_slice(), b"a".as_slice());
-        assert!(collect(&t, Bound::Included(a), Bound::Included(z), Direction::Forward).is_empty());
+        assert!(collect(
+            &t,
+            Bound::Included(a),
+            Bound::Included(z),
+            Direction::Forward
+        )
+        .is_empty());
         let m = b"m".as_slice();
-        assert!(collect(&t, Bound::Excluded(m), Bound::Excluded(m), Direction::Reverse).is_empty());
-        assert_eq!(collect(&t, Bound::Included(m), Bound::Included(m), Direction::Reverse), vec![1]);
+        assert!(collect(
+            &t,
+            Bound::Excluded(m),
+            Bound::Excluded(m),
+            Direction::Reverse
+        )
+        .is_empty());
+        assert_eq!(
+            collect(
+                &t,
+                Bound::Included(m),
+                Bound::Included(m),
+                Direction::Reverse
+            ),
+            vec![1]
+        );
     }
 
     /// A stamp left by a scan or an absent lookup must reach any later insert in the range,
