@@ -158,7 +158,7 @@ fn run(source: TimestampSource, threads: u64, txns: usize, seed: u64) {
         Ok(check) => {
             // The workload must actually exercise what it claims to.
             assert!(
-                stats.commits > (threads as u64 * txns as u64) / 3,
+                stats.commits > (threads * txns as u64) / 3,
                 "too few commits: {stats:?}"
             );
             let conflicts = stats.conflicts_read_by_younger + stats.conflicts_written_by_younger;
