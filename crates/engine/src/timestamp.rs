@@ -169,8 +169,12 @@ impl Timestamps {
                 site.unlock();
                 continue;
             };
-            self.sites_used
-                .fetch_max(site_index as u64 + 1, Ordering::AcqRel);
+            // Read before writing: this word is shared by every thread, and after warm-up it
+            // never changes, so the common case must not take its cache line exclusively.
+            if self.sites_used.load(Ordering::Relaxed) <= site_index as u64 {
+                self.sites_used
+                    .fetch_max(site_index as u64 + 1, Ordering::AcqRel);
+            }
             let ts = self.generate_locked(site_index);
             // Filled under the site lock: a watermark scan of this site either comes before
             // (and its fresh bound is below `ts`) or after (and sees `ts` here).
