@@ -1,1 +1,197 @@
-fn main() {}
+//! `verso`: the command-line front end. Today: `verso bench ycsb`. Subcommands are enums so
+//! `bench tpcc`, `bench index` and `serve` slot in beside it.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use verso_bench::ycsb::{self, YcsbConfig};
+use verso_bench::{BenchError, Dist, Progress};
+use verso_engine::TimestampSource;
+
+/// Verso: an in-memory, multi-version, strictly serializable transactional key-value store.
+#[derive(Parser, Debug)]
+#[command(name = "verso", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a benchmark against an in-process database.
+    #[command(subcommand)]
+    Bench(Bench),
+}
+
+#[derive(Subcommand, Debug)]
+enum Bench {
+    /// YCSB-style workload: point reads and blind writes, or range reads, over N keys.
+    ///
+    /// Keys are 8-byte big-endian integers 0..N, loaded before measuring in transactions of
+    /// 1000 puts. Each worker then loops: draw the transaction's ops, begin, run them,
+    /// commit; a conflict retries the same ops (counted as an abort) until it commits.
+    /// Throughput counts commits in the measured window (after --warmup). Latency is from
+    /// the first begin to the commit, retries included, recorded for 1 transaction in 16 to
+    /// keep clock reads off the hot path. --json prints one JSON object as the last stdout
+    /// line.
+    #[command(verbatim_doc_comment)]
+    Ycsb(YcsbArgs),
+}
+
+#[derive(Args, Debug)]
+struct YcsbArgs {
+    /// Number of keys (8-byte big-endian integers 0..N).
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
+    keys: u64,
+
+    /// Bytes per value.
+    #[arg(long, default_value_t = 100, value_name = "B")]
+    value_size: usize,
+
+    /// Point operations per transaction.
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    ops_per_txn: u32,
+
+    /// Percentage of point operations that are reads (0-100); the rest are blind writes of
+    /// a fresh value.
+    #[arg(long, default_value_t = 100, value_name = "P")]
+    read_ratio: u32,
+
+    /// If > 0, each transaction is one range read of L keys starting at a key drawn from
+    /// --dist, instead of point operations (--ops-per-txn and --read-ratio are ignored).
+    #[arg(long, value_name = "L")]
+    scan_length: Option<u64>,
+
+    /// Key distribution: uniform, or zipf (YCSB's scrambled zipfian).
+    #[arg(long, default_value = "uniform", value_name = "DIST", value_parser = ["uniform", "zipf"])]
+    dist: String,
+
+    /// Zipfian parameter; must be in (0, 1) or (1, inf).
+    #[arg(
+        long,
+        default_value_t = 0.99,
+        value_name = "T",
+        allow_negative_numbers = true
+    )]
+    theta: f64,
+
+    /// Worker threads (they also load the keys).
+    #[arg(long, default_value_t = 1, value_name = "T")]
+    threads: usize,
+
+    /// Measured seconds (fractions allowed).
+    #[arg(
+        long,
+        default_value_t = 10.0,
+        value_name = "S",
+        allow_negative_numbers = true
+    )]
+    duration: f64,
+
+    /// Seconds to run before measuring (not counted).
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        value_name = "S",
+        allow_negative_numbers = true
+    )]
+    warmup: f64,
+
+    /// Extra threads that repeatedly run one read-only transaction reading 1% of the keys
+    /// at random positions; reported separately, not counted in txn/s.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    long_readers: usize,
+
+    /// Timestamp source: rdtsc, atomic, mutex, or auto (rdtsc when the TSC is invariant).
+    #[arg(long, default_value = "auto", value_name = "SRC", value_parser = ["auto", "rdtsc", "atomic", "mutex"])]
+    timestamps: String,
+
+    /// Run the same key stream as plain lookups on the index with no transactions (values
+    /// in per-key slots behind seqlocks): the ceiling the engine is measured against.
+    #[arg(long)]
+    raw_index: bool,
+
+    /// Seed for the key and operation streams (each thread derives its own).
+    #[arg(long, value_name = "S")]
+    seed: Option<u64>,
+
+    /// Print one JSON object with the results as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+impl YcsbArgs {
+    fn to_config(&self) -> Result<YcsbConfig, BenchError> {
+        let dist: Dist = self.dist.parse().map_err(BenchError::Config)?;
+        let timestamps: TimestampSource = self.timestamps.parse().map_err(BenchError::Config)?;
+        let defaults = YcsbConfig::default();
+        Ok(YcsbConfig {
+            keys: self.keys,
+            value_size: self.value_size,
+            ops_per_txn: self.ops_per_txn,
+            read_ratio: self.read_ratio,
+            scan_length: self.scan_length.unwrap_or(0),
+            dist,
+            theta: self.theta,
+            threads: self.threads,
+            duration_s: self.duration,
+            warmup_s: self.warmup,
+            long_readers: self.long_readers,
+            timestamps,
+            raw_index: self.raw_index,
+            seed: self.seed.unwrap_or(defaults.seed),
+            progress: Progress::Auto,
+        })
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    exit_on_panic();
+    match cli.command {
+        Command::Bench(Bench::Ycsb(args)) => bench_ycsb(&args),
+    }
+}
+
+/// Makes a panic on any thread end the process at once (after the usual message). A worker
+/// that panics inside the engine may leave records locked, and the other workers would then
+/// wait for them forever: a benchmark must fail loudly instead of hanging.
+fn exit_on_panic() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        eprintln!("error: a benchmark thread panicked; the run is invalid");
+        std::process::exit(101);
+    }));
+}
+
+fn bench_ycsb(args: &YcsbArgs) -> ExitCode {
+    let result = args.to_config().and_then(|cfg| ycsb::run(&cfg));
+    let report = match result {
+        Ok(r) => r,
+        Err(e @ BenchError::Config(_)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let mut text = report.summary();
+    if args.json {
+        text.push_str(&report.to_json());
+        text.push('\n');
+    }
+    // A closed stdout (`| head`) is not worth a panic; the run itself succeeded.
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
