@@ -19,6 +19,21 @@
 //! [`check_linearizable_registers`] checks single-key get/put/remove histories (for the
 //! index crate).
 //!
+//! # Semantics worth knowing
+//!
+//! * Only committed transactions are checked. Reads of aborted transactions are ignored
+//!   (an optimistic engine may show them anything); reading an aborted write is G1a.
+//! * An [`Outcome::Unknown`] transaction counts as committed iff a counted transaction
+//!   read one of its writes; otherwise it is ignored.
+//! * A range read that did not return a key some counted transaction wrote inside its
+//!   bounds is treated as reading that key absent (this is how phantoms are caught).
+//! * Which absent version an absent read saw comes from the reader's `ts` (the last
+//!   version with a smaller ts). Readers without a `ts` get a documented heuristic that
+//!   is exact unless the key was deleted several times; engine tests should supply `ts`.
+//! * Version order comes from the writers' `ts`. For keys where a counted writer has no
+//!   `ts`, it is inferred from read-modify-write chains only (fewer edges, never
+//!   spurious ones); [`CheckStats::keys_partial_order`] counts such keys.
+//!
 //! # Example
 //!
 //! ```

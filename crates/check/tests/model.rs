@@ -54,6 +54,8 @@ struct Opts {
     overlap: bool,
     /// Read-only txns get no ts (deletes are turned into writes so "absent" is exact).
     no_ts_readers: bool,
+    /// No txn gets a ts: version order must be inferred from read-modify-write chains.
+    no_ts: bool,
 }
 
 /// One installed version of a key, in commit order.
@@ -209,7 +211,7 @@ fn execute(plan: &[PlanTxn], opts: Opts) -> Generated {
             }
             next_ts += 1;
             let read_only = seqs.is_empty();
-            ts = (!(opts.no_ts_readers && read_only)).then_some(next_ts);
+            ts = (!(opts.no_ts || opts.no_ts_readers && read_only)).then_some(next_ts);
         }
         if !commits {
             for (k, old) in undo.into_iter().rev() {
@@ -280,11 +282,26 @@ proptest! {
 
     #[test]
     fn serial_executions_are_accepted(plan in plan(), overlap: bool, no_ts_readers: bool) {
-        let g = execute(&plan, Opts { overlap, no_ts_readers });
+        let g = execute(&plan, Opts { overlap, no_ts_readers, no_ts: false });
         let strict = check_strict_serializable(&g.history);
         prop_assert!(strict.is_ok(), "strict: {}", strict.unwrap_err());
         let stats = strict.unwrap();
         prop_assert_eq!(stats.keys_partial_order, 0);
+        let ser = check_serializable(&g.history);
+        prop_assert!(ser.is_ok(), "serializable: {}", ser.unwrap_err());
+    }
+}
+
+proptest! {
+    #![proptest_config(Config { cases: 256, ..Config::default() })]
+
+    /// Without any timestamps the checker infers less, but must still never reject a
+    /// valid history.
+    #[test]
+    fn serial_executions_without_timestamps_are_accepted(plan in plan(), overlap: bool) {
+        let g = execute(&plan, Opts { overlap, no_ts_readers: false, no_ts: true });
+        let strict = check_strict_serializable(&g.history);
+        prop_assert!(strict.is_ok(), "strict: {}", strict.unwrap_err());
         let ser = check_serializable(&g.history);
         prop_assert!(ser.is_ok(), "serializable: {}", ser.unwrap_err());
     }
@@ -560,7 +577,7 @@ fn large_history_checks_quickly() {
         &big_plan(200_000, 2_000, 0x9e37_79b9_7f4a_7c15),
         Opts {
             overlap: true,
-            no_ts_readers: false,
+            ..Opts::default()
         },
     );
     let t0 = Instant::now();
