@@ -495,15 +495,16 @@ impl Display {
             Progress::Quiet => Display::Quiet,
             Progress::Auto if tty => {
                 let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+                // Kept under 80 columns: a wrapped bar redraws as a scrolling mess.
                 let template = if what == "load" {
-                    "{prefix:>5} [{bar:40}] {pos}/{len} records  {msg}"
+                    "{prefix:>6} [{bar:30}] {pos}/{len} records"
                 } else {
-                    "{prefix:>5} [{bar:40}] {msg}"
+                    "{prefix:>6} [{bar:24}] {msg}"
                 };
                 if let Ok(style) = ProgressStyle::with_template(template) {
                     bar.set_style(style.progress_chars("=> "));
                 }
-                bar.set_prefix(what.to_string());
+                bar.set_prefix(if what == "load" { "load" } else { "start" });
                 Display::Bar(bar)
             }
             Progress::Auto | Progress::Lines => Display::Lines,
@@ -522,9 +523,10 @@ impl Display {
         let phase = if warmup { "  (warmup)" } else { "" };
         match self {
             Display::Bar(bar) => {
+                bar.set_prefix(if warmup { "warmup" } else { "run" });
                 bar.set_position(elapsed.as_millis() as u64);
                 bar.set_message(format!(
-                    "t={:.1}s  {}  aborts {:.2}%{phase}",
+                    "t={:.1}s  {}  aborts {:.2}%",
                     elapsed.as_secs_f64(),
                     format_rate(per_sec),
                     abort_rate * 100.0
@@ -569,5 +571,89 @@ pub fn format_rate(per_sec: f64) -> String {
         format!("{:.1} K txn/s", per_sec / 1e3)
     } else {
         format!("{per_sec:.0} txn/s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dist::KeyChooser;
+    use crate::ycsb::PointOps;
+
+    /// The harness alone: draw the ops and do nothing with them.
+    struct Noop(PointOps);
+
+    impl Workload for Noop {
+        fn txn(&mut self, _: &Control) -> Result<Option<u64>, BenchError> {
+            self.0.fill();
+            std::hint::black_box(self.0.get(0));
+            Ok(Some(0))
+        }
+    }
+
+    struct NoReader;
+
+    impl LongReader for NoReader {
+        fn read(&mut self, _: &Control) -> Result<bool, BenchError> {
+            Ok(true)
+        }
+    }
+
+    fn noop_run(cfg: &YcsbConfig) -> Measured {
+        let chooser = KeyChooser::new(cfg.dist, cfg.keys, cfg.theta).unwrap();
+        measure(
+            cfg,
+            &|i| Noop(PointOps::new(cfg, chooser, i as u64)),
+            &|_| NoReader,
+            &mut |_| {},
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn phases_window_and_counts() {
+        let cfg = YcsbConfig {
+            duration_s: 0.2,
+            warmup_s: 0.1,
+            threads: 2,
+            progress: Progress::Quiet,
+            ..Default::default()
+        };
+        let m = noop_run(&cfg);
+        assert!(m.commits > 0 && m.aborts == 0);
+        assert!(
+            m.window >= Duration::from_millis(200) && m.window < Duration::from_millis(400),
+            "{:?}",
+            m.window
+        );
+        assert!(m.warmup >= Duration::from_millis(100));
+        // One sample per LATENCY_SAMPLE_EVERY transactions, give or take the window edges.
+        let expect = m.commits / LATENCY_SAMPLE_EVERY;
+        assert!(
+            m.latency.len().abs_diff(expect) <= 2 * cfg.threads as u64 + 2,
+            "{} samples",
+            m.latency.len()
+        );
+    }
+
+    /// How fast the harness itself goes (no engine): `cargo test --release -p verso-bench
+    /// harness_ceiling -- --ignored --nocapture`. It should be far above what the engine does.
+    #[test]
+    #[ignore]
+    fn harness_ceiling() {
+        for dist in [crate::Dist::Uniform, crate::Dist::Zipf] {
+            let cfg = YcsbConfig {
+                duration_s: 1.0,
+                warmup_s: 0.2,
+                dist,
+                progress: Progress::Quiet,
+                ..Default::default()
+            };
+            let m = noop_run(&cfg);
+            println!(
+                "{dist}: {:.1} M txn/s",
+                m.commits as f64 / m.window.as_secs_f64() / 1e6
+            );
+        }
     }
 }
