@@ -63,8 +63,8 @@ impl Default for GcQueue {
 }
 
 impl GcQueue {
-    pub(crate) fn push(&mut self, record: RecordPtr) {
-        self.entries.push(record);
+    pub(crate) fn extend(&mut self, records: impl Iterator<Item = RecordPtr>) {
+        self.entries.extend(records);
     }
 
     pub(crate) fn wants_collection(&self) -> bool {

@@ -228,10 +228,8 @@ impl<'db> Txn<'db> {
             prepared.push((record, Version::new(ts, ws.value(e))));
         }
         let site = self.slot.site as usize;
-        let mut gc = self.db.gc[site].lock().unwrap_or_else(|e| e.into_inner());
-        let result = lock_and_install(&prepared, ts, |record| gc.push(record));
-        let collect = gc.wants_collection();
-        drop(gc);
+        let mut superseded = std::mem::take(&mut ws.superseded);
+        let result = lock_and_install(&prepared, ts, |record| superseded.push(record));
         let installed = prepared.len() as u64;
         if result.is_err() {
             for (_, version) in prepared.drain(..) {
@@ -241,6 +239,13 @@ impl<'db> Txn<'db> {
         }
         prepared.clear();
         ws.prepared = prepared;
+        // The queue's mutex is taken only now, never while waiting for record locks.
+        let collect = !superseded.is_empty() && {
+            let mut gc = self.db.gc[site].lock().unwrap_or_else(|e| e.into_inner());
+            gc.extend(superseded.drain(..));
+            gc.wants_collection()
+        };
+        ws.superseded = superseded;
         result.map_err(|reason| Error::Conflict { reason })?;
         self.site_stats()
             .versions_installed

@@ -40,6 +40,8 @@ pub(crate) struct WriteSet {
     by_hash: HashMap<u64, u32, FixedState>,
     /// Commit scratch: the record and prepared version for each entry, in lock order.
     pub(crate) prepared: Vec<(RecordPtr, std::ptr::NonNull<Version>)>,
+    /// Commit scratch: records whose older versions became garbage.
+    pub(crate) superseded: Vec<RecordPtr>,
 }
 
 // SAFETY: `prepared` holds pointers only during a commit, on the committing thread, and is
@@ -187,6 +189,7 @@ impl WriteSet {
 
     fn clear(&mut self) {
         debug_assert!(self.prepared.is_empty(), "prepared versions leaked");
+        debug_assert!(self.superseded.is_empty());
         self.entries.clear();
         self.bytes.clear();
         self.by_hash.clear();
