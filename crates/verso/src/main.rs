@@ -1,6 +1,10 @@
 //! `verso`: the command-line front end. Today: `verso bench ycsb`. Subcommands are enums so
 //! `bench tpcc`, `bench index` and `serve` slot in beside it.
 
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::io::Write;
 use std::process::ExitCode;
 
