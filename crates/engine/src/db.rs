@@ -32,7 +32,9 @@ pub(crate) struct TableState {
 /// Counters kept per site so commits on different threads do not share a cache line.
 #[derive(Default)]
 pub(crate) struct SiteStats {
-    pub(crate) commits: StdAtomicU64,
+    /// Commits that installed versions.
+    pub(crate) write_commits: StdAtomicU64,
+    /// Commits with nothing to install (read-only, or read-write that wrote nothing).
     pub(crate) read_only_commits: StdAtomicU64,
     pub(crate) aborts: StdAtomicU64,
     pub(crate) conflicts_read_by_younger: StdAtomicU64,
@@ -49,7 +51,7 @@ pub(crate) struct SiteStats {
 pub struct Stats {
     /// Transactions committed, read-only ones included.
     pub commits: u64,
-    /// Of which read-only.
+    /// Of which wrote nothing (read-only transactions, and read-write ones that did not write).
     pub read_only_commits: u64,
     /// Transactions aborted by the caller (explicitly or by drop).
     pub aborts: u64,
@@ -223,7 +225,7 @@ impl Db {
         let mut s = Stats::default();
         for site in self.stats.iter() {
             let get = |c: &StdAtomicU64| c.load(StdOrdering::Relaxed);
-            s.commits += get(&site.commits);
+            s.commits += get(&site.write_commits) + get(&site.read_only_commits);
             s.read_only_commits += get(&site.read_only_commits);
             s.aborts += get(&site.aborts);
             s.conflicts_read_by_younger += get(&site.conflicts_read_by_younger);

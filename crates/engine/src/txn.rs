@@ -179,23 +179,16 @@ impl<'db> Txn<'db> {
     pub fn commit(mut self) -> Result<CommitTs, Error> {
         let result = self.commit_writes();
         let stats = self.site_stats();
-        match result {
-            Ok(_) if self.writes.is_none() => {
-                stats.read_only_commits.fetch_add(1, StdOrdering::Relaxed)
-            }
-            Ok(_) => 0,
+        // One counter per outcome: `Db::stats` sums them, so a commit pays one increment.
+        let counter = match result {
+            Ok(_) if self.writes.is_none() => &stats.read_only_commits,
+            Ok(_) => &stats.write_commits,
             Err(Error::Conflict {
                 reason: ConflictReason::ReadByYounger,
-            }) => stats
-                .conflicts_read_by_younger
-                .fetch_add(1, StdOrdering::Relaxed),
-            Err(_) => stats
-                .conflicts_written_by_younger
-                .fetch_add(1, StdOrdering::Relaxed),
+            }) => &stats.conflicts_read_by_younger,
+            Err(_) => &stats.conflicts_written_by_younger,
         };
-        if result.is_ok() {
-            stats.commits.fetch_add(1, StdOrdering::Relaxed);
-        }
+        counter.fetch_add(1, StdOrdering::Relaxed);
         self.end();
         result
     }
