@@ -1,7 +1,7 @@
 //! Randomized concurrent workloads whose recorded histories must pass the strict
 //! serializability checker (`verso-check`).
 //!
-//! Threads run transactions of random point reads, writes, deletes and range reads (both
+//! Threads run (several interleaved) transactions of random point reads, writes, deletes and range reads (both
 //! directions, random bounds) over a small, skewed key space, so conflicts, aborts,
 //! phantoms and GC all happen. Every value written encodes its writer, so every read reports
 //! which version it saw; the checker builds the dependency graph (plus real-time order) and
@@ -11,9 +11,10 @@ use std::ops::Bound;
 use std::sync::Barrier;
 
 use verso_check::{
-    check_strict_serializable, encode_version, Key, Observed, Outcome, Recorder, VersionId,
+    check_strict_serializable, encode_version, Key, Observed, Outcome, Recorder, TxnBuilder,
+    VersionId,
 };
-use verso_engine::{Db, Options, Table, TimestampSource};
+use verso_engine::{Db, Options, Table, TimestampSource, Txn};
 
 const KEYS: u64 = 24;
 
@@ -46,88 +47,122 @@ fn decode(value: &[u8]) -> VersionId {
     }
 }
 
+/// A transaction in flight, with its recording and how many operations it has left.
+struct Open<'d, 'r> {
+    txn: Txn<'d>,
+    rec: TxnBuilder<'r>,
+    read_only: bool,
+    ops_left: u64,
+}
+
+/// Each thread keeps up to `OPEN_MAX` transactions open and interleaves their operations at
+/// random, so transactions overlap (and conflict) whatever the OS scheduler does; the threads
+/// add real concurrency on top.
+const OPEN_MAX: usize = 3;
+
 fn run_thread(db: &Db, t: Table, rec: &Recorder, start: &Barrier, seed: u64, txns: usize) {
     let mut rng = Rng(seed);
+    let mut open: Vec<Open<'_, '_>> = Vec::new();
+    let mut started = 0;
     start.wait();
-    for _ in 0..txns {
-        let read_only = rng.below(5) == 0;
-        let mut b = rec.begin_txn();
-        let mut txn = if read_only {
-            db.begin_read_only()
-        } else {
-            db.begin()
-        }
-        .unwrap();
-        for _ in 0..1 + rng.below(6) {
-            // Give the other threads a chance to run in the middle of this transaction:
-            // without it, short transactions on 2 cores barely overlap.
-            if rng.below(3) == 0 {
-                std::thread::yield_now();
+    while started < txns || !open.is_empty() {
+        if started < txns && (open.is_empty() || (open.len() < OPEN_MAX && rng.below(3) == 0)) {
+            let read_only = rng.below(5) == 0;
+            let b = rec.begin_txn();
+            let txn = if read_only {
+                db.begin_read_only()
+            } else {
+                db.begin()
             }
-            match rng.below(10) {
-                0..=3 => {
-                    let k = rng.key();
-                    let got = txn.get(&t, &k).unwrap();
-                    b.read(k, Observed::from_value(got).expect("undecodable value"));
-                }
-                4..=6 if !read_only => {
-                    let k = rng.key();
-                    let v = b.next_version(&k);
-                    txn.put(&t, &k, encode_version(v, 16 + rng.below(32) as usize))
-                        .unwrap();
-                    b.write(k);
-                }
-                7 if !read_only => {
-                    let k = rng.key();
-                    txn.delete(&t, &k).unwrap();
-                    b.delete(k);
-                }
-                _ => {
-                    let (a, z) = (rng.key(), rng.key());
-                    let (lo, hi) = if a <= z { (a, z) } else { (z, a) };
-                    let lo = if rng.below(2) == 0 {
-                        Bound::Included(lo)
-                    } else {
-                        Bound::Excluded(lo)
-                    };
-                    let hi = match rng.below(3) {
-                        0 => Bound::Unbounded,
-                        1 => Bound::Included(hi),
-                        _ => Bound::Excluded(hi),
-                    };
-                    let reverse = rng.below(2) == 0;
-                    let bounds = (
-                        lo.as_ref().map(Vec::as_slice),
-                        hi.as_ref().map(Vec::as_slice),
-                    );
-                    let it = if reverse {
-                        txn.range_rev(&t, bounds)
-                    } else {
-                        txn.range(&t, bounds)
-                    }
-                    .unwrap();
-                    let seen: Vec<(Key, VersionId)> =
-                        it.map(|(k, v)| (k.to_vec(), decode(v))).collect();
-                    b.range(lo, hi, reverse, seen);
-                }
-            }
-        }
-        let ts = txn.timestamp();
-        if rng.below(20) == 0 {
-            txn.abort();
-            b.finish(Outcome::Aborted, Some(ts));
+            .unwrap();
+            open.push(Open {
+                txn,
+                rec: b,
+                read_only,
+                ops_left: 1 + rng.below(6),
+            });
+            started += 1;
             continue;
         }
-        match txn.commit() {
-            Ok(c) => {
-                assert_eq!(c.get(), ts, "MVTO commits at the begin timestamp");
-                b.finish(Outcome::Committed, Some(ts));
+        let i = rng.below(open.len() as u64) as usize;
+        if open[i].ops_left == 0 {
+            finish(open.swap_remove(i), &mut rng);
+            continue;
+        }
+        open[i].ops_left -= 1;
+        if rng.below(8) == 0 {
+            std::thread::yield_now();
+        }
+        one_op(&mut open[i], t, &mut rng);
+    }
+}
+
+fn one_op(o: &mut Open<'_, '_>, t: Table, rng: &mut Rng) {
+    let (txn, b) = (&mut o.txn, &mut o.rec);
+    match rng.below(10) {
+        0..=3 => {
+            let k = rng.key();
+            let got = txn.get(&t, &k).unwrap();
+            b.read(k, Observed::from_value(got).expect("undecodable value"));
+        }
+        4..=6 if !o.read_only => {
+            let k = rng.key();
+            let v = b.next_version(&k);
+            txn.put(&t, &k, encode_version(v, 16 + rng.below(32) as usize))
+                .unwrap();
+            b.write(k);
+        }
+        7 if !o.read_only => {
+            let k = rng.key();
+            txn.delete(&t, &k).unwrap();
+            b.delete(k);
+        }
+        _ => {
+            let (a, z) = (rng.key(), rng.key());
+            let (lo, hi) = if a <= z { (a, z) } else { (z, a) };
+            let lo = if rng.below(2) == 0 {
+                Bound::Included(lo)
+            } else {
+                Bound::Excluded(lo)
+            };
+            let hi = match rng.below(3) {
+                0 => Bound::Unbounded,
+                1 => Bound::Included(hi),
+                _ => Bound::Excluded(hi),
+            };
+            let reverse = rng.below(2) == 0;
+            let bounds = (
+                lo.as_ref().map(Vec::as_slice),
+                hi.as_ref().map(Vec::as_slice),
+            );
+            let it = if reverse {
+                txn.range_rev(&t, bounds)
+            } else {
+                txn.range(&t, bounds)
             }
-            Err(e) => {
-                assert!(e.is_conflict(), "unexpected commit error {e}");
-                assert!(!read_only, "a read-only transaction aborted");
-                b.finish(Outcome::Aborted, Some(ts));
-            }
+            .unwrap();
+            let seen: Vec<(Key, VersionId)> = it.map(|(k, v)| (k.to_vec(), decode(v))).collect();
+            b.range(lo, hi, reverse, seen);
+        }
+    }
+}
+
+fn finish(o: Open<'_, '_>, rng: &mut Rng) {
+    let ts = o.txn.timestamp();
+    if rng.below(20) == 0 {
+        o.txn.abort();
+        o.rec.finish(Outcome::Aborted, Some(ts));
+        return;
+    }
+    match o.txn.commit() {
+        Ok(c) => {
+            assert_eq!(c.get(), ts, "MVTO commits at the begin timestamp");
+            o.rec.finish(Outcome::Committed, Some(ts));
+        }
+        Err(e) => {
+            assert!(e.is_conflict(), "unexpected commit error {e}");
+            assert!(!o.read_only, "a read-only transaction aborted");
+            o.rec.finish(Outcome::Aborted, Some(ts));
         }
     }
 }
