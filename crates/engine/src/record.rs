@@ -194,7 +194,11 @@ impl Record {
             spin_step(&mut step);
         }
         let mut found = None;
-        let mut v = self.head.load(Ordering::Acquire);
+        // The chain loads are `SeqCst` (a plain load on x86-64, like `Acquire`): with the
+        // walk announcement above they follow the pruner's `SeqCst` fence in the single total
+        // order whenever the pruner missed the announcement, so they see its unlinks
+        // (C++20 [atomics.order]: an SC load after an SC fence sees what preceded the fence).
+        let mut v = self.head.load(Ordering::SeqCst);
         // SAFETY: a version on the chain is freed only when it is unreachable from `head` and
         // no walk announced before its unlink is still running; the one returned is visible
         // to `ts`, so pruning keeps it while `ts` is active.
@@ -208,7 +212,7 @@ impl Record {
                 found = Some(version);
                 break;
             }
-            v = version.next.load(Ordering::Acquire);
+            v = version.next.load(Ordering::SeqCst);
         }
         walk.store(walk_seq + 2, Ordering::Release);
         found
