@@ -14,13 +14,15 @@
 //! Stamps are conservative: an index may return a larger stamp than strictly needed
 //! (that only costs the engine a spurious abort), never a smaller one.
 //!
-//! Today there is one implementation, [`LockedBTree`]: a `BTreeMap` behind a `RwLock`.
-//! It is the placeholder the Masstree issue replaces, kept afterwards as a benchmark
-//! comparison.
+//! Two implementations: [`Masstree`] (thesis §3.1: a trie of B+trees with lock-free reads;
+//! one gap stamp per border node) and [`LockedBTree`] (a `BTreeMap` behind a `RwLock`, the
+//! original placeholder, kept as a reference and benchmark comparison).
 
 mod locked_btree;
+mod masstree;
 
 pub use locked_btree::LockedBTree;
+pub use masstree::{IndexValue, Masstree};
 
 /// Which way a scan walks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

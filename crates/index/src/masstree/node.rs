@@ -1,0 +1,331 @@
+//! Node layouts (thesis Fig 3-2): width-15 interior and border nodes, cache-line aligned.
+//!
+//! Every field a reader may look at without the lock is an atomic; readers load them
+//! relaxed between a stable version and a re-validation (see `version.rs`). Nodes start with
+//! a common [`Header`] so a child pointer can be typed by its version's `LEAF` bit.
+
+use super::key::{ilen_of, KSUF};
+use super::sync::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use super::version::{NodeVersion, LEAF, ROOT};
+
+/// Node width: keys per node.
+pub(crate) const WIDTH: usize = 15;
+
+/// The fields every node starts with.
+#[repr(C)]
+pub(crate) struct Header {
+    pub(crate) version: NodeVersion,
+    /// The parent interior node, null for a layer root. Guarded by the *parent's* lock.
+    pub(crate) parent: AtomicPtr<Interior>,
+}
+
+/// An interior node: `nkeys` separators (slices only: all keys sharing a slice live in one
+/// border node) and `nkeys + 1` children; child `i` holds slices in `[keys[i-1], keys[i])`.
+#[repr(C, align(64))]
+pub(crate) struct Interior {
+    pub(crate) header: Header,
+    pub(crate) nkeys: AtomicU8,
+    pub(crate) keys: [AtomicU64; WIDTH],
+    pub(crate) children: [AtomicPtr<Header>; WIDTH + 1],
+}
+
+/// An out-of-line key suffix: immutable once published, freed through the epoch collector.
+pub(crate) struct Suffix(pub(crate) Box<[u8]>);
+
+/// A border (leaf) node.
+///
+/// Invariants: slots named by the first `count` nibbles of `permutation` are live, in key
+/// order, and *own* their suffix (a slot outside the permutation owns nothing: its suffix
+/// moved to a split sibling or was retired); `lowkey` never changes; all entries with one
+/// slice live in one border node.
+#[repr(C, align(64))]
+pub(crate) struct Border {
+    pub(crate) header: Header,
+    pub(crate) permutation: AtomicU64,
+    /// The slice of the first key this node may hold (0 for a layer's leftmost node).
+    pub(crate) lowkey: u64,
+    /// The largest gap stamp left on this node's key range (`lowkey..highkey`).
+    pub(crate) stamp: AtomicU64,
+    pub(crate) keylenx: [AtomicU8; WIDTH],
+    pub(crate) keys: [AtomicU64; WIDTH],
+    /// Value bits ([`super::IndexValue`]) or, for `LAYER` entries, the next layer's root.
+    pub(crate) values: [AtomicU64; WIDTH],
+    pub(crate) suffixes: [AtomicPtr<Suffix>; WIDTH],
+    pub(crate) next: AtomicPtr<Border>,
+    /// Guarded by the previous sibling's lock.
+    pub(crate) prev: AtomicPtr<Border>,
+}
+
+const _: () = assert!(WIDTH < 16 && core::mem::size_of::<Border>() <= 8 * 64);
+const _: () = assert!(core::mem::size_of::<Interior>() <= 5 * 64);
+
+impl Interior {
+    pub(crate) fn alloc(version: NodeVersion) -> *mut Interior {
+        Box::into_raw(Box::new(Interior {
+            header: Header {
+                version,
+                parent: AtomicPtr::new(core::ptr::null_mut()),
+            },
+            nkeys: AtomicU8::new(0),
+            keys: core::array::from_fn(|_| AtomicU64::new(0)),
+            children: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
+        }))
+    }
+
+    /// The child index for `slice`: the number of separators `<= slice`. Racy reads; the
+    /// caller validates the version before trusting the result.
+    #[inline]
+    pub(crate) fn child_index(&self, slice: u64) -> usize {
+        // Clamped: a torn read of `nkeys` must not index out of bounds.
+        let n = (self.nkeys.load(Ordering::Relaxed) as usize).min(WIDTH);
+        let mut i = 0;
+        while i < n && self.keys[i].load(Ordering::Relaxed) <= slice {
+            i += 1;
+        }
+        i
+    }
+}
+
+impl Border {
+    pub(crate) fn alloc(version: NodeVersion, lowkey: u64, stamp: u64) -> *mut Border {
+        Box::into_raw(Box::new(Border {
+            header: Header {
+                version,
+                parent: AtomicPtr::new(core::ptr::null_mut()),
+            },
+            permutation: AtomicU64::new(Perm::EMPTY.0),
+            lowkey,
+            stamp: AtomicU64::new(stamp),
+            keylenx: core::array::from_fn(|_| AtomicU8::new(0)),
+            keys: core::array::from_fn(|_| AtomicU64::new(0)),
+            values: core::array::from_fn(|_| AtomicU64::new(0)),
+            suffixes: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
+            next: AtomicPtr::new(core::ptr::null_mut()),
+            prev: AtomicPtr::new(core::ptr::null_mut()),
+        }))
+    }
+
+    /// A new, empty layer root.
+    pub(crate) fn alloc_root(stamp: u64) -> *mut Border {
+        Self::alloc(NodeVersion::new(ROOT | LEAF), 0, stamp)
+    }
+
+    #[inline]
+    pub(crate) fn perm(&self) -> Perm {
+        Perm(self.permutation.load(Ordering::Acquire))
+    }
+
+    /// Searches the entries named by `perm` for `(slice, ilen)`: `Ok(position)` of the entry
+    /// with that slice and length class, or `Err(position)` where it would be inserted.
+    /// Racy reads are safe: every field is an atomic and the caller validates.
+    #[inline]
+    pub(crate) fn search(&self, perm: Perm, slice: u64, ilen: u8) -> Result<usize, usize> {
+        for i in 0..perm.count() {
+            let s = perm.slot(i);
+            let ks = self.keys[s].load(Ordering::Relaxed);
+            if ks < slice {
+                continue;
+            }
+            if ks > slice {
+                return Err(i);
+            }
+            let l = ilen_of(self.keylenx[s].load(Ordering::Relaxed));
+            if l == ilen {
+                return Ok(i);
+            }
+            if l > ilen {
+                return Err(i);
+            }
+        }
+        Err(perm.count())
+    }
+
+    /// Writes a whole entry into slot `s` (the lock must be held and the slot must not be
+    /// live in the published permutation, or the node must be marked dirty).
+    pub(crate) fn write_slot(&self, s: usize, e: &Entry) {
+        self.keys[s].store(e.slice, Ordering::Relaxed);
+        self.keylenx[s].store(e.keylenx, Ordering::Relaxed);
+        self.values[s].store(e.value, Ordering::Relaxed);
+        self.suffixes[s].store(e.suffix, Ordering::Relaxed);
+    }
+
+    /// Reads slot `s` (under the lock, or racily with validation).
+    pub(crate) fn read_slot(&self, s: usize) -> Entry {
+        Entry {
+            slice: self.keys[s].load(Ordering::Relaxed),
+            keylenx: self.keylenx[s].load(Ordering::Relaxed),
+            value: self.values[s].load(Ordering::Acquire),
+            suffix: self.suffixes[s].load(Ordering::Relaxed),
+        }
+    }
+
+    /// Prefetches the node's cache lines (thesis §3.1.2: all lines in parallel).
+    #[inline(always)]
+    pub(crate) fn prefetch(p: *const Border) {
+        prefetch_lines(p.cast(), core::mem::size_of::<Border>());
+    }
+}
+
+/// Prefetches `bytes` from `p` (a node), one line at a time.
+#[inline(always)]
+pub(crate) fn prefetch_lines(p: *const u8, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut off = 0;
+        while off < bytes {
+            // SAFETY: prefetch is a hint that never faults; `p + off` stays within the node
+            // allocation (`off < size_of` the node), so the pointer arithmetic is in bounds.
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                    p.add(off).cast(),
+                );
+            }
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (p, bytes);
+    }
+}
+
+/// One border entry, copied out of a node.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    pub(crate) slice: u64,
+    pub(crate) keylenx: u8,
+    pub(crate) value: u64,
+    pub(crate) suffix: *mut Suffix,
+}
+
+impl Entry {
+    pub(crate) const EMPTY: Entry = Entry {
+        slice: 0,
+        keylenx: 0,
+        value: 0,
+        suffix: core::ptr::null_mut(),
+    };
+
+    pub(crate) fn has_suffix(&self) -> bool {
+        self.keylenx == KSUF
+    }
+}
+
+/// The permutation word: low nibble = live count, nibble `i + 1` = the slot at sorted
+/// position `i`; positions `count..15` list the free slots.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Perm(pub(crate) u64);
+
+impl Perm {
+    /// No live entries; free slots 0..15 in order.
+    pub(crate) const EMPTY: Perm = {
+        let mut w = 0u64;
+        let mut i = 0;
+        while i < WIDTH {
+            w |= (i as u64) << (4 * (i + 1));
+            i += 1;
+        }
+        Perm(w)
+    };
+
+    #[inline]
+    pub(crate) fn count(self) -> usize {
+        (self.0 & 15) as usize
+    }
+
+    #[inline]
+    pub(crate) fn slot(self, i: usize) -> usize {
+        ((self.0 >> (4 * (i + 1))) & 15) as usize
+    }
+
+    fn with_slot(self, i: usize, s: usize) -> Perm {
+        let sh = 4 * (i + 1);
+        Perm((self.0 & !(15u64 << sh)) | ((s as u64) << sh))
+    }
+
+    fn with_count(self, c: usize) -> Perm {
+        Perm((self.0 & !15) | c as u64)
+    }
+
+    /// Makes the first free slot live at position `pos`; returns the new word and the slot.
+    pub(crate) fn insert_from_back(self, pos: usize) -> (Perm, usize) {
+        let c = self.count();
+        assert!(c < WIDTH && pos <= c);
+        let s = self.slot(c);
+        let mut p = self;
+        let mut i = c;
+        while i > pos {
+            p = p.with_slot(i, self.slot(i - 1));
+            i -= 1;
+        }
+        (p.with_slot(pos, s).with_count(c + 1), s)
+    }
+
+    /// Removes the entry at `pos`; its slot becomes the *last* free slot, so it is reused as
+    /// late as possible (fewer reader retries).
+    pub(crate) fn remove(self, pos: usize) -> Perm {
+        let c = self.count();
+        assert!(pos < c);
+        let s = self.slot(pos);
+        let mut p = self;
+        for i in pos..WIDTH - 1 {
+            p = p.with_slot(i, self.slot(i + 1));
+        }
+        p.with_slot(WIDTH - 1, s).with_count(c - 1)
+    }
+
+    /// A permutation listing `live` slots in order, then the remaining slots.
+    pub(crate) fn from_slots(live: &[usize]) -> Perm {
+        assert!(live.len() <= WIDTH);
+        let mut used = [false; WIDTH];
+        let mut p = Perm(0).with_count(live.len());
+        for (i, &s) in live.iter().enumerate() {
+            assert!(!used[s]);
+            used[s] = true;
+            p = p.with_slot(i, s);
+        }
+        let mut i = live.len();
+        for (s, u) in used.iter().enumerate() {
+            if !u {
+                p = p.with_slot(i, s);
+                i += 1;
+            }
+        }
+        p
+    }
+
+    /// Debug check: the nibbles are a permutation of 0..15.
+    pub(crate) fn is_valid(self) -> bool {
+        let mut seen = 0u32;
+        for i in 0..WIDTH {
+            seen |= 1 << self.slot(i);
+        }
+        seen == (1 << WIDTH) - 1 && self.count() <= WIDTH
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permutation_ops() {
+        let p = Perm::EMPTY;
+        assert!(p.is_valid() && p.count() == 0);
+        let (p, s0) = p.insert_from_back(0);
+        let (p, s1) = p.insert_from_back(0);
+        let (p, s2) = p.insert_from_back(1);
+        assert_eq!(
+            (p.count(), p.slot(0), p.slot(1), p.slot(2)),
+            (3, s1, s2, s0)
+        );
+        let q = p.remove(1);
+        assert!(q.is_valid());
+        assert_eq!(
+            (q.count(), q.slot(0), q.slot(1), q.slot(WIDTH - 1)),
+            (2, s1, s0, s2)
+        );
+        let r = Perm::from_slots(&[4, 2]);
+        assert!(r.is_valid() && r.count() == 2 && r.slot(0) == 4 && r.slot(1) == 2);
+    }
+}

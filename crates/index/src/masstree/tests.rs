@@ -1,0 +1,275 @@
+//! Single-threaded model tests against `BTreeMap`, and the gap-stamp contract.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+
+use proptest::prelude::*;
+
+use super::Masstree;
+use crate::Direction;
+
+fn collect(
+    t: &Masstree<u64>,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    d: Direction,
+) -> Vec<(Vec<u8>, u64)> {
+    let mut out = Vec::new();
+    assert!(t.scan(lo, hi, d, 0, |k, v| {
+        out.push((k.to_vec(), v));
+        true
+    }));
+    out
+}
+
+fn model_range(
+    m: &BTreeMap<Vec<u8>, u64>,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    d: Direction,
+) -> Vec<(Vec<u8>, u64)> {
+    let mut v: Vec<_> = m
+        .iter()
+        .filter(|(k, _)| {
+            let k = k.as_slice();
+            let above = match lo {
+                Bound::Unbounded => true,
+                Bound::Included(l) => k >= l,
+                Bound::Excluded(l) => k > l,
+            };
+            let below = match hi {
+                Bound::Unbounded => true,
+                Bound::Included(h) => k <= h,
+                Bound::Excluded(h) => k < h,
+            };
+            above && below
+        })
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    if d == Direction::Reverse {
+        v.reverse();
+    }
+    v
+}
+
+#[test]
+fn layers_prefixes_and_empty_key() {
+    let t = Masstree::<u64>::new();
+    let keys: Vec<Vec<u8>> = vec![
+        b"".to_vec(),
+        b"\0".to_vec(),
+        b"01234567".to_vec(),
+        b"01234567AB".to_vec(),
+        b"01234567XY".to_vec(),
+        b"0123456789abcdefXYZ".to_vec(),
+        b"0123456789abcdefXY".to_vec(),
+        b"0123456789abcdef".to_vec(),
+        b"0123456789abcde".to_vec(),
+        vec![0; 40],
+        vec![0; 41],
+    ];
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(t.insert(k, i as u64), None, "{k:?}");
+    }
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(t.get(k), Some(i as u64), "{k:?}");
+    }
+    let mut sorted = keys.clone();
+    sorted.sort();
+    let got: Vec<Vec<u8>> = collect(&t, Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(got, sorted);
+    assert_eq!(t.len(), keys.len());
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(t.remove(k), Some(i as u64));
+        assert_eq!(t.get(k), None);
+    }
+    assert!(t.is_empty());
+}
+
+#[test]
+fn many_keys_split_in_all_orders() {
+    for order in 0..3 {
+        let t = Masstree::<u64>::new();
+        let n = 5000u64;
+        let ids: Vec<u64> = match order {
+            0 => (0..n).collect(),
+            1 => (0..n).rev().collect(),
+            _ => (0..n).map(|i| (i * 7919) % n).collect(),
+        };
+        for &i in &ids {
+            assert_eq!(t.insert(&i.to_be_bytes(), i), None);
+        }
+        for i in 0..n {
+            assert_eq!(t.get(&i.to_be_bytes()), Some(i));
+        }
+        let all = collect(&t, Bound::Unbounded, Bound::Unbounded, Direction::Reverse);
+        assert_eq!(all.len(), n as usize);
+        assert!(all
+            .iter()
+            .rev()
+            .enumerate()
+            .all(|(i, (_, v))| *v == i as u64));
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Get(Vec<u8>),
+    Insert(Vec<u8>, u64),
+    GetOrInsert(Vec<u8>, u64),
+    Remove(Vec<u8>),
+    Scan(Bound<Vec<u8>>, Bound<Vec<u8>>, bool, usize),
+}
+
+/// Keys that stress layers: shared 8/16/24-byte prefixes, prefixes of each other, zeros.
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    let prefixes: Vec<Vec<u8>> = vec![
+        vec![],
+        b"abcdefgh".to_vec(),
+        b"abcdefghijklmnop".to_vec(),
+        b"abcdefghijklmnopqrstuvwx".to_vec(),
+        vec![0; 8],
+        vec![0; 16],
+    ];
+    prop_oneof![
+        4 => (proptest::sample::select(prefixes), proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(b'b'), any::<u8>()], 0..12))
+            .prop_map(|(mut p, s)| { p.extend(s); p }),
+        1 => proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a')], 0..300),
+        1 => proptest::collection::vec(any::<u8>(), 0..20),
+    ]
+}
+
+fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+    prop_oneof![
+        Just(Bound::Unbounded),
+        key().prop_map(Bound::Included),
+        key().prop_map(Bound::Excluded),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        2 => key().prop_map(Op::Get),
+        4 => (key(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        3 => (key(), any::<u64>()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
+        2 => key().prop_map(Op::Remove),
+        1 => (bound(), bound(), any::<bool>(), 0usize..50).prop_map(|(a, b, r, n)| Op::Scan(a, b, r, n)),
+    ]
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Unbounded => Bound::Unbounded,
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    #[test]
+    fn matches_btreemap(ops in proptest::collection::vec(op(), 1..400)) {
+        let t = Masstree::<u64>::new();
+        let mut m = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Get(k) => prop_assert_eq!(t.get(&k), m.get(&k).copied()),
+                Op::Insert(k, v) => prop_assert_eq!(t.insert(&k, v), m.insert(k, v)),
+                Op::GetOrInsert(k, v) => {
+                    let want = match m.get(&k) { Some(&old) => (old, false), None => { m.insert(k.clone(), v); (v, true) } };
+                    prop_assert_eq!(t.get_or_insert_with(&k, |_| v), want);
+                }
+                Op::Remove(k) => prop_assert_eq!(t.remove(&k), m.remove(&k)),
+                Op::Scan(lo, hi, rev, limit) => {
+                    let d = if rev { Direction::Reverse } else { Direction::Forward };
+                    let (lo, hi) = (as_ref(&lo), as_ref(&hi));
+                    let mut got = Vec::new();
+                    let reached = t.scan(lo, hi, d, 0, |k, v| { got.push((k.to_vec(), v)); got.len() < limit.max(1) });
+                    let want = model_range(&m, lo, hi, d);
+                    let cut = want.len().min(limit.max(1));
+                    prop_assert_eq!(&got[..], &want[..cut]);
+                    prop_assert_eq!(reached, want.len() < limit.max(1));
+                }
+            }
+        }
+        prop_assert_eq!(t.len(), m.len());
+        let all = collect(&t, Bound::Unbounded, Bound::Unbounded, Direction::Forward);
+        prop_assert_eq!(all, m.into_iter().collect::<Vec<_>>());
+    }
+}
+
+#[derive(Debug, Clone)]
+enum StampOp {
+    Insert(Vec<u8>),
+    Lookup(Vec<u8>),
+    Scan(Vec<u8>, Vec<u8>, bool),
+}
+
+fn small_key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        (0u8..32).prop_map(|b| vec![b]),
+        (0u8..4, 0u8..4).prop_map(|(a, b)| {
+            let mut k = b"prefix--".to_vec();
+            k.push(a);
+            k.extend(std::iter::repeat(b).take(9));
+            k
+        }),
+        (0u8..4).prop_map(|a| {
+            let mut k = b"prefix--".to_vec();
+            k.extend(std::iter::repeat(a).take(usize::from(a)));
+            k
+        }),
+    ]
+}
+
+fn stamp_op() -> impl Strategy<Value = StampOp> {
+    prop_oneof![
+        3 => small_key().prop_map(StampOp::Insert),
+        1 => small_key().prop_map(StampOp::Lookup),
+        1 => (small_key(), small_key(), any::<bool>()).prop_map(|(a, b, r)| StampOp::Scan(a, b, r)),
+    ]
+}
+
+proptest! {
+    /// The crate's gap-stamp contract against a model of stamped intervals.
+    #[test]
+    fn stamps_reach_every_insert_they_cover(ops in proptest::collection::vec(stamp_op(), 1..120)) {
+        let t = Masstree::<u64>::new();
+        let mut model = BTreeSet::new();
+        let mut covered: Vec<(Vec<u8>, Vec<u8>, u64)> = Vec::new();
+        for (i, op) in ops.into_iter().enumerate() {
+            let stamp = i as u64 + 1;
+            match op {
+                StampOp::Insert(k) => {
+                    let (gap, inserted) = t.get_or_insert_with(&k, |s| s);
+                    prop_assert_eq!(inserted, model.insert(k.clone()));
+                    if inserted {
+                        for (lo, hi, s) in &covered {
+                            if *lo <= k && k <= *hi {
+                                prop_assert!(gap >= *s, "insert of {:?} missed stamp {}", k, s);
+                            }
+                        }
+                    }
+                }
+                StampOp::Lookup(k) => {
+                    let got = t.get_or_stamp(&k, stamp).is_some();
+                    prop_assert_eq!(got, model.contains(&k));
+                    if !got { covered.push((k.clone(), k, stamp)); }
+                }
+                StampOp::Scan(a, b, rev) => {
+                    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                    let d = if rev { Direction::Reverse } else { Direction::Forward };
+                    let mut seen = Vec::new();
+                    t.scan(Bound::Included(&lo), Bound::Included(&hi), d, stamp, |k, _| { seen.push(k.to_vec()); true });
+                    let mut want: Vec<Vec<u8>> = model.range(lo.clone()..=hi.clone()).cloned().collect();
+                    if rev { want.reverse(); }
+                    prop_assert_eq!(seen, want);
+                    covered.push((lo, hi, stamp));
+                }
+            }
+        }
+    }
+}
