@@ -56,7 +56,9 @@ pub(crate) struct Border {
     pub(crate) prev: AtomicPtr<Border>,
 }
 
+#[cfg(not(loom))]
 const _: () = assert!(WIDTH < 16 && core::mem::size_of::<Border>() <= 8 * 64);
+#[cfg(not(loom))]
 const _: () = assert!(core::mem::size_of::<Interior>() <= 5 * 64);
 
 impl Interior {

@@ -1,0 +1,295 @@
+//! Concurrent stress tests of `Masstree`: single-key operations checked for linearizability
+//! with `verso_check`, scans checked for order and completeness, and the gap-stamp contract
+//! under concurrency. Seeds are fixed per thread so failures reproduce as far as threads do.
+
+use std::collections::BTreeSet;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Barrier, Mutex};
+
+use verso_check::{check_linearizable_registers, RegisterOp, RegisterOpKind};
+use verso_index::{Direction, Masstree};
+
+/// A small xorshift generator (no dependency, seeded per thread).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Keys that share 8- and 16-byte prefixes, are prefixes of each other, or hold zeros, so
+/// concurrent operations create layers and split nodes at several depths.
+fn key(i: u64) -> Vec<u8> {
+    match i % 5 {
+        0 => i.to_be_bytes().to_vec(),
+        1 => {
+            let mut k = b"sharedp-".to_vec();
+            k.extend_from_slice(&i.to_be_bytes());
+            k
+        }
+        2 => {
+            let mut k = b"sharedp-sharedp-".to_vec();
+            k.extend_from_slice(&(i % 97).to_be_bytes()[7..]);
+            k.extend(std::iter::repeat(0u8).take((i % 13) as usize));
+            k
+        }
+        3 => b"sharedp-"[..(i % 9) as usize].to_vec(),
+        _ => {
+            let mut k = vec![0u8; (i % 23) as usize];
+            k.extend_from_slice(&i.to_le_bytes());
+            k
+        }
+    }
+}
+
+/// Keys distinct from every `key(j)` register (they end in a marker and the index).
+fn filler_key(i: u64) -> Vec<u8> {
+    let mut k = key(i);
+    k.push(0xfe);
+    k.extend_from_slice(&i.to_be_bytes());
+    k
+}
+
+#[test]
+fn single_key_ops_are_linearizable() {
+    const THREADS: u64 = 4;
+    const OPS: u64 = 20_000;
+    const REGISTERS: u64 = 48;
+    let t = Masstree::<u64>::new();
+    let clock = AtomicU64::new(0);
+    let history = Mutex::new(Vec::new());
+    let barrier = Barrier::new(THREADS as usize);
+    std::thread::scope(|s| {
+        for tid in 0..THREADS {
+            let (t, clock, history, barrier) = (&t, &clock, &history, &barrier);
+            s.spawn(move || {
+                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((tid + 1) * 0x1234_5678));
+                let mut ops = Vec::new();
+                barrier.wait();
+                for seq in 0..OPS {
+                    // Filler keys (distinct per thread) keep splitting nodes and adding layers
+                    // around the registers.
+                    let filler = filler_key(1000 + tid * OPS + seq);
+                    t.insert(&filler, u64::MAX);
+                    let k = key(rng.below(REGISTERS));
+                    let start = clock.fetch_add(1, Ordering::SeqCst);
+                    let kind = match rng.below(4) {
+                        0 | 1 => RegisterOpKind::Get {
+                            observed: t.get(&k),
+                        },
+                        2 => {
+                            let value = (tid << 32) | seq;
+                            t.insert(&k, value);
+                            RegisterOpKind::Put { value }
+                        }
+                        _ => {
+                            t.remove(&k);
+                            RegisterOpKind::Remove
+                        }
+                    };
+                    let end = clock.fetch_add(1, Ordering::SeqCst);
+                    ops.push(RegisterOp {
+                        key: k,
+                        start,
+                        end,
+                        kind,
+                    });
+                    if seq % 3 == 0 {
+                        t.remove(&filler);
+                    }
+                }
+                history.lock().unwrap().extend(ops);
+            });
+        }
+    });
+    let ops = history.into_inner().unwrap();
+    if let Err(v) = check_linearizable_registers(&ops) {
+        panic!("not linearizable: {v}");
+    }
+}
+
+#[test]
+fn scans_are_ordered_and_complete() {
+    const WRITERS: u64 = 2;
+    const STABLE: u64 = 3000;
+    let t = Masstree::<u64>::new();
+    // Stable keys: present for the whole test. Churn keys interleave with them.
+    // `key` is not injective: keep only stable keys no churn index produces.
+    let churn: BTreeSet<Vec<u8>> = (0..STABLE * 2).map(|i| key(i | 1)).collect();
+    let stable: BTreeSet<Vec<u8>> = (0..STABLE)
+        .map(|i| key(i * 2))
+        .filter(|k| !churn.contains(k))
+        .collect();
+    for k in &stable {
+        t.insert(k, 7);
+    }
+    let done = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for w in 0..WRITERS {
+            let (t, done) = (&t, &done);
+            s.spawn(move || {
+                let mut rng = Rng(0xdead_beef ^ (w + 1));
+                for _ in 0..100_000 {
+                    let k = key(rng.below(STABLE * 2) | 1);
+                    if rng.below(2) == 0 {
+                        t.insert(&k, 1);
+                    } else {
+                        t.remove(&k);
+                    }
+                }
+                done.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        for r in 0..2u64 {
+            let (t, done, stable) = (&t, &done, &stable);
+            s.spawn(move || {
+                let mut rng = Rng(0xfeed ^ (r + 7));
+                let mut rounds = 0;
+                while done.load(Ordering::SeqCst) < WRITERS || rounds < 5 {
+                    rounds += 1;
+                    let (a, b) = (key(rng.below(STABLE * 2)), key(rng.below(STABLE * 2)));
+                    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                    let d = if rng.below(2) == 0 {
+                        Direction::Forward
+                    } else {
+                        Direction::Reverse
+                    };
+                    let mut seen: Vec<Vec<u8>> = Vec::new();
+                    assert!(
+                        t.scan(Bound::Included(&lo), Bound::Excluded(&hi), d, 0, |k, _| {
+                            seen.push(k.to_vec());
+                            true
+                        })
+                    );
+                    for w in seen.windows(2) {
+                        match d {
+                            Direction::Forward => assert!(w[0] < w[1], "out of order {w:?}"),
+                            Direction::Reverse => assert!(w[0] > w[1], "out of order {w:?}"),
+                        }
+                    }
+                    let seen: BTreeSet<Vec<u8>> = seen.into_iter().collect();
+                    for k in stable.range(lo.clone()..hi.clone()) {
+                        assert!(seen.contains(k), "scan {lo:?}..{hi:?} {d:?} missed {k:?}");
+                    }
+                }
+            });
+        }
+    });
+    for k in &stable {
+        assert_eq!(t.get(k), Some(7));
+    }
+}
+
+/// Under concurrency, with each key inserted at most once and never removed: an absent
+/// lookup or a scan with stamp `s` that did not observe `k` implies the insert of `k`
+/// reported a gap stamp `>= s`.
+#[test]
+fn gap_stamps_under_concurrency() {
+    const THREADS: u64 = 4;
+    const KEYS: u64 = 4000;
+    let t = Masstree::<u64>::new();
+    let next_stamp = AtomicU64::new(1);
+    // (key index, stamp) of misses, per key range for scans.
+    let misses = Mutex::new(Vec::<(u64, u64)>::new());
+    let scans = Mutex::new(Vec::<(u64, u64, u64, BTreeSet<u64>)>::new());
+    let inserts = Mutex::new(Vec::<(u64, u64)>::new());
+    std::thread::scope(|s| {
+        for tid in 0..THREADS {
+            let (t, next_stamp, misses, scans, inserts) =
+                (&t, &next_stamp, &misses, &scans, &inserts);
+            s.spawn(move || {
+                let mut rng = Rng(0xabcdef ^ ((tid + 3) * 0x9999));
+                let (mut my_miss, mut my_scan, mut my_ins) = (Vec::new(), Vec::new(), Vec::new());
+                for _ in 0..20_000 {
+                    let i = rng.below(KEYS);
+                    match rng.below(8) {
+                        0..=3 => {
+                            let (g, inserted) = t.get_or_insert_with(&key_u(i), |g| g);
+                            if inserted {
+                                my_ins.push((i, g));
+                            }
+                        }
+                        4..=6 => {
+                            let st = next_stamp.fetch_add(1, Ordering::SeqCst);
+                            if t.get_or_stamp(&key_u(i), st).is_none() {
+                                my_miss.push((i, st));
+                            }
+                        }
+                        _ => {
+                            let st = next_stamp.fetch_add(1, Ordering::SeqCst);
+                            let hi = (i + rng.below(200)).min(KEYS - 1);
+                            let mut seen = BTreeSet::new();
+                            let d = if rng.below(2) == 0 {
+                                Direction::Forward
+                            } else {
+                                Direction::Reverse
+                            };
+                            t.scan(
+                                Bound::Included(&key_u(i)),
+                                Bound::Included(&key_u(hi)),
+                                d,
+                                st,
+                                |k, _| {
+                                    seen.insert(unkey(k));
+                                    true
+                                },
+                            );
+                            my_scan.push((i, hi, st, seen));
+                        }
+                    }
+                }
+                misses.lock().unwrap().extend(my_miss);
+                scans.lock().unwrap().extend(my_scan);
+                inserts.lock().unwrap().extend(my_ins);
+            });
+        }
+    });
+    let mut gap = vec![None; KEYS as usize];
+    for (i, g) in inserts.into_inner().unwrap() {
+        assert!(
+            gap[i as usize].replace(g).is_none(),
+            "key {i} inserted twice"
+        );
+    }
+    for (i, s) in misses.into_inner().unwrap() {
+        if let Some(g) = gap[i as usize] {
+            assert!(
+                g >= s,
+                "insert of {i} has gap stamp {g} < stamp {s} of a lookup that missed it"
+            );
+        }
+    }
+    for (lo, hi, s, seen) in scans.into_inner().unwrap() {
+        for i in lo..=hi {
+            if let Some(g) = gap[i as usize] {
+                assert!(
+                    seen.contains(&i) || g >= s,
+                    "insert of {i}: gap {g} < scan stamp {s}, not seen"
+                );
+            }
+        }
+    }
+}
+
+/// Order-preserving keys for the stamp test: every fifth key grows a long shared prefix so
+/// that layers form, while byte order still follows `i`.
+fn key_u(i: u64) -> Vec<u8> {
+    let mut k = (i / 5).to_be_bytes().to_vec();
+    k.push((i % 5) as u8);
+    if i % 5 >= 3 {
+        k.extend_from_slice(b"-a-long-shared-tail-");
+    }
+    k
+}
+
+fn unkey(k: &[u8]) -> u64 {
+    u64::from_be_bytes(k[..8].try_into().unwrap()) * 5 + u64::from(k[8])
+}
