@@ -9,7 +9,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::gc::GcQueue;
 use crate::index::{DefaultIndex, OrderedIndex};
-use crate::timestamp::{Timestamps, SITES};
+use crate::timestamp::Timestamps;
 use crate::{Error, Options, Txn};
 
 /// Most tables one `Db` holds.
@@ -96,16 +96,18 @@ impl Db {
     /// Opens an empty in-memory database.
     pub fn open(options: Options) -> Result<Db, Error> {
         options.validate()?;
+        let timestamps = Timestamps::new(options.timestamps)?;
+        let sites = timestamps.site_count();
         Ok(Db {
             uid: NEXT_DB_UID.fetch_add(1, StdOrdering::Relaxed),
-            timestamps: Timestamps::new(options.timestamps)?,
+            timestamps,
             options,
             tables: (0..TABLES_MAX).map(|_| OnceLock::new()).collect(),
             table_ids: Mutex::new(HashMap::new()),
-            gc: (0..SITES)
+            gc: (0..sites)
                 .map(|_| CachePadded::new(Mutex::new(GcQueue::default())))
                 .collect(),
-            stats: (0..SITES)
+            stats: (0..sites)
                 .map(|_| CachePadded::new(SiteStats::default()))
                 .collect(),
             next_site: StdAtomicU64::new(0),
@@ -244,7 +246,7 @@ impl Db {
     /// Collects every queue now, as far as the oldest active transaction allows. Commits
     /// do this on their own as queues fill; this is for tests and quiet moments.
     pub fn collect_garbage(&self) {
-        for site in 0..SITES {
+        for site in 0..self.gc.len() {
             self.collect_site(site);
         }
     }
@@ -282,7 +284,8 @@ impl Db {
             if uid == self.uid {
                 return site;
             }
-            let site = (self.next_site.fetch_add(1, StdOrdering::Relaxed) as usize) % SITES;
+            let site = (self.next_site.fetch_add(1, StdOrdering::Relaxed) as usize)
+                % self.timestamps.site_count();
             cell.set((self.uid, site));
             site
         })

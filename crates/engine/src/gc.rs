@@ -167,7 +167,8 @@ mod loom_tests {
     #[test]
     fn unlinked_versions_outlive_the_walks_that_may_see_them() {
         loom::model(|| {
-            let timestamps = Arc::new(Timestamps::new(TimestampSource::Rdtsc).unwrap());
+            let timestamps =
+                Arc::new(Timestamps::with_layout(TimestampSource::Rdtsc, 1, 2).unwrap());
             let (reader_ts, slot) = timestamps.begin(0).unwrap();
             let rec = Arc::new(*Record::new(b"k", 0));
             for (i, ts) in [reader_ts - 1, reader_ts + 100, reader_ts + 200]

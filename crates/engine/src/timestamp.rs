@@ -18,20 +18,25 @@ use crossbeam_utils::CachePadded;
 use crate::sync::{spin_step, AtomicBool, AtomicU64, Ordering};
 use crate::{Error, TimestampSource};
 
-/// Low bits of an RDTSC timestamp that hold the site id.
-pub(crate) const SITE_BITS: u32 = 6;
-/// Number of sites: every site id fits in [`SITE_BITS`].
-pub(crate) const SITES: usize = 1 << SITE_BITS;
-/// Active transactions one site can hold; `SITES * SLOTS_PER_SITE` bounds concurrency.
-pub(crate) const SLOTS_PER_SITE: usize = 16;
+/// Most low bits of an RDTSC timestamp that hold the site id (256 sites).
+const SITE_BITS_MAX: u32 = 8;
 /// Slot value meaning "no transaction here". Larger than every timestamp.
 pub(crate) const IDLE: u64 = u64::MAX;
 
-/// Upper bound on concurrently active transactions per `Db`.
-pub const TRANSACTIONS_ACTIVE_MAX: usize = SITES * SLOTS_PER_SITE;
+/// Upper bound on concurrently active transactions per `Db` (the slots of all sites).
+pub const TRANSACTIONS_ACTIVE_MAX: usize = 1024;
 
-const _: () = assert!(SITES <= 1 << SITE_BITS);
-const _: () = assert!(SLOTS_PER_SITE <= u16::MAX as usize);
+const _: () = assert!(TRANSACTIONS_ACTIVE_MAX >> SITE_BITS_MAX >= 4);
+const _: () = assert!(TRANSACTIONS_ACTIVE_MAX <= u16::MAX as usize);
+
+/// Site id bits for a machine with `cores` hardware threads: enough sites that every core's
+/// thread has its own (twice as many, for slack), and no more. Each timestamp waits for the
+/// counter to reach the next value carrying its site id, about `2^bits / 2` ticks on average,
+/// so vMVCC's 64 sites (sized for 32 cores) would make a 2-core machine wait ~32 ticks each.
+fn site_bits_for(cores: usize) -> u32 {
+    let sites = (2 * cores.max(1)).next_power_of_two();
+    sites.trailing_zeros().clamp(1, SITE_BITS_MAX)
+}
 
 /// Which timestamp algorithm is in force (after resolving [`TimestampSource::Auto`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,19 +60,19 @@ struct Site {
     /// Invariant: each is [`IDLE`] or the timestamp of a transaction that has begun and not
     /// ended. Written only under `lock` when filled; emptied without it (ending only raises
     /// the watermark).
-    slots: [AtomicU64; SLOTS_PER_SITE],
+    slots: Box<[AtomicU64]>,
     /// Per slot, a counter that is odd while the slot's transaction walks a version chain.
     /// Pruning frees a version unlinked from the middle of a chain only after every walk
     /// that was in progress at the unlink has finished (see `gc.rs`).
-    walks: [AtomicU64; SLOTS_PER_SITE],
+    walks: Box<[AtomicU64]>,
 }
 
 impl Site {
-    fn new() -> Self {
+    fn new(slots: usize) -> Self {
         Site {
             lock: AtomicBool::new(false),
-            slots: std::array::from_fn(|_| AtomicU64::new(IDLE)),
-            walks: std::array::from_fn(|_| AtomicU64::new(0)),
+            slots: (0..slots).map(|_| AtomicU64::new(IDLE)).collect(),
+            walks: (0..slots).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -115,6 +120,8 @@ impl GcSnapshot {
 /// The timestamp generator and active-transaction registry of one `Db`.
 pub(crate) struct Timestamps {
     algorithm: Algorithm,
+    /// Low timestamp bits holding the site id; `sites.len() == 1 << site_bits`.
+    site_bits: u32,
     sites: Box<[CachePadded<Site>]>,
     /// Highest site index ever filled, plus one: the watermark scans only these.
     sites_used: CachePadded<AtomicU64>,
@@ -127,6 +134,20 @@ pub(crate) struct Timestamps {
 
 impl Timestamps {
     pub(crate) fn new(source: TimestampSource) -> Result<Self, Error> {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let site_bits = site_bits_for(cores);
+        Self::with_layout(source, site_bits, TRANSACTIONS_ACTIVE_MAX >> site_bits)
+    }
+
+    /// As `new`, with `2^site_bits` sites of `slots` slots each (tests use small layouts).
+    pub(crate) fn with_layout(
+        source: TimestampSource,
+        site_bits: u32,
+        slots: usize,
+    ) -> Result<Self, Error> {
+        assert!((1..=SITE_BITS_MAX).contains(&site_bits));
+        assert!(slots >= 1 && slots << site_bits <= TRANSACTIONS_ACTIVE_MAX);
+        let sites = 1usize << site_bits;
         let algorithm = match source {
             TimestampSource::Auto if tsc_is_invariant() => Algorithm::Rdtsc,
             TimestampSource::Auto | TimestampSource::Atomic => Algorithm::Atomic,
@@ -142,13 +163,21 @@ impl Timestamps {
         };
         Ok(Timestamps {
             algorithm,
-            sites: (0..SITES).map(|_| CachePadded::new(Site::new())).collect(),
+            site_bits,
+            sites: (0..sites)
+                .map(|_| CachePadded::new(Site::new(slots)))
+                .collect(),
             sites_used: CachePadded::new(AtomicU64::new(0)),
             counter: CachePadded::new(AtomicU64::new(0)),
             mutex: std::sync::Mutex::new(0),
             #[cfg(loom)]
-            fake_tsc: AtomicU64::new(1 << SITE_BITS),
+            fake_tsc: AtomicU64::new(1 << site_bits),
         })
+    }
+
+    /// Number of sites (a power of two).
+    pub(crate) fn site_count(&self) -> usize {
+        self.sites.len()
     }
 
     pub(crate) fn algorithm(&self) -> Algorithm {
@@ -157,8 +186,9 @@ impl Timestamps {
 
     /// Registers a new transaction, preferring `site_hint`, and returns its timestamp.
     pub(crate) fn begin(&self, site_hint: usize) -> Result<(u64, SlotId), Error> {
-        for i in 0..SITES {
-            let site_index = (site_hint + i) % SITES;
+        let sites = self.sites.len();
+        for i in 0..sites {
+            let site_index = (site_hint + i) % sites;
             let site = &self.sites[site_index];
             site.lock();
             let free = site
@@ -210,7 +240,7 @@ impl Timestamps {
 
     /// The active timestamps, and bounds on all present and future ones, for the GC.
     pub(crate) fn snapshot(&self) -> GcSnapshot {
-        let used = (self.sites_used.load(Ordering::Acquire) as usize).min(SITES);
+        let used = (self.sites_used.load(Ordering::Acquire) as usize).min(self.sites.len());
         let mut snap = GcSnapshot {
             low: IDLE,
             future: IDLE,
@@ -246,7 +276,7 @@ impl Timestamps {
     /// Every walk counter that is odd now (a chain walk in progress), with its value.
     /// The caller has unlinked versions and issued a `SeqCst` fence before calling.
     pub(crate) fn walks_in_progress(&self) -> Vec<(SlotId, u64)> {
-        let used = (self.sites_used.load(Ordering::Acquire) as usize).min(SITES);
+        let used = (self.sites_used.load(Ordering::Acquire) as usize).min(self.sites.len());
         let mut out = Vec::new();
         for (site_index, site) in self.sites[..used].iter().enumerate() {
             for (slot, w) in site.walks.iter().enumerate() {
@@ -269,11 +299,14 @@ impl Timestamps {
     fn generate_locked(&self, site_index: usize) -> u64 {
         match self.algorithm {
             Algorithm::Rdtsc => {
-                let mask = (1u64 << SITE_BITS) - 1;
-                let t = self.tsc();
+                let mask = (1u64 << self.site_bits) - 1;
+                // Only this first reading is fenced: it must not run before the operation
+                // began (or a timestamp could lag one already handed out). Readings in the
+                // spin can only lag the real counter, which only makes the spin longer.
+                let t = self.tsc_fenced();
                 let mut t1 = (t & !mask) | site_index as u64;
                 if t1 < t {
-                    t1 += 1 << SITE_BITS;
+                    t1 += 1 << self.site_bits;
                 }
                 // Spin until the counter passes `t1`: from then on no reading of the counter,
                 // on any core, can produce a value at or below `t1` (vMVCC §2).
@@ -298,32 +331,53 @@ impl Timestamps {
         read_tsc()
     }
 
+    #[cfg(not(loom))]
+    #[inline]
+    fn tsc_fenced(&self) -> u64 {
+        read_tsc_fenced()
+    }
+
+    #[cfg(loom)]
+    fn tsc_fenced(&self) -> u64 {
+        self.tsc()
+    }
+
     #[cfg(loom)]
     fn tsc(&self) -> u64 {
         // Ticks a whole site-width per read so a generation spins at most once: loom explores
         // every interleaving of every iteration.
-        self.fake_tsc.fetch_add(1 << SITE_BITS, Ordering::SeqCst)
+        self.fake_tsc
+            .fetch_add(1 << self.site_bits, Ordering::SeqCst)
     }
 }
 
-/// The counter, fenced so it is not read early (before the site lock was taken or the slot
-/// scan began): `lfence` waits for earlier instructions to complete.
+/// The counter, after an `lfence`: earlier instructions (the site lock, whatever established
+/// that this operation began after another ended) complete before it is read.
+#[cfg(all(not(loom), target_arch = "x86_64"))]
+#[inline]
+fn read_tsc_fenced() -> u64 {
+    // SAFETY: `_mm_lfence` has no preconditions (SSE2 is baseline on x86-64); see `read_tsc`.
+    unsafe { core::arch::x86_64::_mm_lfence() };
+    read_tsc()
+}
+
+/// The counter, unfenced.
 #[cfg(all(not(loom), target_arch = "x86_64"))]
 #[inline]
 fn read_tsc() -> u64 {
-    // SAFETY: `_mm_lfence` and `_rdtsc` have no memory-safety preconditions; SSE2 is part of
-    // the x86-64 baseline, and RDTSC is only selected when `tsc_is_invariant` saw the CPU flags.
-    unsafe {
-        core::arch::x86_64::_mm_lfence();
-        let t = core::arch::x86_64::_rdtsc();
-        core::arch::x86_64::_mm_lfence();
-        t
-    }
+    // SAFETY: `_rdtsc` has no memory-safety preconditions; RDTSC is only selected when
+    // `tsc_is_invariant` saw the CPU flags.
+    unsafe { core::arch::x86_64::_rdtsc() }
 }
 
 #[cfg(all(not(loom), not(target_arch = "x86_64")))]
 fn read_tsc() -> u64 {
     unreachable!("the RDTSC algorithm is never selected off x86-64")
+}
+
+#[cfg(all(not(loom), not(target_arch = "x86_64")))]
+fn read_tsc_fenced() -> u64 {
+    read_tsc()
 }
 
 /// Whether the TSC ticks at a constant rate and keeps ticking in deep sleep, so it can order
@@ -352,7 +406,7 @@ mod loom_tests {
     use loom::sync::Arc;
 
     fn timestamps() -> Arc<Timestamps> {
-        Arc::new(Timestamps::new(TimestampSource::Rdtsc).unwrap())
+        Arc::new(Timestamps::with_layout(TimestampSource::Rdtsc, 1, 2).unwrap())
     }
 
     /// Timestamps are unique and follow real time, across sites.
@@ -456,6 +510,15 @@ mod tests {
         let (next, slot) = ts.begin(3).unwrap();
         assert!(next > w);
         ts.end(slot);
+    }
+
+    #[test]
+    fn site_bits_follow_the_core_count() {
+        assert_eq!(site_bits_for(1), 1);
+        assert_eq!(site_bits_for(2), 2);
+        assert_eq!(site_bits_for(3), 3);
+        assert_eq!(site_bits_for(32), 6, "vMVCC's 64 sites for its 32 cores");
+        assert_eq!(site_bits_for(10_000), SITE_BITS_MAX);
     }
 
     #[test]
