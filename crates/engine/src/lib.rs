@@ -53,6 +53,14 @@ pub use range::Range;
 pub use timestamp::{tsc_is_invariant, TRANSACTIONS_ACTIVE_MAX};
 pub use txn::{CommitTs, Txn};
 
+// A `Db` is shared between threads; a `Txn` may move to another thread (one at a time).
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    const fn send<T: Send>() {}
+    send_sync::<Db>();
+    send::<Txn<'static>>();
+};
+
 /// The README's examples, compiled and run as doctests so they cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
