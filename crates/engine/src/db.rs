@@ -8,7 +8,7 @@ use std::sync::{Mutex, OnceLock};
 use crossbeam_utils::CachePadded;
 
 use crate::gc::GcQueue;
-use crate::index::{DefaultIndex, OrderedIndex};
+use crate::index::{OrderedIndex, TableIndex};
 use crate::timestamp::Timestamps;
 use crate::{Error, Options, Txn};
 
@@ -26,7 +26,7 @@ pub struct Table {
 
 pub(crate) struct TableState {
     pub(crate) name: Box<str>,
-    pub(crate) index: DefaultIndex,
+    pub(crate) index: TableIndex,
 }
 
 /// Counters kept per site so commits on different threads do not share a cache line.
@@ -134,7 +134,7 @@ impl Db {
         }
         let state = TableState {
             name: name.into(),
-            index: DefaultIndex::default(),
+            index: TableIndex::new(self.options.index),
         };
         assert!(
             self.tables[id].set(state).is_ok(),

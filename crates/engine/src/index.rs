@@ -8,7 +8,7 @@
 use std::ops::Bound;
 use std::ptr::NonNull;
 
-use verso_index::{Direction, LockedBTree};
+use verso_index::{Direction, IndexValue, LockedBTree, Masstree};
 
 use crate::record::Record;
 
@@ -53,7 +53,7 @@ impl RecordPtr {
 }
 
 /// What the engine asks of an ordered index.
-pub(crate) trait OrderedIndex: Send + Sync + Default {
+pub(crate) trait OrderedIndex: Send + Sync {
     fn get_or_stamp(&self, key: &[u8], stamp: u64) -> Option<RecordPtr>;
     fn get_or_insert_with(&self, key: &[u8], make: impl FnOnce(u64) -> RecordPtr) -> RecordPtr;
     fn scan(
@@ -68,17 +68,69 @@ pub(crate) trait OrderedIndex: Send + Sync + Default {
     fn len(&self) -> usize;
 }
 
-/// The placeholder index (a `BTreeMap` behind a `RwLock`) seen through the engine's trait.
-#[derive(Default)]
-pub(crate) struct BTreeIndex(LockedBTree<RecordPtr>);
+// SAFETY: the bits are the record's address; `from_bits` only sees bits from `into_bits`,
+// which came from a non-null `NonNull`.
+unsafe impl IndexValue for RecordPtr {
+    fn into_bits(self) -> u64 {
+        self.0.as_ptr() as usize as u64
+    }
+    unsafe fn from_bits(bits: u64) -> Self {
+        // SAFETY: by the trait's contract `bits` came from `into_bits` of a `NonNull`.
+        RecordPtr(unsafe { NonNull::new_unchecked(bits as usize as *mut Record) })
+    }
+}
 
-impl OrderedIndex for BTreeIndex {
+/// Which ordered index a `Db`'s tables use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IndexKind {
+    /// Masstree (thesis §3.1): the engine's index.
+    #[default]
+    Masstree,
+    /// A `BTreeMap` behind a `RwLock`: the placeholder Masstree replaced, kept only as a
+    /// benchmark comparison.
+    LockedBTree,
+}
+
+impl std::str::FromStr for IndexKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "masstree" => Ok(IndexKind::Masstree),
+            "btree" | "locked-btree" => Ok(IndexKind::LockedBTree),
+            other => Err(format!("unknown index {other:?} (masstree|btree)")),
+        }
+    }
+}
+
+/// A table's index: one of the kinds, dispatched by a (perfectly predicted) match.
+pub(crate) enum TableIndex {
+    Masstree(Masstree<RecordPtr>),
+    BTree(LockedBTree<RecordPtr>),
+}
+
+impl TableIndex {
+    pub(crate) fn new(kind: IndexKind) -> Self {
+        match kind {
+            IndexKind::Masstree => TableIndex::Masstree(Masstree::new()),
+            IndexKind::LockedBTree => TableIndex::BTree(LockedBTree::new()),
+        }
+    }
+}
+
+impl OrderedIndex for TableIndex {
     fn get_or_stamp(&self, key: &[u8], stamp: u64) -> Option<RecordPtr> {
-        self.0.get_or_stamp(key, stamp)
+        match self {
+            TableIndex::Masstree(m) => m.get_or_stamp(key, stamp),
+            TableIndex::BTree(b) => b.get_or_stamp(key, stamp),
+        }
     }
 
     fn get_or_insert_with(&self, key: &[u8], make: impl FnOnce(u64) -> RecordPtr) -> RecordPtr {
-        self.0.get_or_insert_with(key, make).0
+        match self {
+            TableIndex::Masstree(m) => m.get_or_insert_with(key, make).0,
+            TableIndex::BTree(b) => b.get_or_insert_with(key, make).0,
+        }
     }
 
     fn scan(
@@ -89,17 +141,23 @@ impl OrderedIndex for BTreeIndex {
         stamp: u64,
         mut visit: impl FnMut(RecordPtr) -> bool,
     ) -> bool {
-        self.0.scan(lo, hi, direction, stamp, |_, r| visit(r))
+        match self {
+            TableIndex::Masstree(m) => m.scan(lo, hi, direction, stamp, |_, r| visit(r)),
+            TableIndex::BTree(b) => b.scan(lo, hi, direction, stamp, |_, r| visit(r)),
+        }
     }
 
     fn for_each(&self, mut f: impl FnMut(RecordPtr)) {
-        self.0.for_each(|_, r| f(r))
+        match self {
+            TableIndex::Masstree(m) => m.for_each(|_, r| f(r)),
+            TableIndex::BTree(b) => b.for_each(|_, r| f(r)),
+        }
     }
 
     fn len(&self) -> usize {
-        self.0.len()
+        match self {
+            TableIndex::Masstree(m) => m.len(),
+            TableIndex::BTree(b) => b.len(),
+        }
     }
 }
-
-/// The index the engine uses.
-pub(crate) type DefaultIndex = BTreeIndex;

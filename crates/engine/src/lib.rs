@@ -45,6 +45,7 @@ mod write_set;
 
 pub use db::{Db, Stats, Table, TABLES_MAX, TABLE_NAME_LEN_MAX};
 pub use error::{ConflictReason, Error};
+pub use index::IndexKind;
 pub use options::{
     Options, TimestampSource, KEY_SIZE_MAX_DEFAULT, RUN_ATTEMPTS_DEFAULT, SIZE_LIMIT_CEILING,
     VALUE_SIZE_MAX_DEFAULT,

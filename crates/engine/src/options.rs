@@ -49,6 +49,7 @@ pub struct Options {
     pub(crate) value_size_max: usize,
     pub(crate) timestamps: TimestampSource,
     pub(crate) run_attempts: u32,
+    pub(crate) index: crate::IndexKind,
 }
 
 impl Default for Options {
@@ -58,6 +59,7 @@ impl Default for Options {
             value_size_max: VALUE_SIZE_MAX_DEFAULT,
             timestamps: TimestampSource::Auto,
             run_attempts: RUN_ATTEMPTS_DEFAULT,
+            index: crate::IndexKind::Masstree,
         }
     }
 }
@@ -84,6 +86,12 @@ impl Options {
     /// How many times `Db::run` tries a transaction that keeps conflicting (default 16, >= 1).
     pub fn run_attempts(mut self, attempts: u32) -> Self {
         self.run_attempts = attempts;
+        self
+    }
+
+    /// Which ordered index tables use (default [`IndexKind::Masstree`](crate::IndexKind)).
+    pub fn index(mut self, kind: crate::IndexKind) -> Self {
+        self.index = kind;
         self
     }
 

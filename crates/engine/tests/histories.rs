@@ -14,7 +14,7 @@ use verso_check::{
     check_strict_serializable, encode_version, Key, Observed, Outcome, Recorder, TxnBuilder,
     VersionId,
 };
-use verso_engine::{Db, Options, Table, TimestampSource, Txn};
+use verso_engine::{Db, IndexKind, Options, Table, TimestampSource, Txn};
 
 const KEYS: u64 = 24;
 
@@ -167,8 +167,8 @@ fn finish(o: Open<'_, '_>, rng: &mut Rng) {
     }
 }
 
-fn run(source: TimestampSource, threads: u64, txns: usize, seed: u64) {
-    let db = Db::open(Options::default().timestamps(source)).unwrap();
+fn run(source: TimestampSource, index: IndexKind, threads: u64, txns: usize, seed: u64) {
+    let db = Db::open(Options::default().timestamps(source).index(index)).unwrap();
     let t = db.table("t").unwrap();
     let rec = Recorder::new();
     let start = Barrier::new(threads as usize);
@@ -201,20 +201,22 @@ fn run(source: TimestampSource, threads: u64, txns: usize, seed: u64) {
                 conflicts >= 20,
                 "too few conflicts to mean anything: {stats:?}"
             );
-            eprintln!("{source:?} seed {seed}: {check:?}; {stats:?}");
+            eprintln!("{source:?} {index:?} seed {seed}: {check:?}; {stats:?}");
         }
-        Err(v) => panic!("{source:?} seed {seed}: history is not strictly serializable:\n{v}"),
+        Err(v) => {
+            panic!("{source:?} {index:?} seed {seed}: history is not strictly serializable:\n{v}")
+        }
     }
 }
 
 #[test]
 fn random_workloads_are_strictly_serializable() {
     for seed in 1..=3 {
-        run(TimestampSource::Auto, 4, 1_500, seed);
+        run(TimestampSource::Auto, IndexKind::Masstree, 4, 1_500, seed);
     }
 }
 
 #[test]
-fn random_workloads_with_atomic_timestamps_are_strictly_serializable() {
-    run(TimestampSource::Atomic, 3, 2_000, 7);
+fn random_workloads_with_atomic_timestamps_and_the_btree_index_are_strictly_serializable() {
+    run(TimestampSource::Atomic, IndexKind::LockedBTree, 3, 2_000, 7);
 }
