@@ -226,7 +226,7 @@ impl<V: IndexValue> Masstree<V> {
         // Release: a reader that loads the pointer (acquire) sees the initialized layer.
         n.values[s].store(lroot as usize as u64, Ordering::Release);
         n.keylenx[s].store(LAYER, Ordering::Release);
-        n.suffixes[s].store(core::ptr::null_mut(), Ordering::Relaxed);
+        n.set_suffix(s, core::ptr::null_mut());
         retire_suffix(g, e.suffix);
         n.header.version.unlock();
         lroot.cast()

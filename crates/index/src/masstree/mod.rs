@@ -195,10 +195,11 @@ impl<V: IndexValue> Masstree<V> {
                 }
                 // SAFETY: not `LEAF`, so an interior node, live while pinned.
                 let inode = unsafe { as_interior(n) };
-                node::prefetch_lines(n.cast(), core::mem::size_of::<Interior>());
                 // Racy reads of `nkeys`, keys and the child: validated below before use.
                 let child = inode.children[inode.child_index(slice)].load(Ordering::Acquire);
                 if !child.is_null() {
+                    // All of the child's lines in parallel with its version's line.
+                    node::prefetch_lines(child.cast(), core::mem::size_of::<Border>());
                     // SAFETY: a child pointer read from a node is a live node (maybe a
                     // stale one, which the validation below rejects).
                     let cv = unsafe { node(child) }.version.stable();
@@ -258,7 +259,7 @@ impl<V: IndexValue> Masstree<V> {
                     if klx == LAYER {
                         Found::Layer(bits as usize as *mut Header)
                     } else if klx == KSUF {
-                        let sp = n.suffixes[s].load(Ordering::Relaxed);
+                        let sp = n.suffix(s);
                         // Safe even if the slot is being reused: a suffix pointer read from a
                         // slot is null or a suffix not yet reclaimed (we are pinned), and
                         // suffixes are immutable; a torn combination fails validation.
@@ -303,7 +304,6 @@ impl<V: IndexValue> Masstree<V> {
         let mut k = Key::new(key);
         'layer: loop {
             let (n, v) = Self::find_border(root, k.slice(), g);
-            Border::prefetch(n);
             let Some((n, v, found)) = Self::read_in(n, v, &k) else {
                 continue 'layer; // deleted node: retry this layer from its root
             };
@@ -398,6 +398,11 @@ unsafe fn free_tree(n: *mut Header) {
                 // SAFETY: live slots own their suffix (node.rs invariant).
                 drop(unsafe { Box::from_raw(e.suffix) });
             }
+        }
+        let block = b.ksuf.load(Ordering::Relaxed);
+        if !block.is_null() {
+            // SAFETY: allocated by `Border::set_suffix`, owned by the node, freed once.
+            drop(unsafe { Box::from_raw(block) });
         }
         // SAFETY: allocated by `Border::alloc`, freed once.
         drop(unsafe { Box::from_raw(n.cast::<Border>()) });

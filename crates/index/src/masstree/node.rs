@@ -32,6 +32,9 @@ pub(crate) struct Interior {
 /// An out-of-line key suffix: immutable once published, freed through the epoch collector.
 pub(crate) struct Suffix(pub(crate) Box<[u8]>);
 
+/// A border node's suffix pointers, one per slot.
+pub(crate) struct SuffixBlock(pub(crate) [AtomicPtr<Suffix>; WIDTH]);
+
 /// A border (leaf) node.
 ///
 /// Invariants: slots named by the first `count` nibbles of `permutation` are live, in key
@@ -50,14 +53,17 @@ pub(crate) struct Border {
     pub(crate) keys: [AtomicU64; WIDTH],
     /// Value bits ([`super::IndexValue`]) or, for `LAYER` entries, the next layer's root.
     pub(crate) values: [AtomicU64; WIDTH],
-    pub(crate) suffixes: [AtomicPtr<Suffix>; WIDTH],
+    /// Per-slot suffix pointers, allocated at the node's first suffix and then fixed until
+    /// the node is freed (so the node itself stays at 5 cache lines; most nodes of short
+    /// keys never need it, thesis §3.1.2 "adaptive" suffix storage).
+    pub(crate) ksuf: AtomicPtr<SuffixBlock>,
     pub(crate) next: AtomicPtr<Border>,
     /// Guarded by the previous sibling's lock.
     pub(crate) prev: AtomicPtr<Border>,
 }
 
 #[cfg(not(loom))]
-const _: () = assert!(WIDTH < 16 && core::mem::size_of::<Border>() <= 8 * 64);
+const _: () = assert!(WIDTH < 16 && core::mem::size_of::<Border>() <= 5 * 64);
 #[cfg(not(loom))]
 const _: () = assert!(core::mem::size_of::<Interior>() <= 5 * 64);
 
@@ -101,7 +107,7 @@ impl Border {
             keylenx: core::array::from_fn(|_| AtomicU8::new(0)),
             keys: core::array::from_fn(|_| AtomicU64::new(0)),
             values: core::array::from_fn(|_| AtomicU64::new(0)),
-            suffixes: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
+            ksuf: AtomicPtr::new(core::ptr::null_mut()),
             next: AtomicPtr::new(core::ptr::null_mut()),
             prev: AtomicPtr::new(core::ptr::null_mut()),
         }))
@@ -148,7 +154,37 @@ impl Border {
         self.keys[s].store(e.slice, Ordering::Relaxed);
         self.keylenx[s].store(e.keylenx, Ordering::Relaxed);
         self.values[s].store(e.value, Ordering::Relaxed);
-        self.suffixes[s].store(e.suffix, Ordering::Relaxed);
+        self.set_suffix(s, e.suffix);
+    }
+
+    /// Sets slot `s`'s suffix pointer (the lock must be held), allocating the block first.
+    pub(crate) fn set_suffix(&self, s: usize, p: *mut Suffix) {
+        let mut block = self.ksuf.load(Ordering::Relaxed);
+        if block.is_null() {
+            if p.is_null() {
+                return;
+            }
+            block = Box::into_raw(Box::new(SuffixBlock(core::array::from_fn(|_| {
+                AtomicPtr::new(core::ptr::null_mut())
+            }))));
+            // Release: a reader that loads the block pointer (acquire) sees it initialized.
+            self.ksuf.store(block, Ordering::Release);
+        }
+        // SAFETY: a published block lives as long as its node.
+        unsafe { &*block }.0[s].store(p, Ordering::Relaxed);
+    }
+
+    /// Slot `s`'s suffix pointer (null when none). Racy reads are safe: the block, once
+    /// published, lives as long as the node, and suffix pointers name suffixes not yet
+    /// reclaimed while the reader is pinned.
+    #[inline]
+    pub(crate) fn suffix(&self, s: usize) -> *mut Suffix {
+        let block = self.ksuf.load(Ordering::Acquire);
+        if block.is_null() {
+            return core::ptr::null_mut();
+        }
+        // SAFETY: as above.
+        unsafe { &*block }.0[s].load(Ordering::Relaxed)
     }
 
     /// Reads slot `s` (under the lock, or racily with validation).
@@ -157,7 +193,7 @@ impl Border {
             slice: self.keys[s].load(Ordering::Relaxed),
             keylenx: self.keylenx[s].load(Ordering::Relaxed),
             value: self.values[s].load(Ordering::Acquire),
-            suffix: self.suffixes[s].load(Ordering::Relaxed),
+            suffix: self.suffix(s),
         }
     }
 
