@@ -293,3 +293,56 @@ fn key_u(i: u64) -> Vec<u8> {
 fn unkey(k: &[u8]) -> u64 {
     u64::from_be_bytes(k[..8].try_into().unwrap()) * 5 + u64::from(k[8])
 }
+
+/// Keys present for the whole test stay visible to gets and scans while other threads split
+/// the nodes around them, add layers next to them, and remove and re-insert neighbours.
+#[test]
+fn present_keys_stay_visible_through_splits() {
+    const STABLE: u64 = 2000;
+    let t = Masstree::<u64>::new();
+    let stable_key = |i: u64| {
+        let mut k = key(i * 7);
+        k.push(0xaa);
+        k.extend_from_slice(&i.to_be_bytes());
+        k
+    };
+    for i in 0..STABLE {
+        t.insert(&stable_key(i), i);
+    }
+    let done = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        {
+            let (t, done) = (&t, &done);
+            s.spawn(move || {
+                let mut rng = Rng(0x5eed);
+                for j in 0..400_000u64 {
+                    // Neighbours of stable keys: same shapes, different tails.
+                    let mut k = key(rng.below(STABLE) * 7);
+                    k.push(0xaa);
+                    k.extend_from_slice(&(rng.below(STABLE)).to_be_bytes());
+                    k.push((j % 3) as u8);
+                    if j % 4 == 3 {
+                        t.remove(&k);
+                    } else {
+                        t.insert(&k, u64::MAX);
+                    }
+                }
+                done.store(1, Ordering::SeqCst);
+            });
+        }
+        let (t, done) = (&t, &done);
+        s.spawn(move || {
+            let mut rng = Rng(0xc0ffee);
+            let mut rounds = 0u64;
+            while done.load(Ordering::SeqCst) == 0 || rounds < 10_000 {
+                rounds += 1;
+                let i = rng.below(STABLE);
+                assert_eq!(
+                    t.get(&stable_key(i)),
+                    Some(i),
+                    "lost key {i} after {rounds} gets"
+                );
+            }
+        });
+    });
+}
