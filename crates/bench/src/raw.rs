@@ -1,7 +1,7 @@
 //! `--raw-index`: the same key stream as plain index lookups, no transactions. The ceiling
 //! the engine is measured against.
 //!
-//! Keys live in a `verso_index::LockedBTree<u64>` mapping each key to a *slot number*; the
+//! Keys live in the selected index (Masstree or `LockedBTree`) mapping each key to a *slot number*; the
 //! values live outside the index in a [`ValueStore`], one fixed-size slot per key. A read is
 //! an index lookup plus a read of the slot's first 8 bytes; a write is an index lookup plus
 //! a copy of the new value into the slot.
@@ -25,7 +25,8 @@
 use std::ops::Bound;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
-use verso_index::{Direction, LockedBTree};
+use verso_engine::IndexKind;
+use verso_index::{Direction, LockedBTree, Masstree};
 
 use crate::rng::Rng;
 use crate::runner::{Control, Workload};
@@ -121,19 +122,68 @@ impl ValueStore {
     }
 }
 
+/// The index under the raw-index ceiling: the same kinds the engine can use.
+pub enum RawIndex {
+    /// Masstree, the engine's default.
+    Masstree(Masstree<u64>),
+    /// The `BTreeMap` behind a `RwLock`.
+    BTree(LockedBTree<u64>),
+}
+
+impl RawIndex {
+    fn new(kind: IndexKind) -> Self {
+        match kind {
+            IndexKind::LockedBTree => RawIndex::BTree(LockedBTree::new()),
+            _ => RawIndex::Masstree(Masstree::new()),
+        }
+    }
+
+    /// The slot of `key`.
+    #[inline]
+    pub fn get(&self, key: &[u8]) -> Option<u64> {
+        match self {
+            RawIndex::Masstree(m) => m.get(key),
+            RawIndex::BTree(b) => b.get(key),
+        }
+    }
+
+    /// Inserts `key` unless present.
+    pub fn get_or_insert_with(&self, key: &[u8], make: impl FnOnce(u64) -> u64) -> (u64, bool) {
+        match self {
+            RawIndex::Masstree(m) => m.get_or_insert_with(key, make),
+            RawIndex::BTree(b) => b.get_or_insert_with(key, make),
+        }
+    }
+
+    /// A stamped scan, as the engine's index does it.
+    pub fn scan(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        direction: Direction,
+        stamp: u64,
+        visit: impl FnMut(&[u8], u64) -> bool,
+    ) -> bool {
+        match self {
+            RawIndex::Masstree(m) => m.scan(lo, hi, direction, stamp, visit),
+            RawIndex::BTree(b) => b.scan(lo, hi, direction, stamp, visit),
+        }
+    }
+}
+
 /// The raw-index "database": the key index and the value slots.
 pub struct RawDb {
     /// Key (8-byte big-endian) to slot number.
-    pub index: LockedBTree<u64>,
+    pub index: RawIndex,
     /// The values.
     pub store: ValueStore,
 }
 
 impl RawDb {
     /// An empty index over a store for `keys` values of `value_size` bytes.
-    pub fn new(keys: u64, value_size: usize) -> Result<Self, BenchError> {
+    pub fn new(keys: u64, value_size: usize, index: IndexKind) -> Result<Self, BenchError> {
         Ok(RawDb {
-            index: LockedBTree::new(),
+            index: RawIndex::new(index),
             store: ValueStore::new(keys, value_size)?,
         })
     }

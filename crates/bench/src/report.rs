@@ -112,6 +112,8 @@ pub struct Report {
     pub timestamps: String,
     /// Plain index lookups instead of transactions.
     pub raw_index: bool,
+    /// The ordered index ("masstree" or "btree").
+    pub index: &'static str,
     /// Long-reader threads.
     pub long_readers: usize,
     /// Long-reader transactions that ran wholly inside the window.
@@ -189,6 +191,10 @@ impl Report {
             warmup_s: m.warmup.as_secs_f64(),
             timestamps: timestamps.to_string(),
             raw_index: cfg.raw_index,
+            index: match cfg.index {
+                verso_engine::IndexKind::LockedBTree => "btree",
+                _ => "masstree",
+            },
             long_readers: cfg.long_readers,
             long_reader_txns: m.long_reader_txns,
             long_reader_avg_ms: (m.long_reader_txns > 0)
@@ -248,6 +254,7 @@ impl Report {
         };
         row("mode", mode.into());
         row("timestamps", self.timestamps.clone());
+        row("index", self.index.to_string());
         row(
             "load",
             format!(

@@ -7,7 +7,7 @@
 use std::ops::Bound;
 use std::time::Instant;
 
-use verso_engine::{Db, Options, Table, TimestampSource, Txn, VALUE_SIZE_MAX_DEFAULT};
+use verso_engine::{Db, IndexKind, Options, Table, TimestampSource, Txn, VALUE_SIZE_MAX_DEFAULT};
 
 use crate::dist::{check_theta, Dist, KeyChooser};
 use crate::raw::{RawDb, RawLongReader, RawWorker};
@@ -73,6 +73,8 @@ pub struct YcsbConfig {
     pub long_readers: usize,
     /// Timestamp source for the engine.
     pub timestamps: TimestampSource,
+    /// Which ordered index the engine (or the raw-index ceiling) uses.
+    pub index: IndexKind,
     /// Plain index lookups instead of transactions.
     pub raw_index: bool,
     /// Seed for every thread's generator.
@@ -96,6 +98,7 @@ impl Default for YcsbConfig {
             warmup_s: 1.0,
             long_readers: 0,
             timestamps: TimestampSource::Auto,
+            index: IndexKind::Masstree,
             raw_index: false,
             seed: 0x5eed_1234_abcd_0001,
             progress: Progress::Auto,
@@ -214,7 +217,11 @@ pub fn run(cfg: &YcsbConfig) -> Result<Report, BenchError> {
 }
 
 fn run_engine(cfg: &YcsbConfig, chooser: KeyChooser) -> Result<Report, BenchError> {
-    let db = Db::open(Options::default().timestamps(cfg.timestamps))?;
+    let db = Db::open(
+        Options::default()
+            .timestamps(cfg.timestamps)
+            .index(cfg.index),
+    )?;
     let table = db.table(TABLE)?;
     let load = runner::load(
         cfg.keys,
@@ -268,7 +275,7 @@ fn run_engine(cfg: &YcsbConfig, chooser: KeyChooser) -> Result<Report, BenchErro
 
 fn run_raw(cfg: &YcsbConfig, chooser: KeyChooser) -> Result<Report, BenchError> {
     let start = Instant::now();
-    let raw = RawDb::new(cfg.keys, cfg.value_size)?;
+    let raw = RawDb::new(cfg.keys, cfg.value_size, cfg.index)?;
     let alloc = start.elapsed();
     let load = runner::load(
         cfg.keys,

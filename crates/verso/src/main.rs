@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use verso_bench::ycsb::{self, YcsbConfig};
 use verso_bench::{BenchError, Dist, Progress};
-use verso_engine::TimestampSource;
+use verso_engine::{IndexKind, TimestampSource};
 
 /// Verso: an in-memory, multi-version, strictly serializable transactional key-value store.
 #[derive(Parser, Debug)]
@@ -111,6 +111,11 @@ struct YcsbArgs {
     #[arg(long, default_value = "auto", value_name = "SRC", value_parser = ["auto", "rdtsc", "atomic", "mutex"])]
     timestamps: String,
 
+    /// Ordered index: masstree (the engine's), or btree (a BTreeMap behind a RwLock, the
+    /// placeholder kept for comparison). Applies to --raw-index too.
+    #[arg(long, default_value = "masstree", value_name = "INDEX", value_parser = ["masstree", "btree"])]
+    index: String,
+
     /// Run the same key stream as plain lookups on the index with no transactions (values
     /// in per-key slots behind seqlocks): the ceiling the engine is measured against.
     #[arg(long)]
@@ -129,6 +134,7 @@ impl YcsbArgs {
     fn to_config(&self) -> Result<YcsbConfig, BenchError> {
         let dist: Dist = self.dist.parse().map_err(BenchError::Config)?;
         let timestamps: TimestampSource = self.timestamps.parse().map_err(BenchError::Config)?;
+        let index: IndexKind = self.index.parse().map_err(BenchError::Config)?;
         let defaults = YcsbConfig::default();
         Ok(YcsbConfig {
             keys: self.keys,
@@ -143,6 +149,7 @@ impl YcsbArgs {
             warmup_s: self.warmup,
             long_readers: self.long_readers,
             timestamps,
+            index,
             raw_index: self.raw_index,
             seed: self.seed.unwrap_or(defaults.seed),
             progress: Progress::Auto,
