@@ -412,7 +412,7 @@ impl<V: IndexValue> Masstree<V> {
 ///
 /// # Safety
 /// `n` is a live, locked node.
-unsafe fn locked_parent(n: *mut Header) -> *mut Interior {
+pub(crate) unsafe fn locked_parent(n: *mut Header) -> *mut Interior {
     // SAFETY: live (caller).
     let h = unsafe { node(n) };
     loop {

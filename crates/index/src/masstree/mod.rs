@@ -25,10 +25,14 @@
 //!   every operation pins the epoch.
 //!
 //! # Not implemented yet (precisely)
-//! * Empty border nodes are **not** unlinked or freed and empty layers are not removed from
-//!   their parent slot: a remove only drops the entry from the permutation (and retires its
-//!   suffix). Memory of emptied nodes is returned only when the tree is dropped. The
-//!   `DELETED` bit exists in the version word and readers honour it, but nothing sets it.
+//! * Cleanup after removes is partial. An emptied border node is unlinked (marked
+//!   `DELETED`, its range and gap stamp handed to its previous sibling, removed from its
+//!   parent and the border list, freed through the epoch collector) **unless** it is its
+//!   parent's leftmost child (that would need an ancestor separator rewritten, masstree-beta's
+//!   "redirect") or its layer's leftmost node. Interior nodes are never removed or
+//!   collapsed (an interior node may be left with zero separators and one child), and empty
+//!   layers (h >= 1) are not removed from their parent slot. All of that memory is returned
+//!   when the tree is dropped.
 //! * Stale layer roots (h >= 1) are never written back into the parent slot; operations
 //!   climb `parent` pointers from the stale root (correct, slightly slower). The layer-0
 //!   root is updated at once.

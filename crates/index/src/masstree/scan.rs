@@ -133,10 +133,14 @@ impl<V: IndexValue> Masstree<V> {
 impl<F: FnMut(&[u8], u64) -> bool> Scan<'_, '_, F> {
     /// A validated snapshot of the node responsible for `slice`, starting at `n`; stamps it.
     /// Returns the node (maybe a right sibling of `n`), its entries, and its `next`.
+    ///
+    /// Only entries with slices in `keep` are copied: after a re-descent (a deleted node)
+    /// the node found may also hold keys the walk has already passed.
     fn snapshot<'g>(
         &self,
         mut n: &'g Border,
         slice: u64,
+        keep: core::ops::RangeInclusive<u64>,
         out: &mut [Entry; WIDTH],
     ) -> Option<(&'g Border, usize, *mut Border)> {
         loop {
@@ -148,9 +152,14 @@ impl<F: FnMut(&[u8], u64) -> bool> Scan<'_, '_, F> {
             Border::prefetch(n);
             let perm = n.perm();
             let mut torn = false;
-            for (i, o) in out.iter_mut().enumerate().take(perm.count()) {
-                *o = n.read_slot(perm.slot(i));
-                torn |= o.keylenx == UNSTABLE;
+            let mut count = 0;
+            for i in 0..perm.count() {
+                let e = n.read_slot(perm.slot(i));
+                torn |= e.keylenx == UNSTABLE;
+                if keep.contains(&e.slice) {
+                    out[count] = e;
+                    count += 1;
+                }
             }
             let next = n.next.load(Ordering::Acquire);
             let changed = if self.stamp != 0 {
@@ -161,7 +170,7 @@ impl<F: FnMut(&[u8], u64) -> bool> Scan<'_, '_, F> {
                 n.header.version.has_changed(v)
             };
             if !changed && !torn {
-                return Some((n, perm.count(), next));
+                return Some((n, count, next));
             }
         }
     }
@@ -239,8 +248,8 @@ impl<F: FnMut(&[u8], u64) -> bool> Scan<'_, '_, F> {
         let mut slice = start;
         let mut es = [Entry::EMPTY; WIDTH];
         loop {
-            let Some((m, count, next)) = self.snapshot(n, slice, &mut es) else {
-                // Deleted node (not produced yet): re-descend.
+            let Some((m, count, next)) = self.snapshot(n, slice, slice..=u64::MAX, &mut es) else {
+                // A deleted node: re-descend; the node found may hold keys below `slice`.
                 n = Masstree::<u64>::find_border(root, slice, self.g).0;
                 continue;
             };
@@ -266,7 +275,7 @@ impl<F: FnMut(&[u8], u64) -> bool> Scan<'_, '_, F> {
         let mut es = [Entry::EMPTY; WIDTH];
         loop {
             let (n, _) = Masstree::<u64>::find_border(root, target, self.g);
-            let Some((m, count, _)) = self.snapshot(n, target, &mut es) else {
+            let Some((m, count, _)) = self.snapshot(n, target, 0..=target, &mut es) else {
                 continue;
             };
             for e in es[..count].iter().rev() {

@@ -201,8 +201,12 @@ proptest! {
     }
 }
 
+/// A stamped interval: `(lo, hi, stamp, keys the reader observed)`.
+type Covered = (Vec<u8>, Vec<u8>, u64, BTreeSet<Vec<u8>>);
+
 #[derive(Debug, Clone)]
 enum StampOp {
+    Remove(Vec<u8>),
     Insert(Vec<u8>),
     Lookup(Vec<u8>),
     Scan(Vec<u8>, Vec<u8>, bool),
@@ -228,6 +232,7 @@ fn small_key() -> impl Strategy<Value = Vec<u8>> {
 fn stamp_op() -> impl Strategy<Value = StampOp> {
     prop_oneof![
         3 => small_key().prop_map(StampOp::Insert),
+        2 => small_key().prop_map(StampOp::Remove),
         1 => small_key().prop_map(StampOp::Lookup),
         1 => (small_key(), small_key(), any::<bool>()).prop_map(|(a, b, r)| StampOp::Scan(a, b, r)),
     ]
@@ -236,10 +241,11 @@ fn stamp_op() -> impl Strategy<Value = StampOp> {
 proptest! {
     /// The crate's gap-stamp contract against a model of stamped intervals.
     #[test]
-    fn stamps_reach_every_insert_they_cover(ops in proptest::collection::vec(stamp_op(), 1..120)) {
+    fn stamps_reach_every_insert_they_cover(ops in proptest::collection::vec(stamp_op(), 1..300)) {
         let t = Masstree::<u64>::new();
         let mut model = BTreeSet::new();
-        let mut covered: Vec<(Vec<u8>, Vec<u8>, u64)> = Vec::new();
+        // (lo, hi, stamp, keys observed): a covered key not observed must see the stamp.
+        let mut covered: Vec<Covered> = Vec::new();
         for (i, op) in ops.into_iter().enumerate() {
             let stamp = i as u64 + 1;
             match op {
@@ -247,17 +253,20 @@ proptest! {
                     let (gap, inserted) = t.get_or_insert_with(&k, |s| s);
                     prop_assert_eq!(inserted, model.insert(k.clone()));
                     if inserted {
-                        for (lo, hi, s) in &covered {
-                            if *lo <= k && k <= *hi {
+                        for (lo, hi, s, seen) in &covered {
+                            if *lo <= k && k <= *hi && !seen.contains(&k) {
                                 prop_assert!(gap >= *s, "insert of {:?} missed stamp {}", k, s);
                             }
                         }
                     }
                 }
+                StampOp::Remove(k) => {
+                    prop_assert_eq!(t.remove(&k).is_some(), model.remove(&k));
+                }
                 StampOp::Lookup(k) => {
                     let got = t.get_or_stamp(&k, stamp).is_some();
                     prop_assert_eq!(got, model.contains(&k));
-                    if !got { covered.push((k.clone(), k, stamp)); }
+                    if !got { covered.push((k.clone(), k, stamp, BTreeSet::new())); }
                 }
                 StampOp::Scan(a, b, rev) => {
                     let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
@@ -266,10 +275,62 @@ proptest! {
                     t.scan(Bound::Included(&lo), Bound::Included(&hi), d, stamp, |k, _| { seen.push(k.to_vec()); true });
                     let mut want: Vec<Vec<u8>> = model.range(lo.clone()..=hi.clone()).cloned().collect();
                     if rev { want.reverse(); }
-                    prop_assert_eq!(seen, want);
-                    covered.push((lo, hi, stamp));
+                    prop_assert_eq!(&seen, &want);
+                    covered.push((lo, hi, stamp, seen.into_iter().collect()));
                 }
             }
         }
     }
+}
+
+/// Border nodes reachable along layer 0's border list.
+fn border_count(t: &Masstree<u64>) -> usize {
+    let g = crossbeam_epoch::pin();
+    let root = t.root.load(super::sync::Ordering::Acquire);
+    let (mut n, _) = Masstree::<u64>::find_border(root, 0, &g);
+    let mut count = 1;
+    loop {
+        let next = n.next.load(super::sync::Ordering::Acquire);
+        if next.is_null() {
+            return count;
+        }
+        // SAFETY: single-threaded test; sibling pointers name live nodes.
+        n = unsafe { &*next };
+        count += 1;
+    }
+}
+
+#[test]
+fn emptied_border_nodes_are_unlinked() {
+    let t = Masstree::<u64>::new();
+    let n = 20_000u64;
+    for i in 0..n {
+        t.insert(&(i * 7919 % n).to_be_bytes(), i);
+    }
+    let full = border_count(&t);
+    assert!(full > n as usize / 15, "{full} border nodes");
+    // Remove all but every 1000th key, in an order that empties nodes in the middle.
+    for i in (0..n).rev().filter(|i| i % 1000 != 0) {
+        assert!(t.remove(&i.to_be_bytes()).is_some());
+    }
+    let after = border_count(&t);
+    // Leftmost children of interior nodes stay (module docs), so not all go.
+    assert!(after < full / 4, "{after} of {full} border nodes left");
+    let left: Vec<u64> = collect(&t, Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(left.len(), 20);
+    let rev = collect(&t, Bound::Unbounded, Bound::Unbounded, Direction::Reverse);
+    assert_eq!(rev.len(), 20);
+    // The emptied ranges take inserts again, in order.
+    for i in 0..n {
+        t.insert(&i.to_be_bytes(), i);
+    }
+    let all = collect(&t, Bound::Unbounded, Bound::Unbounded, Direction::Forward);
+    assert!(all
+        .iter()
+        .enumerate()
+        .all(|(i, (k, _))| *k == (i as u64).to_be_bytes()));
+    assert_eq!(all.len(), n as usize);
 }

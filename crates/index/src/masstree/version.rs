@@ -7,7 +7,7 @@
 //! | 0      | `LOCKED`    | a writer holds the node's spinlock                             |
 //! | 1      | `INSERTING` | dirty: keys/values/permutation are changing (bumps `vinsert`)  |
 //! | 2      | `SPLITTING` | dirty: keys are moving to a new sibling (bumps `vsplit`)       |
-//! | 3      | `DELETED`   | the node has been unlinked (reserved: nodes are not yet freed) |
+//! | 3      | `DELETED`   | the node is unlinked (an emptied border node), sticky          |
 //! | 4      | `ROOT`      | the node is the root of its layer's B+tree                     |
 //! | 5      | `LEAF`      | the node is a border node                                      |
 //! | 8..40  | `vinsert`   | insert counter (32 bits)                                       |
@@ -155,6 +155,12 @@ impl NodeVersion {
     /// Marks the node as splitting: keys move to a new right sibling.
     pub(crate) fn mark_split(&self) {
         self.mark(SPLITTING);
+    }
+
+    /// Marks the node deleted (sticky) and dirty: it is being unlinked. Readers that meet it
+    /// retry from the root.
+    pub(crate) fn mark_deleted(&self) {
+        self.mark(DELETED | INSERTING);
     }
 
     /// Drops `ROOT` (the lock must be held): the node got a parent. The store is a release so
