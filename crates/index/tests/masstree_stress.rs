@@ -210,6 +210,15 @@ fn gap_stamps_under_concurrency() {
                 let (mut my_miss, mut my_scan, mut my_ins) = (Vec::new(), Vec::new(), Vec::new());
                 for _ in 0..20_000 {
                     let i = rng.below(KEYS);
+                    // Neighbours come and go, so nodes split and emptied ones are unlinked
+                    // (their stamps handed to the previous sibling) while stamps are left.
+                    let mut f = key_u(rng.below(KEYS));
+                    f.push(FILLER);
+                    if rng.below(2) == 0 {
+                        t.insert(&f, 0);
+                    } else {
+                        t.remove(&f);
+                    }
                     match rng.below(8) {
                         0..=3 => {
                             let (g, inserted) = t.get_or_insert_with(&key_u(i), |g| g);
@@ -289,6 +298,9 @@ fn key_u(i: u64) -> Vec<u8> {
     }
     k
 }
+
+/// The last byte of neighbour keys in the stamp test (no `key_u` key ends with it).
+const FILLER: u8 = 0xee;
 
 fn unkey(k: &[u8]) -> u64 {
     u64::from_be_bytes(k[..8].try_into().unwrap()) * 5 + u64::from(k[8])

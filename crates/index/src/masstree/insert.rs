@@ -9,7 +9,7 @@ use crossbeam_epoch as epoch;
 use super::key::{Key, KSUF, LAYER, UNSTABLE};
 use super::node::{Border, Entry, Header, Interior, Perm, Suffix, WIDTH};
 use super::sync::{fence, Ordering};
-use super::version::{is_deleted, NodeVersion, ROOT};
+use super::version::{is_deleted, is_root, NodeVersion, ROOT};
 use super::{as_interior, node, retire_suffix, IndexValue, Masstree};
 
 /// Unlocks a node if the user's `make` panics while we hold the lock.
@@ -123,7 +123,7 @@ impl<V: IndexValue> Masstree<V> {
                     let e = n.read_slot(s);
                     debug_assert_ne!(e.keylenx, UNSTABLE, "UNSTABLE is only seen by readers");
                     if e.keylenx == LAYER {
-                        root = e.value as usize as *mut Header;
+                        root = Self::fresh_layer_root(n, s, e.value as usize as *mut Header);
                         n.header.version.unlock();
                         k.shift();
                         continue;
@@ -163,6 +163,27 @@ impl<V: IndexValue> Masstree<V> {
                 }
             }
         }
+    }
+
+    /// The true root of the layer whose (possibly stale) root `r` sits in slot `s` of locked
+    /// `n`; writes it back into the slot so later operations skip the climb (thesis §3.1.6:
+    /// "other roots ... are updated lazily"). The write is like a value update: one atomic
+    /// store with no version bump; readers see the old or new pointer, both nodes of that
+    /// layer (a layer's root is never freed: interior nodes and a layer's leftmost border
+    /// node are never unlinked), and either climbs to the root.
+    fn fresh_layer_root(n: &Border, s: usize, mut r: *mut Header) -> *mut Header {
+        let stale = r;
+        // SAFETY: layer nodes are live while pinned; parents of non-roots are non-null.
+        while !is_root(unsafe { node(r) }.version.load()) {
+            // SAFETY: as above.
+            let p = unsafe { node(r) }.parent.load(Ordering::Acquire);
+            assert!(!p.is_null(), "a non-root node without a parent");
+            r = p.cast();
+        }
+        if r != stale {
+            n.values[s].store(r as usize as u64, Ordering::Release);
+        }
+        r
     }
 
     /// Inserts into a locked border node with room, publishing through the permutation.

@@ -33,9 +33,9 @@
 //!   collapsed (an interior node may be left with zero separators and one child), and empty
 //!   layers (h >= 1) are not removed from their parent slot. All of that memory is returned
 //!   when the tree is dropped.
-//! * Stale layer roots (h >= 1) are never written back into the parent slot; operations
-//!   climb `parent` pointers from the stale root (correct, slightly slower). The layer-0
-//!   root is updated at once.
+//! * Stale layer roots (h >= 1) are written back into their slot lazily, by the next
+//!   insert or update that passes through it; until then readers climb `parent` pointers.
+//!   The layer-0 root is updated at once.
 //! * The thesis's sequential-insert split optimization is implemented; suffixes are always
 //!   out of line (no inline suffix storage).
 

@@ -334,3 +334,34 @@ fn emptied_border_nodes_are_unlinked() {
         .all(|(i, (k, _))| *k == (i as u64).to_be_bytes()));
     assert_eq!(all.len(), n as usize);
 }
+
+/// An unlinked node hands its gap stamp to its previous sibling, which takes over its range.
+#[test]
+fn unlinked_node_hands_its_stamp_over() {
+    let t = Masstree::<u64>::new();
+    // Sequential inserts split 15 | 15 | 15: the middle node is a non-leftmost child.
+    for i in 0..45u8 {
+        t.insert(&[i], 0);
+    }
+    let before = border_count(&t);
+    assert_eq!(t.remove(&[20]), Some(0));
+    assert_eq!(t.get_or_stamp(&[20], 99), None);
+    assert!(t.scan(
+        Bound::Included(&[21][..]),
+        Bound::Excluded(&[23][..]),
+        Direction::Reverse,
+        77,
+        |_, _| true
+    ));
+    for i in 15..30u8 {
+        t.remove(&[i]);
+    }
+    assert_eq!(
+        border_count(&t),
+        before - 1,
+        "the emptied middle node is unlinked"
+    );
+    assert!(t.get_or_insert_with(&[20], |g| g) >= (99, true));
+    assert!(t.get_or_insert_with(&[22], |g| g) >= (77, true));
+    assert_eq!(t.get_or_insert_with(&[30], |g| g), (0, false));
+}
