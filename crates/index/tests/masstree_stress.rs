@@ -358,3 +358,74 @@ fn present_keys_stay_visible_through_splits() {
         });
     });
 }
+
+/// Few keys with long shared prefixes, so layers are created and removed again and again
+/// while other threads read and write through them; checked for linearizability.
+#[test]
+fn layer_churn_is_linearizable() {
+    const THREADS: u64 = 4;
+    const OPS: u64 = 30_000;
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    for g in 0..3u8 {
+        let group = vec![b'g' + g; 8];
+        for tail in [
+            &b""[..],
+            b"a",
+            b"ab",
+            b"abcdefghij",
+            b"abcdefghijk",
+            b"abcdefgh-12345678-x",
+        ] {
+            let mut k = group.clone();
+            k.extend_from_slice(tail);
+            keys.push(k);
+        }
+    }
+    let t = Masstree::<u64>::new();
+    let clock = AtomicU64::new(0);
+    let history = Mutex::new(Vec::new());
+    let barrier = Barrier::new(THREADS as usize);
+    std::thread::scope(|s| {
+        for tid in 0..THREADS {
+            let (t, clock, history, barrier, keys) = (&t, &clock, &history, &barrier, &keys);
+            s.spawn(move || {
+                let mut rng = Rng(0x1357_9bdf ^ ((tid + 1) * 0x2468));
+                let mut ops = Vec::new();
+                barrier.wait();
+                for seq in 0..OPS {
+                    let k = keys[rng.below(keys.len() as u64) as usize].clone();
+                    let start = clock.fetch_add(1, Ordering::SeqCst);
+                    let kind = match rng.below(5) {
+                        0 | 1 => RegisterOpKind::Get {
+                            observed: t.get(&k),
+                        },
+                        2 => {
+                            let value = (tid << 32) | seq;
+                            t.insert(&k, value);
+                            RegisterOpKind::Put { value }
+                        }
+                        _ => {
+                            t.remove(&k);
+                            RegisterOpKind::Remove
+                        }
+                    };
+                    let end = clock.fetch_add(1, Ordering::SeqCst);
+                    ops.push(RegisterOp {
+                        key: k,
+                        start,
+                        end,
+                        kind,
+                    });
+                }
+                history.lock().unwrap().extend(ops);
+            });
+        }
+    });
+    let ops = history.into_inner().unwrap();
+    if let Err(v) = check_linearizable_registers(&ops) {
+        panic!("not linearizable: {v}");
+    }
+    let mut left = 0;
+    t.for_each(|_, _| left += 1);
+    assert_eq!(left, t.len());
+}

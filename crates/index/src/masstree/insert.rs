@@ -73,33 +73,35 @@ impl<V: IndexValue> Masstree<V> {
         w.old.map(|b| unsafe { V::from_bits(b) })
     }
 
-    /// Locks the border node responsible for `k` at the layer rooted at `root`.
+    /// Locks the border node responsible for `k` at the layer rooted at `root`. `None` when
+    /// it met a deleted node (an unlinked border node, or the root of a removed layer): the
+    /// caller restarts from the layer-0 root (thesis: "any operation that encounters a
+    /// deleted node retries from the root").
     pub(crate) fn lock_border<'g>(
         root: *mut Header,
         k: &Key<'_>,
         g: &'g epoch::Guard,
-    ) -> &'g Border {
+    ) -> Option<&'g Border> {
         let slice = k.slice();
-        'retry: loop {
-            let (mut n, _) = Self::find_border(root, slice, g);
-            n.header.version.lock();
-            loop {
-                if is_deleted(n.header.version.load()) {
-                    n.header.version.unlock();
-                    continue 'retry;
-                }
-                // Under `n`'s lock `next` changes only by our own splits; `lowkey` is immutable.
-                let next = n.next.load(Ordering::Acquire);
-                // SAFETY: sibling pointers name live border nodes (pinned).
-                if next.is_null() || slice < unsafe { &*next }.lowkey {
-                    return n;
-                }
-                // SAFETY: as above.
-                let nx = unsafe { &*next };
-                nx.header.version.lock();
+        let (mut n, _) = Self::find_border(root, slice, g);
+        n.header.version.lock();
+        loop {
+            if is_deleted(n.header.version.load()) {
                 n.header.version.unlock();
-                n = nx;
+                return None;
             }
+            // Under `n`'s lock `next` changes only by our own splits and unlinks of `next`
+            // (which need our lock too); `lowkey` is immutable.
+            let next = n.next.load(Ordering::Acquire);
+            // SAFETY: sibling pointers name live border nodes (pinned).
+            if next.is_null() || slice < unsafe { &*next }.lowkey {
+                return Some(n);
+            }
+            // SAFETY: as above.
+            let nx = unsafe { &*next };
+            nx.header.version.lock();
+            n.header.version.unlock();
+            n = nx;
         }
     }
 
@@ -115,7 +117,11 @@ impl<V: IndexValue> Masstree<V> {
         let mut k = Key::new(key);
         let mut make = Some(make);
         loop {
-            let n = Self::lock_border(root, &k, &g);
+            let Some(n) = Self::lock_border(root, &k, &g) else {
+                root = self.root.load(Ordering::Acquire);
+                k = Key::new(key);
+                continue;
+            };
             let perm = n.perm();
             match n.search(perm, k.slice(), k.ilen()) {
                 Ok(pos) => {
@@ -171,7 +177,7 @@ impl<V: IndexValue> Masstree<V> {
     /// store with no version bump; readers see the old or new pointer, both nodes of that
     /// layer (a layer's root is never freed: interior nodes and a layer's leftmost border
     /// node are never unlinked), and either climbs to the root.
-    fn fresh_layer_root(n: &Border, s: usize, mut r: *mut Header) -> *mut Header {
+    pub(crate) fn fresh_layer_root(n: &Border, s: usize, mut r: *mut Header) -> *mut Header {
         let stale = r;
         // SAFETY: layer nodes are live while pinned; parents of non-roots are non-null.
         while !is_root(unsafe { node(r) }.version.load()) {

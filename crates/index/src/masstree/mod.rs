@@ -29,10 +29,11 @@
 //!   `DELETED`, its range and gap stamp handed to its previous sibling, removed from its
 //!   parent and the border list, freed through the epoch collector) **unless** it is its
 //!   parent's leftmost child (that would need an ancestor separator rewritten, masstree-beta's
-//!   "redirect") or its layer's leftmost node. Interior nodes are never removed or
-//!   collapsed (an interior node may be left with zero separators and one child), and empty
-//!   layers (h >= 1) are not removed from their parent slot. All of that memory is returned
-//!   when the tree is dropped.
+//!   "redirect") or its layer's leftmost node. An emptied layer (h >= 1) is removed from its
+//!   parent slot only when its tree is a single border node (the common case: layers hold
+//!   few keys); a layer whose tree has interior nodes stays, empty. Interior nodes are never
+//!   removed or collapsed (one may be left with zero separators and one child). All of that
+//!   memory is returned when the tree is dropped.
 //! * Stale layer roots (h >= 1) are written back into their slot lazily, by the next
 //!   insert or update that passes through it; until then readers climb `parent` pointers.
 //!   The layer-0 root is updated at once.
@@ -309,7 +310,10 @@ impl<V: IndexValue> Masstree<V> {
         'layer: loop {
             let (n, v) = Self::find_border(root, k.slice(), g);
             let Some((n, v, found)) = Self::read_in(n, v, &k) else {
-                continue 'layer; // deleted node: retry this layer from its root
+                // A deleted node (maybe the root of a removed layer): restart from the top.
+                root = self.root.load(Ordering::Acquire);
+                k = Key::new(key);
+                continue 'layer;
             };
             match found {
                 // SAFETY: value slots only ever hold `V::into_bits` words (LAYER slots are

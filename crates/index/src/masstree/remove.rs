@@ -6,16 +6,19 @@
 //! An emptied border node is then unlinked ([`Masstree::unlink_empty`]): locks are taken
 //! left to right along the border list (the previous sibling, then the node), then the
 //! parent (upward), the same order as everywhere else, so there is no deadlock.
-//! Not done (see `mod.rs`): nodes that are their parent's leftmost child, empty interior
-//! nodes, and empty layers stay in place.
+//! An emptied layer (h >= 1) whose tree is a single border node is removed from its parent
+//! slot ([`Masstree::remove_empty_layer`]), locking the upper border node, then the layer's
+//! root: upper layers before lower ones, as every operation that holds locks in two layers.
+//! Not done (see `mod.rs`): border nodes that are their parent's leftmost child, interior
+//! nodes, and layers whose tree still has interior nodes stay in place when emptied.
 
 use crossbeam_epoch as epoch;
 
 use super::key::{Key, KSUF, LAYER};
 use super::node::{Border, Header, SuffixBlock};
 use super::sync::Ordering;
-use super::version::is_deleted;
-use super::{retire_suffix, IndexValue, Masstree};
+use super::version::{is_deleted, is_leaf, is_root};
+use super::{as_border, node, retire_suffix, IndexValue, Masstree};
 
 impl<V: IndexValue> Masstree<V> {
     /// Removes `key`, returning its value.
@@ -23,8 +26,14 @@ impl<V: IndexValue> Masstree<V> {
         let g = epoch::pin();
         let mut root = self.root.load(Ordering::Acquire);
         let mut k = Key::new(key);
+        let mut depth = 0;
         loop {
-            let n = Self::lock_border(root, &k, &g);
+            let Some(n) = Self::lock_border(root, &k, &g) else {
+                root = self.root.load(Ordering::Acquire);
+                k = Key::new(key);
+                depth = 0;
+                continue;
+            };
             let perm = n.perm();
             let Ok(pos) = n.search(perm, k.slice(), k.ilen()) else {
                 n.header.version.unlock();
@@ -33,9 +42,10 @@ impl<V: IndexValue> Masstree<V> {
             let s = perm.slot(pos);
             let e = n.read_slot(s);
             if e.keylenx == LAYER {
-                root = e.value as usize as *mut Header;
+                root = Self::fresh_layer_root(n, s, e.value as usize as *mut Header);
                 n.header.version.unlock();
                 k.shift();
+                depth += 1;
                 continue;
             }
             // SAFETY: a live KSUF slot owns a published suffix; we hold the lock.
@@ -51,9 +61,14 @@ impl<V: IndexValue> Masstree<V> {
                 // The slot keeps pointing at the suffix (never cleared); it no longer owns it.
                 retire_suffix(&g, e.suffix);
             }
+            let root_now = is_root(n.header.version.load());
             n.header.version.unlock();
-            if np.count() == 0 && n.lowkey != 0 {
-                Self::unlink_empty(n, &g);
+            if np.count() == 0 {
+                if root_now && depth > 0 {
+                    self.remove_empty_layer(key, depth, &g);
+                } else if n.lowkey != 0 {
+                    Self::unlink_empty(n, &g);
+                }
             }
             // SAFETY: a non-LAYER slot holds `V::into_bits` words.
             return Some(unsafe { V::from_bits(e.value) });
@@ -163,9 +178,10 @@ impl<V: IndexValue> Masstree<V> {
 /// Frees an unlinked border node (and its suffix block) once no pinned reader can hold it.
 fn retire_border(g: &epoch::Guard, n: &Border) {
     let addr = n as *const Border as usize;
-    // SAFETY: `n` is unreachable from the tree (unlinked from its parent and the border
-    // list, and it is nobody's root); readers still holding it are pinned, so it is freed
-    // after they unpin. It owns no suffixes (it is empty); it was allocated by
+    // SAFETY: `n` is unreachable from the tree: an unlinked border node is out of its
+    // parent and the border list; a removed layer's root is out of its upper node's
+    // permutation (the stale slot memory is read only by readers with an older permutation,
+    // who are pinned). Readers still holding it are pinned, so it is freed after they unpin. It owns no suffixes (it is empty); it was allocated by
     // `Border::alloc` and is retired exactly once (only the thread that set DELETED does).
     unsafe {
         g.defer_unchecked(move || {
@@ -176,5 +192,82 @@ fn retire_border(g: &epoch::Guard, n: &Border) {
             }
             drop(b);
         });
+    }
+}
+
+impl<V: IndexValue> Masstree<V> {
+    /// Removes the layer at depth `depth` (>= 1) on `key`'s path if its tree is one empty
+    /// border node: the slot leaves the upper border node's permutation (its memory is not
+    /// cleared; readers that still follow it meet a DELETED root and restart from the top),
+    /// the layer root's gap stamp passes to the upper node, and the root is retired.
+    fn remove_empty_layer(&self, key: &[u8], depth: usize, g: &epoch::Guard) {
+        assert!(depth >= 1);
+        'top: loop {
+            let mut root = self.root.load(Ordering::Acquire);
+            let mut k = Key::new(key);
+            let mut d = 0;
+            loop {
+                let Some(u) = Self::lock_border(root, &k, g) else {
+                    continue 'top;
+                };
+                let perm = u.perm();
+                let found = u.search(perm, k.slice(), k.ilen());
+                let Ok(pos) = found else {
+                    u.header.version.unlock();
+                    return;
+                };
+                let s = perm.slot(pos);
+                let e = u.read_slot(s);
+                if e.keylenx != LAYER {
+                    u.header.version.unlock();
+                    return;
+                }
+                let r = Self::fresh_layer_root(u, s, e.value as usize as *mut Header);
+                d += 1;
+                if d < depth {
+                    u.header.version.unlock();
+                    root = r;
+                    k.shift();
+                    continue;
+                }
+                // SAFETY: layer roots are live while pinned.
+                if !is_leaf(unsafe { node(r) }.version.load()) {
+                    u.header.version.unlock();
+                    return;
+                }
+                // SAFETY: `LEAF` says it is a border node.
+                let l = unsafe { as_border(r) };
+                l.header.version.lock();
+                let vl = l.header.version.load();
+                if is_deleted(vl) || !is_root(vl) || l.perm().count() != 0 {
+                    l.header.version.unlock();
+                    u.header.version.unlock();
+                    return;
+                }
+                assert!(
+                    l.next.load(Ordering::Relaxed).is_null(),
+                    "a root has no siblings"
+                );
+                // Dekker pair with stamping readers of `l` (as in `unlink_locked`).
+                l.header.version.mark_deleted();
+                let stamp = l.stamp.load(Ordering::SeqCst);
+                u.header.version.mark_insert();
+                u.stamp.fetch_max(stamp, Ordering::SeqCst);
+                let np = perm.remove(pos);
+                u.permutation.store(np.0, Ordering::Release);
+                l.header.version.unlock();
+                let u_root = is_root(u.header.version.load());
+                u.header.version.unlock();
+                retire_border(g, l);
+                if np.count() == 0 {
+                    if u_root && depth > 1 {
+                        return self.remove_empty_layer(key, depth - 1, g);
+                    } else if u.lowkey != 0 {
+                        Self::unlink_empty(u, g);
+                    }
+                }
+                return;
+            }
+        }
     }
 }

@@ -16,7 +16,7 @@ use crossbeam_epoch as epoch;
 use super::key::{slice_of, LAYER, UNSTABLE};
 use super::node::{Border, Entry, Header, WIDTH};
 use super::sync::Ordering;
-use super::version::is_deleted;
+use super::version::{is_deleted, is_root};
 use super::{IndexValue, Masstree};
 use crate::Direction;
 
@@ -250,7 +250,11 @@ impl<F: FnMut(&[u8], u64) -> bool> Scan<'_, '_, F> {
         loop {
             let Some((m, count, next)) = self.snapshot(n, slice, slice..=u64::MAX, &mut es) else {
                 // A deleted node: re-descend; the node found may hold keys below `slice`.
-                n = Masstree::<u64>::find_border(root, slice, self.g).0;
+                let (m, v) = Masstree::<u64>::find_border(root, slice, self.g);
+                if is_deleted(v) && is_root(v) {
+                    return Flow::Continue; // the whole layer was removed (it was empty)
+                }
+                n = m;
                 continue;
             };
             for e in &es[..count] {
@@ -274,7 +278,10 @@ impl<F: FnMut(&[u8], u64) -> bool> Scan<'_, '_, F> {
         let mut target = bound_slice(&self.buf, self.hi).unwrap_or(u64::MAX);
         let mut es = [Entry::EMPTY; WIDTH];
         loop {
-            let (n, _) = Masstree::<u64>::find_border(root, target, self.g);
+            let (n, v) = Masstree::<u64>::find_border(root, target, self.g);
+            if is_deleted(v) && is_root(v) {
+                return Flow::Continue; // the whole layer was removed (it was empty)
+            }
             let Some((m, count, _)) = self.snapshot(n, target, 0..=target, &mut es) else {
                 continue;
             };

@@ -365,3 +365,43 @@ fn unlinked_node_hands_its_stamp_over() {
     assert!(t.get_or_insert_with(&[22], |g| g) >= (77, true));
     assert_eq!(t.get_or_insert_with(&[30], |g| g), (0, false));
 }
+
+/// Live entries in layer 0's root border node (for tests whose layer 0 is one node).
+fn root_count(t: &Masstree<u64>) -> usize {
+    let g = crossbeam_epoch::pin();
+    let root = t.root.load(super::sync::Ordering::Acquire);
+    Masstree::<u64>::find_border(root, 0, &g).0.perm().count()
+}
+
+#[test]
+fn emptied_layers_are_removed() {
+    let t = Masstree::<u64>::new();
+    let keys: [&[u8]; 5] = [
+        b"01234567AB",
+        b"01234567XY",
+        b"0123456789abcdefXYZ",
+        b"0123456789abcdefXYZW",
+        b"0123456789abcdef0123456789",
+    ];
+    for (i, k) in keys.iter().enumerate() {
+        t.insert(k, i as u64);
+    }
+    assert_eq!(root_count(&t), 1, "one layer slot at layer 0");
+    for k in &keys[..4] {
+        assert!(t.remove(k).is_some());
+    }
+    assert_eq!(root_count(&t), 1);
+    assert_eq!(t.get(keys[4]), Some(4));
+    assert!(t.remove(keys[4]).is_some());
+    assert_eq!(root_count(&t), 0, "the emptied layers are gone");
+    // Stamps left on the removed layers reach the upper node.
+    t.insert(keys[0], 0);
+    t.insert(keys[1], 1);
+    assert_eq!(t.get_or_stamp(b"01234567Q", 55), None);
+    t.remove(keys[0]);
+    t.remove(keys[1]);
+    assert_eq!(root_count(&t), 0);
+    assert!(t.get_or_insert_with(b"01234567Q", |g| g).0 >= 55);
+    assert!(t.get_or_insert_with(b"01234567QQ", |g| g).0 >= 55);
+    assert_eq!(t.len(), 2);
+}
