@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the engine-core YCSB figures quoted in BENCHMARKS.md: each configuration RUNS times
+# Runs the engine-core YCSB figures quoted in BENCHMARKS.md (default index: Masstree): each configuration RUNS times
 # (default 3), alternating configurations so machine noise spreads evenly, and prints one
 # markdown row per configuration with the median and the individual runs.
 #
@@ -28,6 +28,8 @@ configs=(
   "4 ops/txn, zipf 0.99, 50% writes, 2 threads|--threads 2 --ops-per-txn 4 --read-ratio 50 --dist zipf --theta 0.99"
   "4 ops, zipf 0.85, 50% w, 1 worker|--threads 1 --ops-per-txn 4 --read-ratio 50 --dist zipf --theta 0.85"
   "4 ops, zipf 0.85, 50% w, 1 worker + 1 long reader|--threads 1 --ops-per-txn 4 --read-ratio 50 --dist zipf --theta 0.85 --long-readers 1"
+  "placeholder index: 1 read/txn, 1 thread|--threads 1 --read-ratio 100 --index btree"
+  "placeholder index: 1 read/txn, 1 thread, raw index|--threads 1 --read-ratio 100 --index btree --raw-index"
 )
 
 declare -A results
