@@ -429,3 +429,95 @@ fn layer_churn_is_linearizable() {
     t.for_each(|_, _| left += 1);
     assert_eq!(left, t.len());
 }
+
+/// Writers fill key ranges and empty them again, so whole subtrees of border nodes are
+/// unlinked (leftmost children included, which rewrites ancestor separators) while readers
+/// get and scan sparse keys that stay present throughout.
+#[test]
+fn present_keys_survive_bulk_unlinks() {
+    const SPAN: u64 = 100_000;
+    const STABLE_EVERY: u64 = 997;
+    let t = Masstree::<u64>::new();
+    let k = |i: u64| i.to_be_bytes();
+    for i in (0..SPAN).step_by(STABLE_EVERY as usize) {
+        t.insert(&k(i), i);
+    }
+    let done = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for w in 0..2u64 {
+            let (t, done) = (&t, &done);
+            s.spawn(move || {
+                let mut rng = Rng(0xb01d ^ (w + 1));
+                for _ in 0..80 {
+                    // A random window of this writer's half, filled then emptied.
+                    let base = w * SPAN / 2 + rng.below(SPAN / 2 - 6000);
+                    let mut ids: Vec<u64> = (base..base + 6000)
+                        .filter(|i| i % STABLE_EVERY != 0)
+                        .collect();
+                    for j in (1..ids.len()).rev() {
+                        ids.swap(j, rng.below(j as u64 + 1) as usize);
+                    }
+                    for &i in &ids {
+                        t.insert(&k(i), i);
+                    }
+                    for &i in ids.iter().rev() {
+                        assert_eq!(t.remove(&k(i)), Some(i));
+                    }
+                }
+                done.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        let (t, done) = (&t, &done);
+        s.spawn(move || {
+            let mut rng = Rng(0x5ca1ab1e);
+            let mut rounds = 0u64;
+            while done.load(Ordering::SeqCst) < 2 || rounds < 200 {
+                rounds += 1;
+                let i = rng.below(SPAN / STABLE_EVERY) * STABLE_EVERY;
+                assert_eq!(t.get(&k(i)), Some(i), "lost key {i}");
+                let lo = rng.below(SPAN);
+                let hi = lo + rng.below(20_000);
+                let d = if rounds % 2 == 0 {
+                    Direction::Forward
+                } else {
+                    Direction::Reverse
+                };
+                let mut stable_seen = Vec::new();
+                let mut last: Option<u64> = None;
+                t.scan(
+                    Bound::Included(&k(lo)[..]),
+                    Bound::Excluded(&k(hi)[..]),
+                    d,
+                    rounds,
+                    |key, v| {
+                        let x = u64::from_be_bytes(key.try_into().unwrap());
+                        assert_eq!(x, v);
+                        if let Some(l) = last {
+                            assert!(
+                                if d == Direction::Forward {
+                                    l < x
+                                } else {
+                                    l > x
+                                },
+                                "order {l} {x}"
+                            );
+                        }
+                        last = Some(x);
+                        if x % STABLE_EVERY == 0 {
+                            stable_seen.push(x);
+                        }
+                        true
+                    },
+                );
+                if d == Direction::Reverse {
+                    stable_seen.reverse();
+                }
+                let want: Vec<u64> = (lo..hi.min(SPAN))
+                    .filter(|i| i % STABLE_EVERY == 0)
+                    .collect();
+                assert_eq!(stable_seen, want, "scan {lo}..{hi} {d:?}");
+            }
+        });
+    });
+    assert_eq!(t.len() as u64, SPAN.div_ceil(STABLE_EVERY));
+}

@@ -27,13 +27,14 @@
 //! # Not implemented yet (precisely)
 //! * Cleanup after removes is partial. An emptied border node is unlinked (marked
 //!   `DELETED`, its range and gap stamp handed to its previous sibling, removed from its
-//!   parent and the border list, freed through the epoch collector) **unless** it is its
-//!   parent's leftmost child (that would need an ancestor separator rewritten, masstree-beta's
-//!   "redirect") or its layer's leftmost node. An emptied layer (h >= 1) is removed from its
-//!   parent slot only when its tree is a single border node (the common case: layers hold
-//!   few keys); a layer whose tree has interior nodes stays, empty. Interior nodes are never
-//!   removed or collapsed (one may be left with zero separators and one child). All of that
-//!   memory is returned when the tree is dropped.
+//!   parent and the border list, freed through the epoch collector); when it was its
+//!   parent's leftmost child, the bounding separator in the nearest ancestor is rewritten
+//!   (masstree-beta's "redirect"), with every node on that path marked split. It stays
+//!   (empty, valid) when it is its layer's leftmost node or its parent's *only* child:
+//!   interior nodes are never removed or collapsed (one may be left with zero separators and
+//!   one child). An emptied layer (h >= 1) is removed from its parent slot only when its tree
+//!   is a single border node (the common case: layers hold few keys); a layer whose tree has
+//!   interior nodes stays, empty. All of that memory is returned when the tree is dropped.
 //! * Stale layer roots (h >= 1) are written back into their slot lazily, by the next
 //!   insert or update that passes through it; until then readers climb `parent` pointers.
 //!   The layer-0 root is updated at once.

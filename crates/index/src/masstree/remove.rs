@@ -9,13 +9,13 @@
 //! An emptied layer (h >= 1) whose tree is a single border node is removed from its parent
 //! slot ([`Masstree::remove_empty_layer`]), locking the upper border node, then the layer's
 //! root: upper layers before lower ones, as every operation that holds locks in two layers.
-//! Not done (see `mod.rs`): border nodes that are their parent's leftmost child, interior
+//! Not done (see `mod.rs`): border nodes that are their parent's only child, interior
 //! nodes, and layers whose tree still has interior nodes stay in place when emptied.
 
 use crossbeam_epoch as epoch;
 
 use super::key::{Key, KSUF, LAYER};
-use super::node::{Border, Header, SuffixBlock};
+use super::node::{Border, Header, Interior, SuffixBlock};
 use super::sync::Ordering;
 use super::version::{is_deleted, is_leaf, is_root};
 use super::{as_border, node, retire_suffix, IndexValue, Masstree};
@@ -134,10 +134,27 @@ impl<V: IndexValue> Masstree<V> {
         let kp = (0..=nk)
             .find(|&i| pi.children[i].load(Ordering::Relaxed) == nh)
             .expect("a child is among its parent's children");
+        // A leftmost child's range is bounded by a separator in some ancestor `A` (the first
+        // one where the path is not child 0): it equals `n.lowkey` and must become the new
+        // leftmost lowkey under `p` (`p.keys[0]`), so `n`'s range routes to `prev`'s subtree.
+        // Every node from `p` up to `A` is locked and marked *split*, so a reader anywhere on
+        // that path restarts from the root instead of descending to a node whose lowkey is
+        // above its key. Gives up if `p` has no other child (interior nodes are not removed).
+        let mut path: Vec<*mut Interior> = Vec::new();
         if kp == 0 {
-            // Removing a leftmost child would need an ancestor separator rewritten; leave it.
-            pi.header.version.unlock();
-            return false;
+            if nk == 0 {
+                pi.header.version.unlock();
+                return false;
+            }
+            let Some(a) = Self::lock_redirect_path(p, n.lowkey, &mut path) else {
+                for &q in path.iter().rev() {
+                    // SAFETY: nodes we locked are live.
+                    unsafe { &*q }.header.version.unlock();
+                }
+                pi.header.version.unlock();
+                return false;
+            };
+            let _ = a;
         }
         // Dekker pair with stamping readers, as for inserts: every reader that stamped `n`
         // and validated it before this mark is seen by the load below; every later one sees
@@ -156,22 +173,92 @@ impl<V: IndexValue> Masstree<V> {
                 .prev
                 .store(prev as *const Border as *mut Border, Ordering::Release);
         }
-        // Drop separator `kp - 1` and child `kp`: `n`'s range routes to child `kp - 1`, whose
-        // rightmost border node is `prev`.
-        pi.header.version.mark_insert();
-        for j in kp..nk {
-            pi.keys[j - 1].store(pi.keys[j].load(Ordering::Relaxed), Ordering::Relaxed);
-            pi.children[j].store(
-                pi.children[j + 1].load(Ordering::Relaxed),
-                Ordering::Relaxed,
-            );
+        if kp == 0 {
+            pi.header.version.mark_split();
+            let new_low = pi.keys[0].load(Ordering::Relaxed);
+            for j in 0..nk {
+                if j + 1 < nk {
+                    pi.keys[j].store(pi.keys[j + 1].load(Ordering::Relaxed), Ordering::Relaxed);
+                }
+                pi.children[j].store(
+                    pi.children[j + 1].load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
+            }
+            pi.nkeys.store(nk as u8 - 1, Ordering::Relaxed);
+            let (&a, mids) = path
+                .split_last()
+                .expect("an ancestor bounds a non-leftmost node");
+            for &q in mids {
+                // SAFETY: locked, live.
+                unsafe { &*q }.header.version.mark_split();
+            }
+            // SAFETY: locked, live.
+            let ai = unsafe { &*a };
+            ai.header.version.mark_split();
+            let c = Self::redirect_index(ai, n.lowkey);
+            ai.keys[c].store(new_low, Ordering::Relaxed);
+            for &q in path.iter().rev() {
+                // SAFETY: locked, live.
+                unsafe { &*q }.header.version.unlock();
+            }
+        } else {
+            // Drop separator `kp - 1` and child `kp`: `n`'s range routes to child `kp - 1`,
+            // whose rightmost border node is `prev`.
+            pi.header.version.mark_insert();
+            for j in kp..nk {
+                pi.keys[j - 1].store(pi.keys[j].load(Ordering::Relaxed), Ordering::Relaxed);
+                pi.children[j].store(
+                    pi.children[j + 1].load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
+            }
+            pi.nkeys.store(nk as u8 - 1, Ordering::Relaxed);
         }
-        pi.nkeys.store(nk as u8 - 1, Ordering::Relaxed);
         pi.header.version.unlock();
         n.header.version.unlock();
         prev.header.version.unlock();
         retire_border(g, n);
         true
+    }
+}
+
+impl<V: IndexValue> Masstree<V> {
+    /// Locks the ancestors of `p` upward (hand-over-hand, keeping every lock, pushed onto
+    /// `path`) until one where the path is not its leftmost child, and returns it. `None`
+    /// (with `path` still to be unlocked by the caller) if the separator found is not `low`.
+    fn lock_redirect_path(
+        p: *mut Interior,
+        low: u64,
+        path: &mut Vec<*mut Interior>,
+    ) -> Option<*mut Interior> {
+        let mut child = p;
+        loop {
+            // SAFETY: `child` is live and locked by us (it is `p` or on `path`).
+            let q = unsafe { super::insert::locked_parent(child.cast()) };
+            if q.is_null() {
+                return None; // `n` was its layer's leftmost node after all
+            }
+            path.push(q);
+            // SAFETY: locked, live.
+            let qi = unsafe { &*q };
+            let nk = qi.nkeys.load(Ordering::Relaxed) as usize;
+            let c = (0..=nk)
+                .find(|&i| qi.children[i].load(Ordering::Relaxed) == child.cast())
+                .expect("a child is among its parent's children");
+            if c > 0 {
+                return (qi.keys[c - 1].load(Ordering::Relaxed) == low).then_some(q);
+            }
+            child = q;
+        }
+    }
+
+    /// The index of separator `low` in locked ancestor `a`.
+    fn redirect_index(a: &Interior, low: u64) -> usize {
+        let nk = a.nkeys.load(Ordering::Relaxed) as usize;
+        (0..nk)
+            .find(|&i| a.keys[i].load(Ordering::Relaxed) == low)
+            .expect("the bounding separator is in the ancestor")
     }
 }
 
