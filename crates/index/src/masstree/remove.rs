@@ -77,9 +77,9 @@ impl<V: IndexValue> Masstree<V> {
 }
 
 impl<V: IndexValue> Masstree<V> {
-    /// Unlinks border node `n` if it is (still) empty and not its parent's leftmost child:
-    /// its key range `[lowkey, highkey)` passes to its previous sibling, which inherits its
-    /// gap stamp. Gives up (leaving a valid empty node) whenever the shape is not simple.
+    /// Unlinks border node `n` if it is (still) empty, has a previous sibling and is not its
+    /// parent's only child: its key range `[lowkey, highkey)` passes to its previous sibling,
+    /// which inherits its gap stamp. Otherwise leaves a valid empty node.
     fn unlink_empty(n: &Border, g: &epoch::Guard) {
         loop {
             let prev_p = n.prev.load(Ordering::Acquire);
