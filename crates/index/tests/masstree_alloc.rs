@@ -67,8 +67,14 @@ fn collect_garbage() {
     }
 }
 
+/// One test function: the count is global, so the scenarios must not run in parallel.
 #[test]
 fn everything_is_freed() {
+    inserting_removing_and_dropping_frees_everything();
+    removing_every_key_in_random_order_frees_the_nodes();
+}
+
+fn inserting_removing_and_dropping_frees_everything() {
     TRACKED.with(|t| t.set(true));
     // Warm up the epoch collector to its steady state before measuring: it registers this
     // thread (its `Local` lives on) and keeps one queue node of sealed garbage around.
@@ -90,10 +96,24 @@ fn everything_is_freed() {
             assert_eq!(t.remove(k), Some(i as u64));
         }
         assert!(t.is_empty());
+        // Removes clean up as they go: emptied border nodes are unlinked (with the interior
+        // nodes left without children), emptied layers are removed. What may remain is layer
+        // 0's leftmost path, a few nodes.
+        collect_garbage();
+        let left = LIVE.load(Ordering::SeqCst) - base;
         assert!(
-            LIVE.load(Ordering::SeqCst) - base > 100_000,
-            "the test allocates"
+            left <= 4 * 512,
+            "{left} bytes still allocated after removing every key"
         );
+        let mut peak = 0;
+        for k in keys.iter().step_by(2) {
+            t.insert(k, 1);
+            peak = peak.max(LIVE.load(Ordering::SeqCst) - base);
+        }
+        assert!(peak > 100_000, "the test allocates");
+        for k in keys.iter().step_by(2) {
+            assert_eq!(t.remove(k), Some(1));
+        }
         // Insert half again, so the drop also frees live entries and layers.
         for k in keys.iter().step_by(2) {
             t.insert(k, 1);
@@ -105,4 +125,31 @@ fn everything_is_freed() {
         leaked, 0,
         "{leaked} bytes still allocated after drop and collection"
     );
+}
+
+fn removing_every_key_in_random_order_frees_the_nodes() {
+    TRACKED.with(|t| t.set(true));
+    collect_garbage();
+    let base = LIVE.load(Ordering::SeqCst);
+    let t = Masstree::<u64>::new();
+    let n = 50_000u64;
+    // A permutation of 0..n (n is not a multiple of the odd multiplier's factors).
+    let order: Vec<u64> = (0..n).map(|i| (i * 7919 + 13) % n).collect();
+    for &i in &order {
+        t.insert(&i.to_be_bytes(), i);
+    }
+    let full = LIVE.load(Ordering::SeqCst) - base;
+    assert!(full > 1_000_000, "the tree allocates ({full} bytes)");
+    for &i in order.iter().rev() {
+        assert_eq!(t.remove(&i.to_be_bytes()), Some(i));
+    }
+    collect_garbage();
+    // Interior nodes emptied of children go with their last border node; what may remain
+    // is the leftmost path (one node a level: 4 levels hold 50 000 keys).
+    let left = LIVE.load(Ordering::SeqCst) - base;
+    assert!(
+        left <= 5 * 512,
+        "{left} of {full} bytes still allocated after removing every key"
+    );
+    drop(t);
 }

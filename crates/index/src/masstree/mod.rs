@@ -25,16 +25,15 @@
 //!   every operation pins the epoch.
 //!
 //! # Not implemented yet (precisely)
-//! * Cleanup after removes is partial. An emptied border node is unlinked (marked
-//!   `DELETED`, its range and gap stamp handed to its previous sibling, removed from its
-//!   parent and the border list, freed through the epoch collector); when it was its
-//!   parent's leftmost child, the bounding separator in the nearest ancestor is rewritten
-//!   (masstree-beta's "redirect"), with every node on that path marked split. It stays
-//!   (empty, valid) when it is its layer's leftmost node or its parent's *only* child:
-//!   interior nodes are never removed or collapsed (one may be left with zero separators and
-//!   one child). An emptied layer (h >= 1) is removed from its parent slot only when its tree
-//!   is a single border node (the common case: layers hold few keys); a layer whose tree has
-//!   interior nodes stays, empty. All of that memory is returned when the tree is dropped.
+//! * Cleanup after removes: an emptied border node is unlinked (marked `DELETED`, its
+//!   range and gap stamp handed to its previous sibling, removed from the border list and
+//!   from the interior tree together with any interior nodes left without another child,
+//!   freed through the epoch collector); when it was a leftmost child, the bounding
+//!   separator in the nearest ancestor is rewritten (masstree-beta's "redirect"), with every
+//!   node on that path marked split. An emptied layer (h >= 1) is removed from its parent
+//!   slot, interior nodes and all. A layer's leftmost border node stays (empty, valid)
+//!   while its layer lives, and interior nodes left with one child and no separator are not
+//!   collapsed into their parent (they are freed when their last border node goes).
 //! * Stale layer roots (h >= 1) are written back into their slot lazily, by the next
 //!   insert or update that passes through it; until then readers climb `parent` pointers.
 //!   The layer-0 root is updated at once.
@@ -54,6 +53,9 @@ mod tests;
 
 #[cfg(all(test, loom))]
 mod loom_tests;
+
+#[cfg(all(test, shuttle))]
+mod shuttle_tests;
 
 use core::marker::PhantomData;
 
@@ -192,6 +194,15 @@ impl<V: IndexValue> Masstree<V> {
                 n = unsafe { node(n) }.parent.load(Ordering::Acquire).cast();
                 assert!(!n.is_null(), "a non-root node without a parent");
                 // SAFETY: parents are live nodes of the same tree.
+                v = unsafe { node(n) }.version.stable();
+            }
+            while is_deleted(v) && !is_leaf(v) {
+                // The root of a removed layer (`remove_empty_layer`): frozen, and every
+                // node under it is deleted too. Go down to its border node, which the
+                // caller sees deleted and so restarts from the top of the tree.
+                // SAFETY: not `LEAF`; a removed layer's nodes stay live while pinned.
+                n = unsafe { as_interior(n) }.children[0].load(Ordering::Acquire);
+                // SAFETY: as above.
                 v = unsafe { node(n) }.version.stable();
             }
             loop {

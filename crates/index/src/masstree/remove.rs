@@ -5,12 +5,13 @@
 //!
 //! An emptied border node is then unlinked ([`Masstree::unlink_empty`]): locks are taken
 //! left to right along the border list (the previous sibling, then the node), then the
-//! parent (upward), the same order as everywhere else, so there is no deadlock.
-//! An emptied layer (h >= 1) whose tree is a single border node is removed from its parent
-//! slot ([`Masstree::remove_empty_layer`]), locking the upper border node, then the layer's
-//! root: upper layers before lower ones, as every operation that holds locks in two layers.
-//! Not done (see `mod.rs`): border nodes that are their parent's only child, interior
-//! nodes, and layers whose tree still has interior nodes stay in place when emptied.
+//! parents (upward), the same order as everywhere else, so there is no deadlock. Interior
+//! nodes that held only that node go with it.
+//! An emptied layer (h >= 1) is removed from its parent slot
+//! ([`Masstree::remove_empty_layer`]) when its tree is one empty border node under a chain
+//! of interior nodes without separators: the upper border node is locked first (upper
+//! layers before lower ones, as every operation that holds locks in two layers), then the
+//! layer top-down with `try_lock` only, giving up rather than waiting.
 
 use crossbeam_epoch as epoch;
 
@@ -61,13 +62,15 @@ impl<V: IndexValue> Masstree<V> {
                 // The slot keeps pointing at the suffix (never cleared); it no longer owns it.
                 retire_suffix(&g, e.suffix);
             }
-            let root_now = is_root(n.header.version.load());
             n.header.version.unlock();
             if np.count() == 0 {
-                if root_now && depth > 0 {
-                    self.remove_empty_layer(key, depth, &g);
-                } else if n.lowkey != 0 {
+                if n.lowkey != 0 {
                     Self::unlink_empty(n, &g);
+                }
+                if depth > 0 {
+                    // Cheap when it does not apply: it gives up at the first node that is
+                    // not part of an empty single-leaf layer.
+                    self.remove_empty_layer(key, depth, &g);
                 }
             }
             // SAFETY: a non-LAYER slot holds `V::into_bits` words.
@@ -123,38 +126,48 @@ impl<V: IndexValue> Masstree<V> {
             return false;
         }
         let nh = n as *const Border as *mut Header;
+        // What leaves the interior tree: `n`, or the highest of a chain of interior nodes
+        // with no separator whose only leaf is `n` (`chain`, bottom-up, all locked). Chain
+        // nodes are never stale layer roots: those lie on the layer's leftmost path, whose
+        // leftmost border node has no previous sibling and is never unlinked.
+        let mut detach = nh;
+        let mut chain: Vec<*mut Interior> = Vec::new();
         // SAFETY: `n` is live and locked.
-        let p = unsafe { super::insert::locked_parent(nh) };
-        if p.is_null() {
-            return false;
+        let mut p = unsafe { super::insert::locked_parent(nh) };
+        loop {
+            if p.is_null() {
+                // `n` has a previous sibling, so some ancestor has two children: only a
+                // tree changing under us (impossible with these locks) gets here. Give up.
+                unlock_all(&chain);
+                return false;
+            }
+            // SAFETY: a non-null parent is a live interior node, now locked.
+            if unsafe { &*p }.nkeys.load(Ordering::Relaxed) != 0 {
+                break;
+            }
+            chain.push(p);
+            detach = p.cast();
+            // SAFETY: `p` is live and locked.
+            p = unsafe { super::insert::locked_parent(detach) };
         }
-        // SAFETY: a non-null parent is a live interior node, now locked.
+        // SAFETY: as above.
         let pi = unsafe { &*p };
         let nk = pi.nkeys.load(Ordering::Relaxed) as usize;
         let kp = (0..=nk)
-            .find(|&i| pi.children[i].load(Ordering::Relaxed) == nh)
+            .find(|&i| pi.children[i].load(Ordering::Relaxed) == detach)
             .expect("a child is among its parent's children");
         // A leftmost child's range is bounded by a separator in some ancestor `A` (the first
         // one where the path is not child 0): it equals `n.lowkey` and must become the new
         // leftmost lowkey under `p` (`p.keys[0]`), so `n`'s range routes to `prev`'s subtree.
         // Every node from `p` up to `A` is locked and marked *split*, so a reader anywhere on
         // that path restarts from the root instead of descending to a node whose lowkey is
-        // above its key. Gives up if `p` has no other child (interior nodes are not removed).
+        // above its key.
         let mut path: Vec<*mut Interior> = Vec::new();
-        if kp == 0 {
-            if nk == 0 {
-                pi.header.version.unlock();
-                return false;
-            }
-            let Some(a) = Self::lock_redirect_path(p, n.lowkey, &mut path) else {
-                for &q in path.iter().rev() {
-                    // SAFETY: nodes we locked are live.
-                    unsafe { &*q }.header.version.unlock();
-                }
-                pi.header.version.unlock();
-                return false;
-            };
-            let _ = a;
+        if kp == 0 && Self::lock_redirect_path(p, n.lowkey, &mut path).is_none() {
+            unlock_all(&path);
+            pi.header.version.unlock();
+            unlock_all(&chain);
+            return false;
         }
         // Dekker pair with stamping readers, as for inserts: every reader that stamped `n`
         // and validated it before this mark is seen by the load below; every later one sees
@@ -198,10 +211,7 @@ impl<V: IndexValue> Masstree<V> {
             ai.header.version.mark_split();
             let c = Self::redirect_index(ai, n.lowkey);
             ai.keys[c].store(new_low, Ordering::Relaxed);
-            for &q in path.iter().rev() {
-                // SAFETY: locked, live.
-                unsafe { &*q }.header.version.unlock();
-            }
+            unlock_all(&path);
         } else {
             // Drop separator `kp - 1` and child `kp`: `n`'s range routes to child `kp - 1`,
             // whose rightmost border node is `prev`.
@@ -216,6 +226,15 @@ impl<V: IndexValue> Masstree<V> {
             pi.nkeys.store(nk as u8 - 1, Ordering::Relaxed);
         }
         pi.header.version.unlock();
+        for &c in &chain {
+            // SAFETY: locked, live, now unreachable from the tree. Marked split as well, so
+            // a reader that reached it before the detach restarts from the root.
+            let ci = unsafe { &*c };
+            ci.header.version.mark_split();
+            ci.header.version.mark_deleted();
+            ci.header.version.unlock();
+            retire_interior(g, ci);
+        }
         n.header.version.unlock();
         prev.header.version.unlock();
         retire_border(g, n);
@@ -259,6 +278,26 @@ impl<V: IndexValue> Masstree<V> {
         (0..nk)
             .find(|&i| a.keys[i].load(Ordering::Relaxed) == low)
             .expect("the bounding separator is in the ancestor")
+    }
+}
+
+/// Unlocks locked interior nodes, last locked first.
+fn unlock_all(nodes: &[*mut Interior]) {
+    for &q in nodes.iter().rev() {
+        // SAFETY: the caller locked these live nodes.
+        unsafe { &*q }.header.version.unlock();
+    }
+}
+
+/// Frees a detached interior node once no pinned reader can hold it.
+fn retire_interior(g: &epoch::Guard, n: &Interior) {
+    let addr = n as *const Interior as usize;
+    // SAFETY: `n` is out of the tree (out of its parent, never a layer root slot's target:
+    // see `unlink_locked`); pinned readers still holding it are waited for by the epoch
+    // collector. It was allocated by `Interior::alloc` and is retired exactly once (only
+    // the thread that detached it, holding its lock, does).
+    unsafe {
+        g.defer_unchecked(move || drop(Box::from_raw(addr as *mut Interior)));
     }
 }
 
@@ -317,40 +356,79 @@ impl<V: IndexValue> Masstree<V> {
                     k.shift();
                     continue;
                 }
-                // SAFETY: layer roots are live while pinned.
-                if !is_leaf(unsafe { node(r) }.version.load()) {
+                // Lock the layer's tree top-down with `try_lock` (everyone else locks
+                // bottom-up, so waiting here could deadlock): a chain of interior nodes
+                // without separators (left by unlinks) down to a single empty border node.
+                let mut locked: Vec<*mut Header> = Vec::new();
+                let release = |locked: &[*mut Header]| {
+                    for &q in locked.iter().rev() {
+                        // SAFETY: we locked these live nodes.
+                        unsafe { node(q) }.version.unlock();
+                    }
+                };
+                let mut c = r;
+                let l = loop {
+                    // SAFETY: nodes reached from a locked parent are live while pinned.
+                    let h = unsafe { node(c) };
+                    if !h.version.try_lock() {
+                        release(&locked);
+                        u.header.version.unlock();
+                        return;
+                    }
+                    locked.push(c);
+                    let vc = h.version.load();
+                    let first = locked.len() == 1;
+                    if is_deleted(vc) || (first && !is_root(vc)) {
+                        break None;
+                    }
+                    if is_leaf(vc) {
+                        // SAFETY: `LEAF` says it is a border node.
+                        break Some(unsafe { as_border(c) });
+                    }
+                    // SAFETY: not `LEAF`: an interior node.
+                    let ci = unsafe { &*c.cast::<Interior>() };
+                    if ci.nkeys.load(Ordering::Relaxed) != 0 {
+                        break None;
+                    }
+                    c = ci.children[0].load(Ordering::Relaxed);
+                };
+                let Some(l) = l.filter(|l| {
+                    l.perm().count() == 0
+                        && l.next.load(Ordering::Relaxed).is_null()
+                        && l.prev.load(Ordering::Relaxed).is_null()
+                }) else {
+                    release(&locked);
                     u.header.version.unlock();
                     return;
-                }
-                // SAFETY: `LEAF` says it is a border node.
-                let l = unsafe { as_border(r) };
-                l.header.version.lock();
-                let vl = l.header.version.load();
-                if is_deleted(vl) || !is_root(vl) || l.perm().count() != 0 {
-                    l.header.version.unlock();
-                    u.header.version.unlock();
-                    return;
-                }
-                assert!(
-                    l.next.load(Ordering::Relaxed).is_null(),
-                    "a root has no siblings"
-                );
-                // Dekker pair with stamping readers of `l` (as in `unlink_locked`).
+                };
+                // Dekker pair with stamping readers of `l` (as in `unlink_locked`). Every
+                // node of the layer is marked deleted before any is unlocked: a reader that
+                // sees a deleted interior root descends to `l` and sees it deleted too.
                 l.header.version.mark_deleted();
                 let stamp = l.stamp.load(Ordering::SeqCst);
+                for &q in &locked[..locked.len() - 1] {
+                    // SAFETY: locked, live.
+                    let qv = &unsafe { node(q) }.version;
+                    qv.mark_split();
+                    qv.mark_deleted();
+                }
                 u.header.version.mark_insert();
                 u.stamp.fetch_max(stamp, Ordering::SeqCst);
                 let np = perm.remove(pos);
                 u.permutation.store(np.0, Ordering::Release);
-                l.header.version.unlock();
-                let u_root = is_root(u.header.version.load());
+                release(&locked);
                 u.header.version.unlock();
+                for &q in &locked[..locked.len() - 1] {
+                    // SAFETY: locked above, so live; not `LEAF`.
+                    retire_interior(g, unsafe { &*q.cast::<Interior>() });
+                }
                 retire_border(g, l);
                 if np.count() == 0 {
-                    if u_root && depth > 1 {
-                        return self.remove_empty_layer(key, depth - 1, g);
-                    } else if u.lowkey != 0 {
+                    if u.lowkey != 0 {
                         Self::unlink_empty(u, g);
+                    }
+                    if depth > 1 {
+                        self.remove_empty_layer(key, depth - 1, g);
                     }
                 }
                 return;

@@ -16,7 +16,7 @@ use crossbeam_epoch as epoch;
 use super::key::{slice_of, LAYER, UNSTABLE};
 use super::node::{Border, Entry, Header, WIDTH};
 use super::sync::Ordering;
-use super::version::{is_deleted, is_root};
+use super::version::is_deleted;
 use super::{IndexValue, Masstree};
 use crate::Direction;
 
@@ -80,6 +80,13 @@ fn bound_slice(q: &[u8], b: Bound<&[u8]>) -> Option<u64> {
         }
         _ => None,
     }
+}
+
+/// Whether border node `n`, found at version `v` by descending a layer, shows that the whole
+/// layer was removed: only a removed layer's leftmost node (lowkey 0) is ever deleted; an
+/// unlinked node always has a previous sibling, hence lowkey > 0.
+fn layer_removed(n: &Border, v: u64) -> bool {
+    is_deleted(v) && n.lowkey == 0
 }
 
 /// `BTreeMap::range`-style empty ranges (inverted, or excluded-equal).
@@ -251,7 +258,7 @@ impl<F: FnMut(&[u8], u64) -> bool> Scan<'_, '_, F> {
             let Some((m, count, next)) = self.snapshot(n, slice, slice..=u64::MAX, &mut es) else {
                 // A deleted node: re-descend; the node found may hold keys below `slice`.
                 let (m, v) = Masstree::<u64>::find_border(root, slice, self.g);
-                if is_deleted(v) && is_root(v) {
+                if layer_removed(m, v) {
                     return Flow::Continue; // the whole layer was removed (it was empty)
                 }
                 n = m;
@@ -279,7 +286,7 @@ impl<F: FnMut(&[u8], u64) -> bool> Scan<'_, '_, F> {
         let mut es = [Entry::EMPTY; WIDTH];
         loop {
             let (n, v) = Masstree::<u64>::find_border(root, target, self.g);
-            if is_deleted(v) && is_root(v) {
+            if layer_removed(n, v) {
                 return Flow::Continue; // the whole layer was removed (it was empty)
             }
             let Some((m, count, _)) = self.snapshot(n, target, 0..=target, &mut es) else {

@@ -134,6 +134,17 @@ impl NodeVersion {
         }
     }
 
+    /// Takes the lock if it is free, without waiting: for the few places that lock top-down
+    /// (against the bottom-up order everywhere else) and so must not wait.
+    pub(crate) fn try_lock(&self) -> bool {
+        let v = self.0.load(Ordering::Relaxed);
+        v & LOCKED == 0
+            && self
+                .0
+                .compare_exchange(v, v | LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
     /// Sets a dirty bit (the lock must be held). The `SeqCst` store is the writer half of the
     /// gap-stamp Dekker pair (a `SeqCst` stamp load follows); the release fence keeps the
     /// relaxed field writes that follow after it, so a reader that sees any of them then
