@@ -14,6 +14,10 @@
 //! Stamps are conservative: an index may return a larger stamp than strictly needed
 //! (that only costs the engine a spurious abort), never a smaller one.
 //!
+//! [`Masstree::range`] gives a [`Cursor`] over a range in either direction, and
+//! [`MasstreeMap`] holds values of any `V: Send + Sync` (boxed, dropped through the epoch
+//! collector) for users that need more than a word.
+//!
 //! Two implementations: [`Masstree`] (thesis §3.1: a trie of B+trees with lock-free reads;
 //! one gap stamp per border node) and [`LockedBTree`] (a `BTreeMap` behind a `RwLock`, the
 //! original placeholder, kept as a reference and benchmark comparison).
@@ -22,7 +26,7 @@ mod locked_btree;
 mod masstree;
 
 pub use locked_btree::LockedBTree;
-pub use masstree::{IndexValue, Masstree};
+pub use masstree::{Cursor, IndexValue, Masstree, MasstreeMap};
 
 /// Which way a scan walks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
