@@ -40,8 +40,10 @@
 //! * The thesis's sequential-insert split optimization is implemented; suffixes are always
 //!   out of line (no inline suffix storage).
 
+mod cursor;
 mod insert;
 mod key;
+mod map;
 mod node;
 mod remove;
 mod scan;
@@ -60,6 +62,9 @@ mod shuttle_tests;
 use core::marker::PhantomData;
 
 use crossbeam_epoch as epoch;
+
+pub use self::cursor::Cursor;
+pub use self::map::MasstreeMap;
 
 use self::key::{Key, KSUF, LAYER, UNSTABLE};
 use self::node::{Border, Header, Interior, Suffix};
