@@ -21,6 +21,7 @@
 //! value store), [`runner`] (threads, phases, progress), [`report`] (summary and JSON),
 //! [`rss`] (memory and machine facts).
 
+pub mod core_workloads;
 pub mod dist;
 pub mod raw;
 pub mod report;

@@ -252,6 +252,17 @@ impl Workload for RawWorker<'_> {
             };
             match kind {
                 OpKind::Read => self.sink ^= std::hint::black_box(db.store.read_first_word(slot)),
+                OpKind::Insert | OpKind::Scan => {
+                    // `YcsbConfig::validate` keeps core workloads off the raw index.
+                    return Err(BenchError::Other(
+                        "the raw index runs reads and writes only".into(),
+                    ));
+                }
+                OpKind::ReadModifyWrite => {
+                    self.sink ^= std::hint::black_box(db.store.read_first_word(slot));
+                    let value = self.ops.fresh_value();
+                    db.store.write(slot, value);
+                }
                 OpKind::Write => {
                     let value = self.ops.fresh_value();
                     db.store.write(slot, value);

@@ -100,6 +100,8 @@ pub struct Report {
     pub read_ratio: u32,
     /// Keys per range read; 0 means point operations.
     pub scan_length: u64,
+    /// The YCSB core workload ("a".."f"), or "custom" (`read_ratio`/`scan_length` apply).
+    pub workload: String,
     /// Key distribution.
     pub dist: Dist,
     /// Zipfian theta (meaningful with `dist` = "zipf").
@@ -185,6 +187,7 @@ impl Report {
             ops_per_txn: cfg.ops_per_txn,
             read_ratio: cfg.read_ratio,
             scan_length: cfg.scan_length,
+            workload: cfg.workload.map_or("custom".into(), |w| w.to_string()),
             dist: cfg.dist,
             theta: cfg.theta,
             duration_s: window,
@@ -222,7 +225,18 @@ impl Report {
     /// A human-readable summary table (several lines, newline-terminated).
     pub fn summary(&self) -> String {
         let mut s = String::new();
-        let workload = if self.scan_length > 0 {
+        let core = self
+            .workload
+            .parse::<crate::core_workloads::CoreWorkload>()
+            .ok();
+        let workload = if let Some(w) = core {
+            format!(
+                "{}, {} op{}/txn",
+                w.describe(),
+                self.ops_per_txn,
+                if self.ops_per_txn == 1 { "" } else { "s" }
+            )
+        } else if self.scan_length > 0 {
             format!("range reads of {} keys", self.scan_length)
         } else {
             format!(

@@ -5,11 +5,14 @@
 //! order and a range read of L keys from key s is the byte range [s, s + L).
 
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use verso_engine::{Db, IndexKind, Options, Table, TimestampSource, Txn, VALUE_SIZE_MAX_DEFAULT};
 
-use crate::dist::{check_theta, Dist, KeyChooser};
+use crate::core_workloads::{CoreWorkload, Mix, SCAN_LENGTH_MAX};
+use crate::dist::{check_theta, Dist, KeyChooser, Zipfian};
 use crate::raw::{RawDb, RawLongReader, RawWorker};
 use crate::report::{EngineCounters, Report};
 use crate::rng::Rng;
@@ -59,6 +62,8 @@ pub struct YcsbConfig {
     pub read_ratio: u32,
     /// When > 0, each transaction is one range read of this many keys instead of point ops.
     pub scan_length: u64,
+    /// One of YCSB's core workloads A-F instead of `read_ratio`/`scan_length`.
+    pub workload: Option<CoreWorkload>,
     /// Key distribution.
     pub dist: Dist,
     /// Zipfian parameter (used with `Dist::Zipf`).
@@ -91,6 +96,7 @@ impl Default for YcsbConfig {
             ops_per_txn: 1,
             read_ratio: 100,
             scan_length: 0,
+            workload: None,
             dist: Dist::Uniform,
             theta: 0.99,
             threads: 1,
@@ -131,7 +137,17 @@ impl YcsbConfig {
                 self.read_ratio
             ));
         }
-        if self.dist == Dist::Zipf {
+        if self.workload.is_some() {
+            if self.raw_index {
+                return bad("--workload runs on the engine only (the raw index cannot insert or scan here); drop --raw-index".into());
+            }
+            if self.scan_length > 0 {
+                return bad(
+                    "--scan-length and --workload both choose the operations: pick one".into(),
+                );
+            }
+        }
+        if self.dist == Dist::Zipf || self.workload.is_some_and(CoreWorkload::reads_latest) {
             check_theta(self.theta).map_err(|e| BenchError::Config(format!("--theta: {e}")))?;
         }
         if self.threads == 0 {
@@ -233,15 +249,18 @@ fn run_engine(cfg: &YcsbConfig, chooser: KeyChooser) -> Result<Report, BenchErro
 
     let mut before = None;
     let mut after = None;
+    let next_key = Arc::new(AtomicU64::new(cfg.keys));
+    let latest = match cfg.workload {
+        Some(w) if w.reads_latest() => {
+            Some(Zipfian::new(cfg.keys, cfg.theta).map_err(BenchError::Config)?)
+        }
+        _ => None,
+    };
     let measured = runner::measure(
         cfg,
         &|i| {
-            EngineWorker::new(
-                &db,
-                table,
-                PointOps::new(cfg, chooser, i as u64),
-                cfg.scan_length,
-            )
+            let ops = PointOps::with_key_counter(cfg, chooser, i as u64, next_key.clone(), latest);
+            EngineWorker::new(&db, table, ops, cfg.scan_length)
         },
         &|i| EngineLongReader {
             db: &db,
@@ -366,11 +385,40 @@ impl Spin {
     }
 }
 
-/// Read or blind write.
+/// What one operation does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum OpKind {
+    /// Point read.
     Read,
+    /// Blind write of a fresh value.
     Write,
+    /// Write of a key no one has written yet.
+    Insert,
+    /// Forward range read of `len` keys from the key.
+    Scan,
+    /// Read, then write the same key.
+    ReadModifyWrite,
+}
+
+/// One drawn operation.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Op {
+    pub(crate) kind: OpKind,
+    pub(crate) key: u64,
+    /// Keys to scan (`Scan` only).
+    pub(crate) len: u64,
+}
+
+/// How a thread draws operations: the simple read/write profile, or a core workload.
+enum OpSource {
+    /// `read_ratio`% reads, the rest blind writes, keys from the chooser.
+    Profile { read_ratio: u32 },
+    /// A YCSB core workload's mix.
+    Core {
+        mix: Mix,
+        /// D's "latest": zipfian ranks counted back from the newest key.
+        latest: Option<Zipfian>,
+    },
 }
 
 /// One thread's operation generator: its RNG, key chooser, and the reusable buffers a
@@ -379,20 +427,49 @@ pub(crate) struct PointOps {
     pub(crate) chooser: KeyChooser,
     pub(crate) rng: Rng,
     ops_per_txn: u32,
-    read_ratio: u32,
-    /// The current transaction's ops: kind and pre-encoded key.
-    ops: Vec<(OpKind, [u8; 8])>,
+    source: OpSource,
+    /// The next key an insert takes, shared by all threads (starts at `keys`).
+    next_key: Arc<AtomicU64>,
+    /// The current transaction's ops.
+    ops: Vec<Op>,
     value: Vec<u8>,
     writes: u64,
 }
 
 impl PointOps {
     pub(crate) fn new(cfg: &YcsbConfig, chooser: KeyChooser, stream: u64) -> Self {
+        Self::with_key_counter(
+            cfg,
+            chooser,
+            stream,
+            Arc::new(AtomicU64::new(cfg.keys)),
+            None,
+        )
+    }
+
+    /// As `new`, with the shared insert-key counter and (for D) the latest-key generator.
+    pub(crate) fn with_key_counter(
+        cfg: &YcsbConfig,
+        chooser: KeyChooser,
+        stream: u64,
+        next_key: Arc<AtomicU64>,
+        latest: Option<Zipfian>,
+    ) -> Self {
+        let source = match cfg.workload {
+            None => OpSource::Profile {
+                read_ratio: cfg.read_ratio,
+            },
+            Some(w) => OpSource::Core {
+                mix: w.mix(),
+                latest,
+            },
+        };
         PointOps {
             chooser,
             rng: Rng::for_stream(cfg.seed, stream),
             ops_per_txn: cfg.ops_per_txn,
-            read_ratio: cfg.read_ratio,
+            source,
+            next_key,
             ops: Vec::with_capacity(cfg.ops_per_txn as usize),
             value: vec![0xa5; cfg.value_size],
             writes: stream << 48,
@@ -404,14 +481,69 @@ impl PointOps {
     pub(crate) fn fill(&mut self) {
         self.ops.clear();
         for _ in 0..self.ops_per_txn {
-            let key = self.chooser.next(&mut self.rng).to_be_bytes();
-            let kind = if self.rng.below(100) < u64::from(self.read_ratio) {
-                OpKind::Read
-            } else {
-                OpKind::Write
-            };
-            self.ops.push((kind, key));
+            let op = self.draw();
+            self.ops.push(op);
         }
+    }
+
+    #[inline]
+    fn draw(&mut self) -> Op {
+        let roll = self.rng.below(100) as u32;
+        let kind = match &self.source {
+            OpSource::Profile { read_ratio } => {
+                if roll < *read_ratio {
+                    OpKind::Read
+                } else {
+                    OpKind::Write
+                }
+            }
+            OpSource::Core { mix, .. } => {
+                let mut edge = mix.read;
+                if roll < edge {
+                    OpKind::Read
+                } else if roll < {
+                    edge += mix.update;
+                    edge
+                } {
+                    OpKind::Write
+                } else if roll < {
+                    edge += mix.insert;
+                    edge
+                } {
+                    OpKind::Insert
+                } else if roll < {
+                    edge += mix.scan;
+                    edge
+                } {
+                    OpKind::Scan
+                } else {
+                    OpKind::ReadModifyWrite
+                }
+            }
+        };
+        let key = match kind {
+            // A new key for every insert, even when the transaction later retries: the
+            // retry re-runs the same ops, so the key stays this transaction's.
+            OpKind::Insert => self.next_key.fetch_add(1, Ordering::Relaxed),
+            _ => match &self.source {
+                OpSource::Core {
+                    latest: Some(z), ..
+                } => {
+                    // Newest first: rank r is the r-th most recently taken key (YCSB's
+                    // SkewedLatestGenerator). Keys taken but not yet committed read as
+                    // absent, as in YCSB.
+                    let newest = self.next_key.load(Ordering::Relaxed) - 1;
+                    newest - z.next(&mut self.rng).min(newest)
+                }
+                _ => self.chooser.next(&mut self.rng),
+            },
+        };
+        let len = if kind == OpKind::Scan {
+            1 + self.rng.below(SCAN_LENGTH_MAX)
+        } else {
+            0
+        };
+        Op { kind, key, len }
     }
 
     #[inline]
@@ -419,8 +551,16 @@ impl PointOps {
         self.ops.len()
     }
 
+    /// The kind and encoded key of op `i`.
     #[inline]
     pub(crate) fn get(&self, i: usize) -> (OpKind, [u8; 8]) {
+        let op = self.ops[i];
+        (op.kind, op.key.to_be_bytes())
+    }
+
+    /// Op `i` in full.
+    #[inline]
+    pub(crate) fn op(&self, i: usize) -> Op {
         self.ops[i]
     }
 
@@ -459,13 +599,32 @@ impl<'db> EngineWorker<'db> {
     fn point_attempt(&mut self) -> Result<(), verso_engine::Error> {
         let mut txn = self.db.begin()?;
         for i in 0..self.ops.len() {
-            let (kind, key) = self.ops.get(i);
-            match kind {
+            let op = self.ops.op(i);
+            let key = op.key.to_be_bytes();
+            match op.kind {
                 OpKind::Read => {
                     let v = txn.get(&self.table, key)?;
                     self.sink ^= std::hint::black_box(v.map_or(0, first_word));
                 }
-                OpKind::Write => txn.put(&self.table, key, self.ops.fresh_value())?,
+                OpKind::Write | OpKind::Insert => {
+                    txn.put(&self.table, key, self.ops.fresh_value())?
+                }
+                OpKind::ReadModifyWrite => {
+                    let old = txn.get(&self.table, key)?.map_or(0, first_word);
+                    self.sink ^= std::hint::black_box(old);
+                    txn.put(&self.table, key, self.ops.fresh_value())?;
+                }
+                OpKind::Scan => {
+                    let hi = op.key.saturating_add(op.len).to_be_bytes();
+                    let mut acc = 0u64;
+                    for (_, v) in txn.range(
+                        &self.table,
+                        (Bound::Included(&key[..]), Bound::Excluded(&hi[..])),
+                    )? {
+                        acc ^= first_word(v);
+                    }
+                    self.sink ^= std::hint::black_box(acc);
+                }
             }
         }
         txn.commit().map(drop)
@@ -556,5 +715,90 @@ impl LongReader for EngineLongReader<'_> {
             txn.commit()?;
         }
         Ok(finished)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draws(w: CoreWorkload, n: usize) -> (Vec<Op>, Arc<AtomicU64>) {
+        let cfg = YcsbConfig {
+            keys: 10_000,
+            workload: Some(w),
+            dist: Dist::Zipf,
+            ..YcsbConfig::default()
+        };
+        let chooser = KeyChooser::new(cfg.dist, cfg.keys, cfg.theta).unwrap();
+        let next = Arc::new(AtomicU64::new(cfg.keys));
+        let latest = w
+            .reads_latest()
+            .then(|| Zipfian::new(cfg.keys, cfg.theta).unwrap());
+        let mut ops = PointOps::with_key_counter(&cfg, chooser, 1, next.clone(), latest);
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            ops.fill();
+            out.push(ops.op(0));
+        }
+        (out, next)
+    }
+
+    #[test]
+    fn core_mixes_are_drawn_in_proportion() {
+        const N: usize = 200_000;
+        for w in CoreWorkload::ALL {
+            let (ops, _) = draws(w, N);
+            let share =
+                |k: OpKind| 100.0 * ops.iter().filter(|o| o.kind == k).count() as f64 / N as f64;
+            let m = w.mix();
+            for (kind, want) in [
+                (OpKind::Read, m.read),
+                (OpKind::Write, m.update),
+                (OpKind::Insert, m.insert),
+                (OpKind::Scan, m.scan),
+                (OpKind::ReadModifyWrite, m.read_modify_write),
+            ] {
+                let got = share(kind);
+                assert!(
+                    (got - f64::from(want)).abs() < 0.5,
+                    "{w}: {kind:?} {got:.2}% for {want}%"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn inserts_take_fresh_keys_and_latest_reads_favour_them() {
+        let (ops, next) = draws(CoreWorkload::D, 100_000);
+        let inserted: Vec<u64> = ops
+            .iter()
+            .filter(|o| o.kind == OpKind::Insert)
+            .map(|o| o.key)
+            .collect();
+        assert!(
+            inserted.windows(2).all(|p| p[0] < p[1]),
+            "insert keys repeat"
+        );
+        assert_eq!(inserted.first(), Some(&10_000));
+        assert_eq!(next.load(Ordering::Relaxed), 10_000 + inserted.len() as u64);
+        // Reads chase the newest keys: rank = how far below the newest key at the time.
+        // Zipfian(0.99) over 10 000 ranks puts ~76% within rank 1000; uniform would be 10%.
+        let mut newest = 9_999u64;
+        let (mut reads, mut near) = (0, 0);
+        for o in &ops {
+            match o.kind {
+                OpKind::Insert => newest = o.key,
+                _ => {
+                    reads += 1;
+                    near += usize::from(newest - o.key < 1000);
+                }
+            }
+        }
+        assert!(near * 10 > reads * 7, "{near} of {reads} reads were recent");
+        let (scans, _) = draws(CoreWorkload::E, 50_000);
+        assert!(scans
+            .iter()
+            .filter(|o| o.kind == OpKind::Scan)
+            .all(|o| (1..=SCAN_LENGTH_MAX).contains(&o.len)));
     }
 }

@@ -1,6 +1,7 @@
 //! Short end-to-end runs of `ycsb::run`: every mode commits, reports sane numbers, and its
 //! JSON carries the fields scripts rely on.
 
+use verso_bench::core_workloads::CoreWorkload;
 use verso_bench::ycsb::{self, YcsbConfig};
 use verso_bench::{BenchError, Dist, Progress};
 use verso_engine::TimestampSource;
@@ -181,6 +182,14 @@ fn bad_configurations_are_config_errors() {
             c.theta = 0.0;
         }),
         short(|c| c.keys = u64::MAX),
+        short(|c| {
+            c.workload = Some(CoreWorkload::A);
+            c.raw_index = true;
+        }),
+        short(|c| {
+            c.workload = Some(CoreWorkload::E);
+            c.scan_length = 10;
+        }),
     ];
     for cfg in bad {
         match ycsb::run(&cfg) {
@@ -193,4 +202,22 @@ fn bad_configurations_are_config_errors() {
     // Theta is only checked where it is used.
     let uniform = short(|c| c.theta = 1.0);
     assert!(uniform.validate().is_ok());
+}
+
+#[test]
+fn every_core_workload_runs() {
+    for w in CoreWorkload::ALL {
+        let json = run_and_check(&short(|c| {
+            c.workload = Some(w);
+            c.dist = Dist::Zipf;
+        }));
+        assert_eq!(json["workload"], w.to_string());
+        let engine = &json["engine"];
+        let writes = engine["versions_installed"].as_u64().unwrap();
+        // C and E(ish) read; the others write during the window.
+        match w {
+            CoreWorkload::C => assert_eq!(writes, 0, "C wrote"),
+            _ => assert!(writes > 0, "{w} wrote nothing"),
+        }
+    }
 }

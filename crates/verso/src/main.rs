@@ -9,6 +9,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use verso_bench::core_workloads::CoreWorkload;
 use verso_bench::ycsb::{self, YcsbConfig};
 use verso_bench::{BenchError, Dist, Progress};
 use verso_engine::{IndexKind, TimestampSource};
@@ -57,19 +58,26 @@ struct YcsbArgs {
     #[arg(long, default_value_t = 1, value_name = "K")]
     ops_per_txn: u32,
 
+    /// YCSB core workload a-f (a: 50% read/50% update; b: 95/5; c: read only; d: 95% read
+    /// latest, 5% insert; e: 95% scans of 1-100 keys, 5% insert; f: 50% read, 50%
+    /// read-modify-write), zipfian by default. Replaces --read-ratio and --scan-length.
+    #[arg(long, value_name = "W", value_parser = ["a", "b", "c", "d", "e", "f"])]
+    workload: Option<String>,
+
     /// Percentage of point operations that are reads (0-100); the rest are blind writes of
-    /// a fresh value.
-    #[arg(long, default_value_t = 100, value_name = "P")]
-    read_ratio: u32,
+    /// a fresh value. Default 100.
+    #[arg(long, value_name = "P")]
+    read_ratio: Option<u32>,
 
     /// If > 0, each transaction is one range read of L keys starting at a key drawn from
     /// --dist, instead of point operations (--ops-per-txn and --read-ratio are ignored).
     #[arg(long, value_name = "L")]
     scan_length: Option<u64>,
 
-    /// Key distribution: uniform, or zipf (YCSB's scrambled zipfian).
-    #[arg(long, default_value = "uniform", value_name = "DIST", value_parser = ["uniform", "zipf"])]
-    dist: String,
+    /// Key distribution: uniform, or zipf (YCSB's scrambled zipfian). Default: zipf with
+    /// --workload, uniform otherwise.
+    #[arg(long, value_name = "DIST", value_parser = ["uniform", "zipf"])]
+    dist: Option<String>,
 
     /// Zipfian parameter; must be in (0, 1) or (1, inf).
     #[arg(
@@ -132,7 +140,20 @@ struct YcsbArgs {
 
 impl YcsbArgs {
     fn to_config(&self) -> Result<YcsbConfig, BenchError> {
-        let dist: Dist = self.dist.parse().map_err(BenchError::Config)?;
+        let workload: Option<CoreWorkload> = match &self.workload {
+            Some(w) => Some(w.parse().map_err(BenchError::Config)?),
+            None => None,
+        };
+        if workload.is_some() && self.read_ratio.is_some() {
+            return Err(BenchError::Config(
+                "--read-ratio and --workload both choose the operations: pick one".into(),
+            ));
+        }
+        let dist: Dist = match &self.dist {
+            Some(d) => d.parse().map_err(BenchError::Config)?,
+            None if workload.is_some() => Dist::Zipf,
+            None => Dist::Uniform,
+        };
         let timestamps: TimestampSource = self.timestamps.parse().map_err(BenchError::Config)?;
         let index: IndexKind = self.index.parse().map_err(BenchError::Config)?;
         let defaults = YcsbConfig::default();
@@ -140,8 +161,9 @@ impl YcsbArgs {
             keys: self.keys,
             value_size: self.value_size,
             ops_per_txn: self.ops_per_txn,
-            read_ratio: self.read_ratio,
+            read_ratio: self.read_ratio.unwrap_or(100),
             scan_length: self.scan_length.unwrap_or(0),
+            workload,
             dist,
             theta: self.theta,
             threads: self.threads,
