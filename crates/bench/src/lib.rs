@@ -28,6 +28,7 @@ pub mod report;
 pub mod rng;
 pub mod rss;
 pub mod runner;
+pub mod tpcc;
 pub mod ycsb;
 
 pub use dist::Dist;

@@ -91,12 +91,41 @@ pub(crate) trait Workload {
     /// Runs one transaction to commit: `Some(aborted attempts)`, or `None` if the run
     /// stopped while it was still retrying (it is then not counted).
     fn txn(&mut self, ctl: &Control) -> Result<Option<u64>, BenchError>;
+
+    /// Called when this worker sees the measured window open, for workloads that keep
+    /// their own counters (they restart them here).
+    fn window_opened(&mut self) {}
+
+    /// Called once when this worker's loop ends without an error.
+    fn finished(&mut self) {}
+}
+
+/// What [`measure_shape`] needs to know about a run, whatever the benchmark.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RunShape {
+    pub(crate) threads: usize,
+    pub(crate) long_readers: usize,
+    pub(crate) warmup_s: f64,
+    pub(crate) duration_s: f64,
+    pub(crate) progress: Progress,
+}
+
+impl From<&YcsbConfig> for RunShape {
+    fn from(cfg: &YcsbConfig) -> Self {
+        RunShape {
+            threads: cfg.threads,
+            long_readers: cfg.long_readers,
+            warmup_s: cfg.warmup_s,
+            duration_s: cfg.duration_s,
+            progress: cfg.progress,
+        }
+    }
 }
 
 /// One long reader's transaction.
 pub(crate) trait LongReader {
     /// Runs one long read-only transaction: `true` if it finished, `false` if the run
-    /// stopped it midway.
+    /// stopped it midway (or, for a reader on a timer, if it only waited for its turn).
     fn read(&mut self, ctl: &Control) -> Result<bool, BenchError>;
 }
 
@@ -159,6 +188,7 @@ fn worker_loop<W: Workload>(
                     base_commits = commits;
                     base_aborts = aborts;
                     latency.reset();
+                    w.window_opened();
                 }
                 _ => {}
             }
@@ -176,6 +206,7 @@ fn worker_loop<W: Workload>(
         }
         i += 1;
     }
+    w.finished();
     if !measuring {
         // Stopped (by a failure elsewhere) before the window opened.
         return Ok(WorkerOut {
@@ -236,6 +267,16 @@ fn guarded<T>(
 /// `on_phase(false)` right after it closes (for engine counter snapshots).
 pub(crate) fn measure<W: Workload, L: LongReader>(
     cfg: &YcsbConfig,
+    make_worker: &(dyn Fn(usize) -> W + Sync),
+    make_reader: &(dyn Fn(usize) -> L + Sync),
+    on_phase: &mut dyn FnMut(bool),
+) -> Result<Measured, BenchError> {
+    measure_shape(&RunShape::from(cfg), make_worker, make_reader, on_phase)
+}
+
+/// [`measure`] for any benchmark: the run's shape instead of a YCSB configuration.
+pub(crate) fn measure_shape<W: Workload, L: LongReader>(
+    cfg: &RunShape,
     make_worker: &(dyn Fn(usize) -> W + Sync),
     make_reader: &(dyn Fn(usize) -> L + Sync),
     on_phase: &mut dyn FnMut(bool),
@@ -413,6 +454,18 @@ pub(crate) fn load(
     progress: Progress,
     load_batch: &(dyn Fn(u64, u64) -> Result<(), BenchError> + Sync),
 ) -> Result<Duration, BenchError> {
+    load_units(keys, threads, batch, progress, "records", load_batch)
+}
+
+/// [`load`] of `keys` units of work that are not records: progress counts them as `noun`.
+pub(crate) fn load_units(
+    keys: u64,
+    threads: usize,
+    batch: u64,
+    progress: Progress,
+    noun: &str,
+    load_batch: &(dyn Fn(u64, u64) -> Result<(), BenchError> + Sync),
+) -> Result<Duration, BenchError> {
     let loaded = AtomicU64::new(0);
     let failed = AtomicBool::new(false);
     let start = Instant::now();
@@ -450,12 +503,12 @@ pub(crate) fn load(
                 }
             }
         }
-        let mut display = Display::new(progress, keys, "load");
+        let mut display = Display::new(progress, keys, noun);
         let mut next = start;
         while !handles.iter().all(|h| h.is_finished()) {
             let now = Instant::now();
             if now >= next {
-                display.loaded(now - start, loaded.load(Ordering::Relaxed), keys);
+                display.loaded(now - start, loaded.load(Ordering::Relaxed), keys, noun);
                 next = now + display.interval();
             }
             // Short naps: the load is meant to take about a second, and this thread's
@@ -472,7 +525,7 @@ pub(crate) fn load(
     if let Ok(took) = result {
         if progress != Progress::Quiet {
             eprintln!(
-                "loaded {keys} records in {:.2} s ({:.2} M records/s)",
+                "loaded {keys} {noun} in {:.2} s ({:.2} M {noun}/s)",
                 took.as_secs_f64(),
                 keys as f64 / took.as_secs_f64().max(1e-9) / 1e6
             );
@@ -489,22 +542,24 @@ enum Display {
 }
 
 impl Display {
+    /// A display for the run (`what` = "txn") or for a load counting `what` (a noun).
     fn new(progress: Progress, len: u64, what: &str) -> Self {
         let tty = std::io::stderr().is_terminal();
+        let load = what != "txn";
         match progress {
             Progress::Quiet => Display::Quiet,
             Progress::Auto if tty => {
                 let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
                 // Kept under 80 columns: a wrapped bar redraws as a scrolling mess.
-                let template = if what == "load" {
-                    "{prefix:>6} [{bar:30}] {pos}/{len} records"
+                let template = if load {
+                    format!("{{prefix:>6}} [{{bar:30}}] {{pos}}/{{len}} {what}")
                 } else {
-                    "{prefix:>6} [{bar:24}] {msg}"
+                    "{prefix:>6} [{bar:24}] {msg}".to_string()
                 };
-                if let Ok(style) = ProgressStyle::with_template(template) {
+                if let Ok(style) = ProgressStyle::with_template(&template) {
                     bar.set_style(style.progress_chars("=> "));
                 }
-                bar.set_prefix(if what == "load" { "load" } else { "start" });
+                bar.set_prefix(if load { "load" } else { "start" });
                 Display::Bar(bar)
             }
             Progress::Auto | Progress::Lines => Display::Lines,
@@ -542,13 +597,13 @@ impl Display {
         }
     }
 
-    fn loaded(&mut self, elapsed: Duration, loaded: u64, keys: u64) {
+    fn loaded(&mut self, elapsed: Duration, loaded: u64, keys: u64, noun: &str) {
         match self {
             Display::Bar(bar) => bar.set_position(loaded),
             // The first call comes at time zero; a line then says nothing.
             Display::Lines if elapsed >= Duration::from_millis(500) => {
                 eprintln!(
-                    "t={}s  loaded {loaded}/{keys} records",
+                    "t={}s  loaded {loaded}/{keys} {noun}",
                     elapsed.as_secs_f64().round()
                 )
             }
