@@ -4,7 +4,8 @@
 //! blind writes, or range reads) over N preloaded keys, driven by worker threads in a tight
 //! loop so that the engine, not the harness, is what gets measured at millions of
 //! transactions per second. `--raw-index` runs the same key stream as plain index lookups,
-//! the ceiling to compare against.
+//! the ceiling to compare against. [`index_bench`] is the index micro-benchmark: Verso's
+//! Masstree against other concurrent ordered maps (`verso bench index`).
 //!
 //! ```no_run
 //! use verso_bench::ycsb::{self, YcsbConfig};
@@ -23,6 +24,7 @@
 
 pub mod core_workloads;
 pub mod dist;
+pub mod index_bench;
 pub mod raw;
 pub mod report;
 pub mod rng;
