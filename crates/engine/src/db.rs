@@ -10,7 +10,7 @@ use crossbeam_utils::CachePadded;
 use crate::gc::GcQueue;
 use crate::index::{OrderedIndex, TableIndex};
 use crate::timestamp::Timestamps;
-use crate::{Error, Options, Txn};
+use crate::{Concurrency, Error, Isolation, Options, Txn};
 
 /// Most tables one `Db` holds.
 pub const TABLES_MAX: usize = 1024;
@@ -39,6 +39,8 @@ pub(crate) struct SiteStats {
     pub(crate) aborts: StdAtomicU64,
     pub(crate) conflicts_read_by_younger: StdAtomicU64,
     pub(crate) conflicts_written_by_younger: StdAtomicU64,
+    pub(crate) conflicts_write_write: StdAtomicU64,
+    pub(crate) conflicts_read_changed: StdAtomicU64,
     pub(crate) versions_installed: StdAtomicU64,
     pub(crate) gc_runs: StdAtomicU64,
     pub(crate) gc_records_pruned: StdAtomicU64,
@@ -59,6 +61,11 @@ pub struct Stats {
     pub conflicts_read_by_younger: u64,
     /// Commits refused because a younger transaction had written a written key.
     pub conflicts_written_by_younger: u64,
+    /// Commits refused because another transaction held or had committed a newer write of a
+    /// key they write (snapshot isolation and precision locking: first committer wins).
+    pub conflicts_write_write: u64,
+    /// Commits refused by precision locking's validation: a read predicate was written.
+    pub conflicts_read_changed: u64,
     /// Versions installed by commits.
     pub versions_installed: u64,
     /// Garbage collections run.
@@ -82,6 +89,8 @@ pub struct Db {
     table_ids: Mutex<HashMap<Box<str>, u32>>,
     pub(crate) gc: Box<[CachePadded<Mutex<GcQueue>>]>,
     pub(crate) stats: Box<[CachePadded<SiteStats>]>,
+    /// Precision locking's recently-committed list (unused under MVTO).
+    pub(crate) commit_log: crate::validation::CommitLog,
     next_site: StdAtomicU64,
 }
 
@@ -110,6 +119,7 @@ impl Db {
             stats: (0..sites)
                 .map(|_| CachePadded::new(SiteStats::default()))
                 .collect(),
+            commit_log: crate::validation::CommitLog::default(),
             next_site: StdAtomicU64::new(0),
         })
     }
@@ -178,20 +188,39 @@ impl Db {
             .expect("write set names a table that exists")
     }
 
-    /// Begins a read-write transaction.
+    /// Begins a read-write, serializable transaction.
     pub fn begin(&self) -> Result<Txn<'_>, Error> {
-        self.begin_with(false)
+        self.begin_inner(false, Isolation::Serializable)
     }
 
     /// Begins a read-only transaction: it never fails to commit, and writes return
     /// [`Error::ReadOnly`].
     pub fn begin_read_only(&self) -> Result<Txn<'_>, Error> {
-        self.begin_with(true)
+        self.begin_inner(true, Isolation::Serializable)
     }
 
-    fn begin_with(&self, read_only: bool) -> Result<Txn<'_>, Error> {
+    /// Begins a read-write transaction at `isolation` ([`Isolation::Snapshot`] trades
+    /// serializability for never aborting on what it read).
+    /// Snapshot isolation needs [`Concurrency::PrecisionLocking`]: MVTO orders versions by
+    /// begin timestamp and cannot tell which were committed after a transaction began.
+    pub fn begin_with(&self, isolation: Isolation) -> Result<Txn<'_>, Error> {
+        if isolation == Isolation::Snapshot && self.options.concurrency == Concurrency::Mvto {
+            return Err(Error::Unsupported {
+                what:
+                    "snapshot isolation under MVTO (open the Db with Concurrency::PrecisionLocking)",
+            });
+        }
+        self.begin_inner(false, isolation)
+    }
+
+    fn begin_inner(&self, read_only: bool, isolation: Isolation) -> Result<Txn<'_>, Error> {
         let (ts, slot) = self.timestamps.begin(self.site_hint())?;
-        Ok(Txn::new(self, ts, slot, read_only))
+        Ok(Txn::new(self, ts, slot, read_only, isolation))
+    }
+
+    /// The concurrency-control protocol in force.
+    pub fn concurrency(&self) -> Concurrency {
+        self.options.concurrency
     }
 
     /// Runs `body` in a transaction and commits it, retrying with backoff (up to
@@ -232,6 +261,8 @@ impl Db {
             s.aborts += get(&site.aborts);
             s.conflicts_read_by_younger += get(&site.conflicts_read_by_younger);
             s.conflicts_written_by_younger += get(&site.conflicts_written_by_younger);
+            s.conflicts_write_write += get(&site.conflicts_write_write);
+            s.conflicts_read_changed += get(&site.conflicts_read_changed);
             s.versions_installed += get(&site.versions_installed);
             s.gc_runs += get(&site.gc_runs);
             s.gc_records_pruned += get(&site.gc_records_pruned);

@@ -10,6 +10,13 @@ pub enum ConflictReason {
     ReadByYounger,
     /// A younger transaction already wrote, or is committing, a key this one writes.
     WrittenByYounger,
+    /// Snapshot isolation and precision locking: another transaction holds an uncommitted
+    /// write to a key this one writes, or committed one after this one started (first
+    /// committer wins).
+    WriteWrite,
+    /// Precision locking: a transaction that committed after this one started wrote a key
+    /// inside something this one read (a key, or a range, even an empty one).
+    ReadChanged,
 }
 
 impl std::fmt::Display for ConflictReason {
@@ -18,6 +25,12 @@ impl std::fmt::Display for ConflictReason {
             ConflictReason::ReadByYounger => "a younger transaction already read a key it writes",
             ConflictReason::WrittenByYounger => {
                 "a younger transaction already wrote a key it writes"
+            }
+            ConflictReason::WriteWrite => {
+                "another transaction wrote a key it writes after it started (or has not committed yet)"
+            }
+            ConflictReason::ReadChanged => {
+                "a transaction that committed after it started wrote into what it read"
             }
         })
     }
@@ -72,6 +85,12 @@ pub enum Error {
     TooManyTables {
         /// The limit.
         max: usize,
+    },
+    /// A combination the engine does not offer (named in the message).
+    #[error("unsupported: {what}")]
+    Unsupported {
+        /// What is not supported, and what to use instead.
+        what: &'static str,
     },
     /// `Options` that cannot work.
     #[error("invalid options: {reason}")]

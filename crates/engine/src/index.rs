@@ -120,6 +120,13 @@ impl TableIndex {
 
 impl OrderedIndex for TableIndex {
     fn get_or_stamp(&self, key: &[u8], stamp: u64) -> Option<RecordPtr> {
+        if stamp == 0 {
+            // No stamp to leave: a plain lookup, which writes nothing shared.
+            return match self {
+                TableIndex::Masstree(m) => m.get(key),
+                TableIndex::BTree(b) => b.get(key),
+            };
+        }
         match self {
             TableIndex::Masstree(m) => m.get_or_stamp(key, stamp),
             TableIndex::BTree(b) => b.get_or_stamp(key, stamp),

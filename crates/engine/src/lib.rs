@@ -41,14 +41,15 @@ mod record;
 mod sync;
 mod timestamp;
 mod txn;
+mod validation;
 mod write_set;
 
 pub use db::{Db, Stats, Table, TABLES_MAX, TABLE_NAME_LEN_MAX};
 pub use error::{ConflictReason, Error};
 pub use index::IndexKind;
 pub use options::{
-    Options, TimestampSource, KEY_SIZE_MAX_DEFAULT, RUN_ATTEMPTS_DEFAULT, SIZE_LIMIT_CEILING,
-    VALUE_SIZE_MAX_DEFAULT,
+    Concurrency, Isolation, Options, TimestampSource, KEY_SIZE_MAX_DEFAULT, RUN_ATTEMPTS_DEFAULT,
+    SIZE_LIMIT_CEILING, VALUE_SIZE_MAX_DEFAULT,
 };
 pub use range::Range;
 pub use timestamp::{tsc_is_invariant, TRANSACTIONS_ACTIVE_MAX};

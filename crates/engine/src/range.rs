@@ -13,7 +13,7 @@ use verso_index::Direction;
 use crate::db::TableState;
 use crate::index::{OrderedIndex, RecordPtr};
 use crate::sync::AtomicU64;
-use crate::txn::read_visible;
+use crate::txn::{read_snapshot, read_visible};
 use crate::write_set::WriteSet;
 
 /// Records fetched from the index per chunk.
@@ -22,6 +22,8 @@ const CHUNK_LEN: usize = 64;
 /// What a range needs from the transaction reading it.
 pub(crate) struct Reader<'t> {
     pub(crate) ts: u64,
+    /// MVTO serializable reads (gap stamps, `tslast`); otherwise snapshot reads.
+    pub(crate) visible: bool,
     /// The transaction's walk counter (see `Record::read`).
     pub(crate) walk: &'t AtomicU64,
     pub(crate) writes: Option<&'t WriteSet>,
@@ -32,6 +34,7 @@ pub struct Range<'t> {
     table: &'t TableState,
     table_id: u32,
     ts: u64,
+    visible: bool,
     /// The transaction's walk counter (see `Record::read`).
     walk: &'t AtomicU64,
     direction: Direction,
@@ -57,7 +60,12 @@ impl<'t> Range<'t> {
         hi: Bound<Vec<u8>>,
         reverse: bool,
     ) -> Self {
-        let Reader { ts, walk, writes } = reader;
+        let Reader {
+            ts,
+            visible,
+            walk,
+            writes,
+        } = reader;
         let mut own = match writes {
             Some(w) if !w.is_empty() => w.sorted_in_range(table_id, |k| contains(&lo, &hi, k)),
             _ => Vec::new(),
@@ -69,6 +77,7 @@ impl<'t> Range<'t> {
             table,
             table_id,
             ts,
+            visible,
             walk,
             direction: if reverse {
                 Direction::Reverse
@@ -94,7 +103,7 @@ impl<'t> Range<'t> {
             self.lo.as_ref().map(Vec::as_slice),
             self.hi.as_ref().map(Vec::as_slice),
             self.direction,
-            self.ts,
+            if self.visible { self.ts } else { 0 },
             |record| {
                 chunk.push_back(record);
                 chunk.len() < CHUNK_LEN
@@ -134,7 +143,12 @@ impl<'t> Range<'t> {
             {
                 continue;
             }
-            if let Some(value) = read_visible(record, self.ts, self.walk) {
+            let value = if self.visible {
+                read_visible(record, self.ts, self.walk)
+            } else {
+                read_snapshot(record, self.ts, self.walk)
+            };
+            if let Some(value) = value {
                 self.peeked = Some((key, value));
             }
         }

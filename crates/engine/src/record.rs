@@ -33,6 +33,9 @@ pub(crate) const OWNER_NONE: u64 = 0;
 /// `owner` while the garbage collector prunes the chain. Above every timestamp, so readers
 /// never wait for it.
 pub(crate) const OWNER_GC: u64 = u64::MAX;
+/// `owner` while a precision-locking committer holds the record but has not drawn its commit
+/// timestamp yet. Snapshot readers wait for the stamp: the commit may land below them.
+pub(crate) const OWNER_UNSTAMPED: u64 = u64::MAX - 1;
 
 /// One key's record. Lives until the `Db` is dropped: the index hands out `&Record`s freely.
 ///
@@ -102,6 +105,15 @@ impl Version {
             ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
         }
         v
+    }
+
+    /// Sets the timestamp of a version made before its commit timestamp was known.
+    ///
+    /// # Safety
+    /// `v` came from `Version::new` and is not published yet (only its maker sees it).
+    pub(crate) unsafe fn set_ts(v: NonNull<Version>, ts: u64) {
+        // SAFETY: unpublished, so this thread has the only access (caller).
+        unsafe { (*v.as_ptr()).ts = ts };
     }
 
     /// Frees a version allocated by [`Version::new`].
@@ -216,6 +228,77 @@ impl Record {
         }
         walk.store(walk_seq + 2, Ordering::Release);
         found
+    }
+
+    /// A snapshot read at `ts` (snapshot isolation and precision locking): the newest
+    /// version older than `ts`, leaving no trace in shared memory (no `tslast`). Waits while
+    /// the record is held by a committer whose versions may land below `ts`: an older
+    /// stamped one, or one not stamped yet (it stamps right after taking its locks).
+    pub(crate) fn read_snapshot(&self, ts: u64, walk: &AtomicU64) -> Option<&Version> {
+        let walk_seq = walk.load(Ordering::Relaxed);
+        debug_assert_eq!(walk_seq % 2, 0, "nested walks on one transaction");
+        walk.store(walk_seq + 1, Ordering::SeqCst);
+        let mut step = 0;
+        loop {
+            let owner = self.owner.load(Ordering::SeqCst);
+            if owner == OWNER_NONE || (owner > ts && owner != OWNER_UNSTAMPED) {
+                break;
+            }
+            spin_step(&mut step);
+        }
+        let mut found = None;
+        let mut v = self.head.load(Ordering::SeqCst);
+        // SAFETY: as in `read`: versions reachable from `head` during an announced walk
+        // stay allocated until the walk ends; the one returned is visible to `ts`.
+        while let Some(version) = unsafe { v.as_ref() } {
+            #[cfg(loom)]
+            assert!(
+                !version.freed.load(Ordering::SeqCst),
+                "walked onto a freed version"
+            );
+            if version.ts() < ts {
+                found = Some(version);
+                break;
+            }
+            v = version.next.load(Ordering::SeqCst);
+        }
+        walk.store(walk_seq + 2, Ordering::Release);
+        found
+    }
+
+    /// Takes the record for a precision-locking commit of a transaction that started at
+    /// `start`, without waiting: fails at once if another transaction holds it (its write is
+    /// uncommitted) or committed a version after `start` (first committer wins). Leaves the
+    /// record [`OWNER_UNSTAMPED`] until [`Record::stamp`].
+    pub(crate) fn lock_no_wait(&self, start: u64) -> Result<(), ConflictReason> {
+        let mut step = 0;
+        loop {
+            match self.owner.compare_exchange(
+                OWNER_NONE,
+                OWNER_UNSTAMPED,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => break,
+                // Pruning is brief and not a transaction: wait it out.
+                Err(OWNER_GC) => spin_step(&mut step),
+                Err(_) => return Err(ConflictReason::WriteWrite),
+            }
+        }
+        let head = self.head.load(Ordering::Acquire);
+        // SAFETY: the head is never freed while it is the head, and we hold the record.
+        if unsafe { head.as_ref() }.is_some_and(|v| v.ts > start) {
+            self.unlock(OWNER_UNSTAMPED);
+            return Err(ConflictReason::WriteWrite);
+        }
+        Ok(())
+    }
+
+    /// Replaces [`OWNER_UNSTAMPED`] with the commit timestamp: snapshot readers above `cts`
+    /// now wait for the install, readers below it stop waiting.
+    pub(crate) fn stamp(&self, cts: u64) {
+        debug_assert_eq!(self.owner.load(Ordering::Relaxed), OWNER_UNSTAMPED);
+        self.owner.store(cts, Ordering::SeqCst);
     }
 
     /// Takes the record for a commit at `ts`, waiting for an older committer or the GC to

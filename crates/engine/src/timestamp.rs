@@ -224,6 +224,16 @@ impl Timestamps {
         })
     }
 
+    /// A fresh timestamp drawn at site `site` (a commit timestamp), above every timestamp
+    /// handed out before this call began.
+    pub(crate) fn fresh(&self, site: usize) -> u64 {
+        let s = &self.sites[site];
+        s.lock();
+        let ts = self.generate_locked(site);
+        s.unlock();
+        ts
+    }
+
     /// Unregisters the transaction in `slot`.
     pub(crate) fn end(&self, slot: SlotId) {
         let cell = &self.sites[slot.site as usize].slots[slot.slot as usize];

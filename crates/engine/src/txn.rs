@@ -1,11 +1,27 @@
-//! Transactions: MVTO (vMVCC §2) with serializable range reads.
+//! Transactions under two protocols, chosen per `Db` ([`Concurrency`]), each with
+//! serializable and snapshot isolation per transaction.
 //!
-//! A transaction takes its timestamp `ts` at begin and is serialized at `ts`. Reads see the
-//! newest version older than `ts` and record themselves in the record's `tslast`; reads of
-//! absent keys and range reads leave `ts` as a gap stamp in the index. Writes are buffered.
-//! Commit locks the written records in (table, key) order, aborts if any was read or written
-//! by a younger transaction (its `tslast` is above `ts`, which includes gap stamps inherited
-//! by newly inserted keys), installs the versions and unlocks.
+//! **MVTO** (vMVCC §2). A transaction takes its timestamp `ts` at begin and is serialized at
+//! `ts`. Reads see the newest version older than `ts` and record themselves in the record's
+//! `tslast`; reads of absent keys and range reads leave `ts` as a gap stamp in the index.
+//! Writes are buffered. Commit locks the written records in (table, key) order, aborts if
+//! any was read or written by a younger transaction (its `tslast` is above `ts`, which
+//! includes gap stamps inherited by newly inserted keys), installs the versions and unlocks.
+//! Snapshot isolation skips the transaction's own read marks.
+//!
+//! **Precision locking** (HyPer §2.3, `validation.rs`). Reads see the snapshot at the start
+//! timestamp and write nothing shared; serializable read-write transactions log each read
+//! as a predicate (a key, or a range's bounds). Commit: (1) lock the written records without
+//! waiting, aborting if one is held by an uncommitted writer or has a version newer than the
+//! start (first committer wins); (2) publish the write set in the recently-committed list;
+//! (3) draw the commit timestamp `cts` and stamp the records with it; (4) validate the
+//! predicates against every entry that committed in `(start, cts)` (serializable only);
+//! (5) install the versions at `cts` and unlock. Read-only transactions do none of it and
+//! never abort. A reader at `t` meeting a record held by a committer waits if the commit may
+//! land below `t` (stamped below `t`, or not stamped yet): so a snapshot never misses a
+//! commit below it, and a commit drawn after a read was made lands above that reader.
+//!
+//! [`Concurrency`]: crate::Concurrency
 
 use std::ops::{Bound, RangeBounds};
 use std::ptr::NonNull;
@@ -16,8 +32,10 @@ use crate::index::{OrderedIndex, RecordPtr};
 use crate::range::{Range, Reader};
 use crate::record::{Record, Version};
 use crate::timestamp::SlotId;
+use crate::validation::{self, PredicateLog, ABORTED};
 use crate::write_set::{self, WriteSet};
-use crate::{ConflictReason, Error};
+use crate::{Concurrency, ConflictReason, Error, Isolation};
+use std::cell::RefCell;
 
 /// The timestamp a transaction committed at: its position in the serial order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -39,6 +57,14 @@ pub struct Txn<'db> {
     ts: u64,
     slot: SlotId,
     read_only: bool,
+    isolation: Isolation,
+    /// MVTO serializable: reads leave `tslast` and gap stamps. Otherwise reads are snapshot
+    /// reads that write nothing shared.
+    visible_reads: bool,
+    /// Precision locking, serializable, read-write: reads are logged as predicates.
+    logs_reads: bool,
+    /// Taken from the thread's pool at the first logged read.
+    preds: RefCell<Option<PredicateLog>>,
     /// Taken from the thread's pool at the first write.
     writes: Option<WriteSet>,
     /// Invariant: `true` once the slot is released; nothing may be read after that.
@@ -46,14 +72,38 @@ pub struct Txn<'db> {
 }
 
 impl<'db> Txn<'db> {
-    pub(crate) fn new(db: &'db Db, ts: u64, slot: SlotId, read_only: bool) -> Self {
+    pub(crate) fn new(
+        db: &'db Db,
+        ts: u64,
+        slot: SlotId,
+        read_only: bool,
+        isolation: Isolation,
+    ) -> Self {
+        let serializable = isolation == Isolation::Serializable;
+        let cc = db.options.concurrency;
         Txn {
             db,
             ts,
             slot,
             read_only,
+            isolation,
+            visible_reads: cc == Concurrency::Mvto && serializable,
+            logs_reads: cc == Concurrency::PrecisionLocking && serializable && !read_only,
+            preds: RefCell::new(None),
             writes: None,
             ended: false,
+        }
+    }
+
+    /// This transaction's isolation level.
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+    }
+
+    /// Logs a read predicate (precision locking only).
+    fn log_read(&self, log: impl FnOnce(&mut PredicateLog)) {
+        if self.logs_reads {
+            log(self.preds.borrow_mut().get_or_insert_with(validation::take));
         }
     }
 
@@ -91,10 +141,17 @@ impl<'db> Txn<'db> {
         if let Some(own) = self.writes.as_ref().and_then(|w| w.get(table.id, key)) {
             return Ok(own);
         }
-        let Some(record) = state.index.get_or_stamp(key, self.ts) else {
+        if self.visible_reads {
+            let Some(record) = state.index.get_or_stamp(key, self.ts) else {
+                return Ok(None);
+            };
+            return Ok(read_visible(record.get(), self.ts, self.walk_word()));
+        }
+        self.log_read(|p| p.point(table.id, key));
+        let Some(record) = state.index.get_or_stamp(key, 0) else {
             return Ok(None);
         };
-        Ok(read_visible(record.get(), self.ts, self.walk_word()))
+        Ok(read_snapshot(record.get(), self.ts, self.walk_word()))
     }
 
     /// Buffers `key = value`; it becomes visible to others at commit.
@@ -167,8 +224,16 @@ impl<'db> Txn<'db> {
         let lo = owned(bounds.start_bound())?;
         let hi = owned(bounds.end_bound())?;
         let state = self.db.table_state(table)?;
+        self.log_read(|p| {
+            p.range(
+                table.id,
+                lo.as_ref().map(Vec::as_slice),
+                hi.as_ref().map(Vec::as_slice),
+            )
+        });
         let reader = Reader {
             ts: self.ts,
+            visible: self.visible_reads,
             walk: self.walk_word(),
             writes: self.writes.as_ref(),
         };
@@ -183,9 +248,12 @@ impl<'db> Txn<'db> {
         let counter = match result {
             Ok(_) if self.writes.is_none() => &stats.read_only_commits,
             Ok(_) => &stats.write_commits,
-            Err(Error::Conflict {
-                reason: ConflictReason::ReadByYounger,
-            }) => &stats.conflicts_read_by_younger,
+            Err(Error::Conflict { reason }) => match reason {
+                ConflictReason::ReadByYounger => &stats.conflicts_read_by_younger,
+                ConflictReason::WriteWrite => &stats.conflicts_write_write,
+                ConflictReason::ReadChanged => &stats.conflicts_read_changed,
+                _ => &stats.conflicts_written_by_younger,
+            },
             Err(_) => &stats.conflicts_written_by_younger,
         };
         counter.fetch_add(1, StdOrdering::Relaxed);
@@ -204,6 +272,9 @@ impl<'db> Txn<'db> {
     }
 
     fn commit_writes(&mut self) -> Result<CommitTs, Error> {
+        if self.db.options.concurrency == Concurrency::PrecisionLocking {
+            return self.commit_precision();
+        }
         let ts = self.ts;
         let Some(ws) = self.writes.as_mut().filter(|w| !w.is_empty()) else {
             return Ok(CommitTs(ts));
@@ -249,6 +320,109 @@ impl<'db> Txn<'db> {
         Ok(CommitTs(ts))
     }
 
+    /// Precision-locking commit (module docs, steps 1-5).
+    fn commit_precision(&mut self) -> Result<CommitTs, Error> {
+        let start = self.ts;
+        let Some(ws) = self.writes.as_mut().filter(|w| !w.is_empty()) else {
+            // Nothing written: serialized at its snapshot, nothing to validate.
+            return Ok(CommitTs(start));
+        };
+        ws.sort_for_commit();
+        let mut prepared = std::mem::take(&mut ws.prepared);
+        for e in ws.entries() {
+            let key = ws.key(e);
+            let record = self
+                .db
+                .table_state_by_id(e.table)
+                .index
+                .get_or_insert_with(key, |gap_stamp| RecordPtr::new(Record::new(key, gap_stamp)));
+            // The commit timestamp is not known yet; `Version::set_ts` fills it in.
+            prepared.push((record, Version::new(0, ws.value(e))));
+        }
+        let site = self.slot.site as usize;
+        let mut superseded = std::mem::take(&mut ws.superseded);
+        let result = self.lock_validate_install(&prepared, start, site, |r| superseded.push(r));
+        let installed = prepared.len() as u64;
+        if result.is_err() {
+            for (_, version) in prepared.drain(..) {
+                // SAFETY: the versions were never published.
+                unsafe { Version::free(version) };
+            }
+        }
+        prepared.clear();
+        let ws = self.writes.as_mut().expect("checked above");
+        ws.prepared = prepared;
+        let collect = !superseded.is_empty() && {
+            let mut gc = self.db.gc[site].lock().unwrap_or_else(|e| e.into_inner());
+            gc.extend(superseded.drain(..));
+            gc.wants_collection()
+        };
+        ws.superseded = superseded;
+        let cts = result.map_err(|reason| Error::Conflict { reason })?;
+        self.site_stats()
+            .versions_installed
+            .fetch_add(installed, StdOrdering::Relaxed);
+        if collect {
+            self.db.collect_site(site);
+        }
+        Ok(CommitTs(cts))
+    }
+
+    /// Steps 1-5 of a precision-locking commit over `prepared` (sorted); returns `cts`.
+    fn lock_validate_install(
+        &self,
+        prepared: &[(RecordPtr, NonNull<Version>)],
+        start: u64,
+        site: usize,
+        mut superseded: impl FnMut(RecordPtr),
+    ) -> Result<u64, ConflictReason> {
+        let mut held = HeldRecords {
+            records: prepared,
+            ts: crate::record::OWNER_UNSTAMPED,
+            from: 0,
+            to: 0,
+        };
+        for &(record, _) in prepared {
+            record.get().lock_no_wait(start)?;
+            held.to += 1;
+        }
+        let ws = self.writes.as_ref().expect("a commit with writes");
+        let timestamps = &self.db.timestamps;
+        let entry = self
+            .db
+            .commit_log
+            .publish(ws.entries().iter().map(|e| (e.table, ws.key(e))), || {
+                timestamps.snapshot().low
+            });
+        let cts = timestamps.fresh(site);
+        debug_assert!(cts > start);
+        for &(record, _) in prepared {
+            record.get().stamp(cts);
+        }
+        held.ts = cts;
+        entry.set_cts(cts);
+        if self.logs_reads {
+            let preds = self.preds.borrow();
+            let empty = PredicateLog::default();
+            let preds = preds.as_ref().unwrap_or(&empty);
+            if !self.db.commit_log.validate(&entry, start, cts, preds) {
+                entry.set_cts(ABORTED);
+                return Err(ConflictReason::ReadChanged);
+            }
+        }
+        // Validated: the transaction is serialized at `cts`.
+        for &(record, version) in prepared {
+            // SAFETY: still private to this commit.
+            unsafe { Version::set_ts(version, cts) };
+            if record.get().install(version) {
+                superseded(record);
+            }
+            record.get().unlock(cts);
+            held.from += 1;
+        }
+        Ok(cts)
+    }
+
     fn end(&mut self) {
         if self.ended {
             return;
@@ -257,6 +431,9 @@ impl<'db> Txn<'db> {
         self.db.timestamps.end(self.slot);
         if let Some(ws) = self.writes.take() {
             write_set::give_back(ws);
+        }
+        if let Some(p) = self.preds.get_mut().take() {
+            validation::give_back(p);
         }
     }
 }
@@ -306,6 +483,15 @@ impl Drop for HeldRecords<'_> {
             record.get().unlock(self.ts);
         }
     }
+}
+
+/// Snapshot read of `record` at `ts`, as a value slice (`None` if absent or deleted).
+pub(crate) fn read_snapshot<'t>(
+    record: &'t Record,
+    ts: u64,
+    walk: &crate::sync::AtomicU64,
+) -> Option<&'t [u8]> {
+    record.read_snapshot(ts, walk).and_then(|v| v.value())
 }
 
 /// MVTO read of `record` at `ts`, as a value slice (`None` if absent or deleted).

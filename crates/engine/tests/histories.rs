@@ -14,7 +14,7 @@ use verso_check::{
     check_strict_serializable, encode_version, Key, Observed, Outcome, Recorder, TxnBuilder,
     VersionId,
 };
-use verso_engine::{Db, IndexKind, Options, Table, TimestampSource, Txn};
+use verso_engine::{Concurrency, Db, IndexKind, Options, Table, TimestampSource, Txn};
 
 const KEYS: u64 = 24;
 
@@ -53,6 +53,7 @@ struct Open<'d, 'r> {
     rec: TxnBuilder<'r>,
     read_only: bool,
     ops_left: u64,
+    mvto: bool,
 }
 
 /// Each thread keeps up to `OPEN_MAX` transactions open and interleaves their operations at
@@ -80,6 +81,7 @@ fn run_thread(db: &Db, t: Table, rec: &Recorder, start: &Barrier, seed: u64, txn
                 rec: b,
                 read_only,
                 ops_left: 1 + rng.below(6),
+                mvto: db.concurrency() == Concurrency::Mvto,
             });
             started += 1;
             continue;
@@ -154,10 +156,15 @@ fn finish(o: Open<'_, '_>, rng: &mut Rng) {
         o.rec.finish(Outcome::Aborted, Some(ts));
         return;
     }
+    let mvto = o.mvto;
     match o.txn.commit() {
         Ok(c) => {
-            assert_eq!(c.get(), ts, "MVTO commits at the begin timestamp");
-            o.rec.finish(Outcome::Committed, Some(ts));
+            if mvto {
+                assert_eq!(c.get(), ts, "MVTO commits at the begin timestamp");
+            } else {
+                assert!(c.get() >= ts, "a commit below its start");
+            }
+            o.rec.finish(Outcome::Committed, Some(c.get()));
         }
         Err(e) => {
             assert!(e.is_conflict(), "unexpected commit error {e}");
@@ -168,7 +175,24 @@ fn finish(o: Open<'_, '_>, rng: &mut Rng) {
 }
 
 fn run(source: TimestampSource, index: IndexKind, threads: u64, txns: usize, seed: u64) {
-    let db = Db::open(Options::default().timestamps(source).index(index)).unwrap();
+    run_cc(Concurrency::Mvto, source, index, threads, txns, seed);
+}
+
+fn run_cc(
+    cc: Concurrency,
+    source: TimestampSource,
+    index: IndexKind,
+    threads: u64,
+    txns: usize,
+    seed: u64,
+) {
+    let db = Db::open(
+        Options::default()
+            .timestamps(source)
+            .index(index)
+            .concurrency(cc),
+    )
+    .unwrap();
     let t = db.table("t").unwrap();
     let rec = Recorder::new();
     let start = Barrier::new(threads as usize);
@@ -196,15 +220,20 @@ fn run(source: TimestampSource, index: IndexKind, threads: u64, txns: usize, see
                 stats.commits > (threads * txns as u64) / 3,
                 "too few commits: {stats:?}"
             );
-            let conflicts = stats.conflicts_read_by_younger + stats.conflicts_written_by_younger;
+            let conflicts = stats.conflicts_read_by_younger
+                + stats.conflicts_written_by_younger
+                + stats.conflicts_write_write
+                + stats.conflicts_read_changed;
             assert!(
                 conflicts >= 20,
                 "too few conflicts to mean anything: {stats:?}"
             );
-            eprintln!("{source:?} {index:?} seed {seed}: {check:?}; {stats:?}");
+            eprintln!("{cc} {source:?} {index:?} seed {seed}: {check:?}; {stats:?}");
         }
         Err(v) => {
-            panic!("{source:?} {index:?} seed {seed}: history is not strictly serializable:\n{v}")
+            panic!(
+                "{cc} {source:?} {index:?} seed {seed}: history is not strictly serializable:\n{v}"
+            )
         }
     }
 }
@@ -219,4 +248,26 @@ fn random_workloads_are_strictly_serializable() {
 #[test]
 fn random_workloads_with_atomic_timestamps_and_the_btree_index_are_strictly_serializable() {
     run(TimestampSource::Atomic, IndexKind::LockedBTree, 3, 2_000, 7);
+}
+
+#[test]
+fn precision_locking_workloads_are_strictly_serializable() {
+    for seed in 11..=13 {
+        run_cc(
+            Concurrency::PrecisionLocking,
+            TimestampSource::Auto,
+            IndexKind::Masstree,
+            4,
+            1_500,
+            seed,
+        );
+    }
+    run_cc(
+        Concurrency::PrecisionLocking,
+        TimestampSource::Atomic,
+        IndexKind::LockedBTree,
+        3,
+        2_000,
+        17,
+    );
 }
