@@ -30,6 +30,7 @@ pub mod report;
 pub mod rng;
 pub mod rss;
 pub mod runner;
+pub mod tatp;
 pub mod tpcc;
 pub mod ycsb;
 

@@ -9,6 +9,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+
+mod tatp_cmd;
 use verso_bench::core_workloads::CoreWorkload;
 use verso_bench::index_bench::{self, IndexBenchConfig};
 use verso_bench::tpcc::{self, TpccConfig};
@@ -44,17 +46,6 @@ enum Bench {
     /// line.
     #[command(verbatim_doc_comment)]
     Ycsb(YcsbArgs),
-    /// Index micro-benchmark: Verso's Masstree against other concurrent ordered maps.
-    ///
-    /// The index alone, no transactions: byte keys to u64 values. rw1 (masstree-beta's
-    /// mttest) puts random decimal keys for half the duration, then reads every key back in
-    /// a shuffled order and checks its value. The other workloads load --keys keys in a
-    /// random order, then run for the duration: get and put (uniform), scan (100 entries
-    /// from a uniform key), ycsb-a (50% get, 50% put) and ycsb-c (gets), both zipfian 0.99.
-    /// bytes_per_key is the RSS growth while filling the index divided by the keys.
-    /// --json prints one JSON object as the last stdout line.
-    #[command(verbatim_doc_comment)]
-    Index(IndexArgs),
     /// TPC-C (specification v5.11): the nine tables, the five transactions in the standard
     /// mix (45% New-Order, 43% Payment, 4% each Order-Status, Delivery, Stock-Level).
     ///
@@ -67,6 +58,25 @@ enum Bench {
     /// (exit status 1). --json prints one JSON object as the last stdout line.
     #[command(verbatim_doc_comment)]
     Tpcc(TpccArgs),
+    /// TATP (v1.0): a subscriber database with the seven transactions in the standard mix
+    /// (35% get_subscriber_data, 10% get_new_destination, 35% get_access_data, 2%
+    /// update_subscriber_data, 14% update_location, 2% insert and 2% delete
+    /// call_forwarding). Subscriber ids are TATP's non-uniform NURand. Throughput counts
+    /// every completed transaction; per-type success rates show the unsuccessful ones
+    /// the specification expects. --json prints one JSON object as the last stdout line.
+    #[command(verbatim_doc_comment)]
+    Tatp(tatp_cmd::TatpArgs),
+    /// Index micro-benchmark: Verso's Masstree against other concurrent ordered maps.
+    ///
+    /// The index alone, no transactions: byte keys to u64 values. rw1 (masstree-beta's
+    /// mttest) puts random decimal keys for half the duration, then reads every key back in
+    /// a shuffled order and checks its value. The other workloads load --keys keys in a
+    /// random order, then run for the duration: get and put (uniform), scan (100 entries
+    /// from a uniform key), ycsb-a (50% get, 50% put) and ycsb-c (gets), both zipfian 0.99.
+    /// bytes_per_key is the RSS growth while filling the index divided by the keys.
+    /// --json prints one JSON object as the last stdout line.
+    #[command(verbatim_doc_comment)]
+    Index(IndexArgs),
 }
 
 #[derive(Args, Debug)]
@@ -209,8 +219,9 @@ fn main() -> ExitCode {
     exit_on_panic();
     match cli.command {
         Command::Bench(Bench::Ycsb(args)) => bench_ycsb(&args),
-        Command::Bench(Bench::Index(args)) => bench_index(&args),
         Command::Bench(Bench::Tpcc(args)) => bench_tpcc(&args),
+        Command::Bench(Bench::Tatp(args)) => tatp_cmd::run(&args),
+        Command::Bench(Bench::Index(args)) => bench_index(&args),
     }
 }
 
@@ -245,6 +256,98 @@ fn bench_ycsb(args: &YcsbArgs) -> ExitCode {
         text.push_str(&report.to_json());
         text.push('\n');
     }
+    // A closed stdout (`| head`) is not worth a panic; the run itself succeeded.
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+#[derive(Args, Debug)]
+struct IndexArgs {
+    /// The index: masstree (Verso's), skiplist (crossbeam-skiplist), scc (scc::TreeIndex),
+    /// btree-rwlock (std BTreeMap behind a RwLock), masstree-crate (the masstree crate).
+    #[arg(long, default_value = "masstree", value_name = "INDEX", value_parser = ["masstree", "skiplist", "scc", "btree-rwlock", "masstree-crate"])]
+    index: String,
+
+    /// What the threads do: rw1, get, put, scan, ycsb-a or ycsb-c.
+    #[arg(long, default_value = "get", value_name = "W", value_parser = ["rw1", "get", "put", "scan", "ycsb-a", "ycsb-c"])]
+    workload: String,
+
+    /// Keys loaded before measuring (not used by rw1).
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
+    keys: u64,
+
+    /// Key bytes: int64 (8-byte big-endian), decimal (ASCII), long-prefix (a 40-byte
+    /// shared prefix, then int64). rw1 always uses decimal keys of random i32s.
+    #[arg(long, default_value = "int64", value_name = "F", value_parser = ["int64", "decimal", "long-prefix"])]
+    key_format: String,
+
+    /// Worker threads (they also load the keys).
+    #[arg(long, default_value_t = 1, value_name = "T")]
+    threads: usize,
+
+    /// Measured seconds (rw1: half for puts, then gets of every key, about as long).
+    #[arg(
+        long,
+        default_value_t = 5.0,
+        value_name = "S",
+        allow_negative_numbers = true
+    )]
+    duration: f64,
+
+    /// Entries per scan (the scan workload).
+    #[arg(long, default_value_t = 100, value_name = "L")]
+    scan_length: usize,
+
+    /// Seed for the load order and the key streams.
+    #[arg(long, value_name = "S")]
+    seed: Option<u64>,
+
+    /// Print one JSON object with the results as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+impl IndexArgs {
+    fn to_config(&self) -> Result<IndexBenchConfig, BenchError> {
+        let defaults = IndexBenchConfig::default();
+        Ok(IndexBenchConfig {
+            index: self.index.parse().map_err(BenchError::Config)?,
+            workload: self.workload.parse().map_err(BenchError::Config)?,
+            keys: self.keys,
+            key_format: self.key_format.parse().map_err(BenchError::Config)?,
+            threads: self.threads,
+            duration_s: self.duration,
+            scan_length: self.scan_length,
+            seed: self.seed.unwrap_or(defaults.seed),
+            ..defaults
+        })
+    }
+}
+
+fn bench_index(args: &IndexArgs) -> ExitCode {
+    let report = match args.to_config().and_then(|cfg| index_bench::run(&cfg)) {
+        Ok(r) => r,
+        Err(e @ BenchError::Config(_)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut text = report.summary();
+    if args.json {
+        text.push_str(&report.to_json());
+        text.push('\n');
+    }
+    let mut out = std::io::stdout().lock();
     // A closed stdout (`| head`) is not worth a panic; the run itself succeeded.
     if out
         .write_all(text.as_bytes())
@@ -344,98 +447,6 @@ fn bench_tpcc(args: &TpccArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     if written.is_err() {
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
-}
-
-#[derive(Args, Debug)]
-struct IndexArgs {
-    /// The index: masstree (Verso's), skiplist (crossbeam-skiplist), scc (scc::TreeIndex),
-    /// btree-rwlock (std BTreeMap behind a RwLock), masstree-crate (the masstree crate).
-    #[arg(long, default_value = "masstree", value_name = "INDEX", value_parser = ["masstree", "skiplist", "scc", "btree-rwlock", "masstree-crate"])]
-    index: String,
-
-    /// What the threads do: rw1, get, put, scan, ycsb-a or ycsb-c.
-    #[arg(long, default_value = "get", value_name = "W", value_parser = ["rw1", "get", "put", "scan", "ycsb-a", "ycsb-c"])]
-    workload: String,
-
-    /// Keys loaded before measuring (not used by rw1).
-    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
-    keys: u64,
-
-    /// Key bytes: int64 (8-byte big-endian), decimal (ASCII), long-prefix (a 40-byte
-    /// shared prefix, then int64). rw1 always uses decimal keys of random i32s.
-    #[arg(long, default_value = "int64", value_name = "F", value_parser = ["int64", "decimal", "long-prefix"])]
-    key_format: String,
-
-    /// Worker threads (they also load the keys).
-    #[arg(long, default_value_t = 1, value_name = "T")]
-    threads: usize,
-
-    /// Measured seconds (rw1: half for puts, then gets of every key, about as long).
-    #[arg(
-        long,
-        default_value_t = 5.0,
-        value_name = "S",
-        allow_negative_numbers = true
-    )]
-    duration: f64,
-
-    /// Entries per scan (the scan workload).
-    #[arg(long, default_value_t = 100, value_name = "L")]
-    scan_length: usize,
-
-    /// Seed for the load order and the key streams.
-    #[arg(long, value_name = "S")]
-    seed: Option<u64>,
-
-    /// Print one JSON object with the results as the last line of stdout.
-    #[arg(long)]
-    json: bool,
-}
-
-impl IndexArgs {
-    fn to_config(&self) -> Result<IndexBenchConfig, BenchError> {
-        let defaults = IndexBenchConfig::default();
-        Ok(IndexBenchConfig {
-            index: self.index.parse().map_err(BenchError::Config)?,
-            workload: self.workload.parse().map_err(BenchError::Config)?,
-            keys: self.keys,
-            key_format: self.key_format.parse().map_err(BenchError::Config)?,
-            threads: self.threads,
-            duration_s: self.duration,
-            scan_length: self.scan_length,
-            seed: self.seed.unwrap_or(defaults.seed),
-            ..defaults
-        })
-    }
-}
-
-fn bench_index(args: &IndexArgs) -> ExitCode {
-    let report = match args.to_config().and_then(|cfg| index_bench::run(&cfg)) {
-        Ok(r) => r,
-        Err(e @ BenchError::Config(_)) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let mut text = report.summary();
-    if args.json {
-        text.push_str(&report.to_json());
-        text.push('\n');
-    }
-    let mut out = std::io::stdout().lock();
-    // A closed stdout (`| head`) is not worth a panic; the run itself succeeded.
-    if out
-        .write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
