@@ -22,6 +22,8 @@
 //! one gap stamp per border node) and [`LockedBTree`] (a `BTreeMap` behind a `RwLock`, the
 //! original placeholder, kept as a reference and benchmark comparison).
 
+#[doc(hidden)]
+pub mod fuzzing;
 mod locked_btree;
 mod masstree;
 
