@@ -25,6 +25,7 @@
 pub mod core_workloads;
 pub mod dist;
 pub mod index_bench;
+pub mod protocol;
 pub mod raw;
 pub mod report;
 pub mod rng;
@@ -35,6 +36,7 @@ pub mod tpcc;
 pub mod ycsb;
 
 pub use dist::Dist;
+pub use protocol::Protocol;
 pub use report::Report;
 pub use runner::Progress;
 pub use ycsb::YcsbConfig;

@@ -116,6 +116,8 @@ pub struct Report {
     pub raw_index: bool,
     /// The ordered index ("masstree" or "btree").
     pub index: &'static str,
+    /// Concurrency control ("mvto", "precision-locking", "snapshot").
+    pub cc: crate::Protocol,
     /// Long-reader threads.
     pub long_readers: usize,
     /// Long-reader transactions that ran wholly inside the window.
@@ -194,6 +196,7 @@ impl Report {
             warmup_s: m.warmup.as_secs_f64(),
             timestamps: timestamps.to_string(),
             raw_index: cfg.raw_index,
+            cc: cfg.cc,
             index: match cfg.index {
                 verso_engine::IndexKind::LockedBTree => "btree",
                 _ => "masstree",
@@ -269,6 +272,7 @@ impl Report {
         row("mode", mode.into());
         row("timestamps", self.timestamps.clone());
         row("index", self.index.to_string());
+        row("concurrency", self.cc.to_string());
         row(
             "load",
             format!(

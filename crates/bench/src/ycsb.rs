@@ -80,6 +80,8 @@ pub struct YcsbConfig {
     pub timestamps: TimestampSource,
     /// Which ordered index the engine (or the raw-index ceiling) uses.
     pub index: IndexKind,
+    /// Concurrency control and isolation (`--cc`).
+    pub cc: crate::Protocol,
     /// Plain index lookups instead of transactions.
     pub raw_index: bool,
     /// Seed for every thread's generator.
@@ -105,6 +107,7 @@ impl Default for YcsbConfig {
             long_readers: 0,
             timestamps: TimestampSource::Auto,
             index: IndexKind::Masstree,
+            cc: crate::Protocol::Mvto,
             raw_index: false,
             seed: 0x5eed_1234_abcd_0001,
             progress: Progress::Auto,
@@ -234,9 +237,11 @@ pub fn run(cfg: &YcsbConfig) -> Result<Report, BenchError> {
 
 fn run_engine(cfg: &YcsbConfig, chooser: KeyChooser) -> Result<Report, BenchError> {
     let db = Db::open(
-        Options::default()
-            .timestamps(cfg.timestamps)
-            .index(cfg.index),
+        cfg.cc.apply(
+            Options::default()
+                .timestamps(cfg.timestamps)
+                .index(cfg.index),
+        ),
     )?;
     let table = db.table(TABLE)?;
     let load = runner::load(

@@ -188,9 +188,10 @@ impl Db {
             .expect("write set names a table that exists")
     }
 
-    /// Begins a read-write, serializable transaction.
+    /// Begins a read-write transaction at the `Db`'s isolation level (`Options::isolation`,
+    /// serializable by default).
     pub fn begin(&self) -> Result<Txn<'_>, Error> {
-        self.begin_inner(false, Isolation::Serializable)
+        self.begin_inner(false, self.options.isolation)
     }
 
     /// Begins a read-only transaction: it never fails to commit, and writes return

@@ -103,6 +103,7 @@ pub struct Options {
     pub(crate) run_attempts: u32,
     pub(crate) index: crate::IndexKind,
     pub(crate) concurrency: Concurrency,
+    pub(crate) isolation: Isolation,
 }
 
 impl Default for Options {
@@ -114,6 +115,7 @@ impl Default for Options {
             run_attempts: RUN_ATTEMPTS_DEFAULT,
             index: crate::IndexKind::Masstree,
             concurrency: Concurrency::Mvto,
+            isolation: Isolation::Serializable,
         }
     }
 }
@@ -155,8 +157,18 @@ impl Options {
         self
     }
 
+    /// The isolation level of transactions begun with `Db::begin` (default
+    /// [`Isolation::Serializable`]; [`Isolation::Snapshot`] needs precision locking).
+    pub fn isolation(mut self, isolation: Isolation) -> Self {
+        self.isolation = isolation;
+        self
+    }
+
     pub(crate) fn validate(&self) -> Result<(), crate::Error> {
         let bad = |reason: String| Err(crate::Error::InvalidOptions { reason });
+        if self.isolation == Isolation::Snapshot && self.concurrency == Concurrency::Mvto {
+            return bad("snapshot isolation needs Concurrency::PrecisionLocking".into());
+        }
         if self.key_size_max > SIZE_LIMIT_CEILING {
             return bad(format!(
                 "key_size_max {} > {SIZE_LIMIT_CEILING}",

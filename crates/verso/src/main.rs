@@ -154,6 +154,12 @@ struct YcsbArgs {
     #[arg(long, default_value = "auto", value_name = "SRC", value_parser = ["auto", "rdtsc", "atomic", "mutex"])]
     timestamps: String,
 
+    /// Concurrency control: mvto (vMVCC's timestamp ordering), precision-locking (HyPer's
+    /// serializable MVCC), or snapshot (precision locking at snapshot isolation: not
+    /// serializable, shown for comparison).
+    #[arg(long, default_value = "mvto", value_name = "CC", value_parser = ["mvto", "precision-locking", "snapshot"])]
+    cc: String,
+
     /// Ordered index: masstree (the engine's), or btree (a BTreeMap behind a RwLock, the
     /// placeholder kept for comparison). Applies to --raw-index too.
     #[arg(long, default_value = "masstree", value_name = "INDEX", value_parser = ["masstree", "btree"])]
@@ -206,6 +212,7 @@ impl YcsbArgs {
             warmup_s: self.warmup,
             long_readers: self.long_readers,
             timestamps,
+            cc: self.cc.parse().map_err(BenchError::Config)?,
             index,
             raw_index: self.raw_index,
             seed: self.seed.unwrap_or(defaults.seed),
@@ -396,6 +403,12 @@ struct TpccArgs {
     #[arg(long, default_value = "auto", value_name = "SRC", value_parser = ["auto", "rdtsc", "atomic", "mutex"])]
     timestamps: String,
 
+    /// Concurrency control: mvto (vMVCC's timestamp ordering), precision-locking (HyPer's
+    /// serializable MVCC), or snapshot (precision locking at snapshot isolation: not
+    /// serializable, shown for comparison).
+    #[arg(long, default_value = "mvto", value_name = "CC", value_parser = ["mvto", "precision-locking", "snapshot"])]
+    cc: String,
+
     /// Seed for population, transaction inputs and NURand's C constants.
     #[arg(long, value_name = "S")]
     seed: Option<u64>,
@@ -416,6 +429,7 @@ impl TpccArgs {
             warmup_s: self.warmup,
             stock_scan_ms: self.stock_scan_ms,
             timestamps,
+            cc: self.cc.parse().map_err(BenchError::Config)?,
             seed: self.seed.unwrap_or(defaults.seed),
             progress: Progress::Auto,
         })

@@ -40,6 +40,12 @@ pub struct TatpArgs {
     #[arg(long, default_value = "auto", value_name = "SRC", value_parser = ["auto", "rdtsc", "atomic", "mutex"])]
     timestamps: String,
 
+    /// Concurrency control: mvto (vMVCC's timestamp ordering), precision-locking (HyPer's
+    /// serializable MVCC), or snapshot (precision locking at snapshot isolation: not
+    /// serializable, shown for comparison).
+    #[arg(long, default_value = "mvto", value_name = "CC", value_parser = ["mvto", "precision-locking", "snapshot"])]
+    cc: String,
+
     /// Ordered index: masstree, or btree (the placeholder, for comparison).
     #[arg(long, default_value = "masstree", value_name = "INDEX", value_parser = ["masstree", "btree"])]
     index: String,
@@ -69,6 +75,7 @@ impl TatpArgs {
                 .index
                 .parse::<IndexKind>()
                 .map_err(BenchError::Config)?,
+            cc: self.cc.parse().map_err(BenchError::Config)?,
             seed: self.seed.unwrap_or(d.seed),
             progress: Progress::Auto,
         })

@@ -56,6 +56,8 @@ pub struct TatpConfig {
     pub timestamps: TimestampSource,
     /// The engine's index.
     pub index: IndexKind,
+    /// Concurrency control and isolation (`--cc`).
+    pub cc: crate::Protocol,
     /// Seed of every generator.
     pub seed: u64,
     /// Progress display.
@@ -71,6 +73,7 @@ impl Default for TatpConfig {
             warmup_s: 1.0,
             timestamps: TimestampSource::Auto,
             index: IndexKind::Masstree,
+            cc: crate::Protocol::Mvto,
             seed: 0x7a7b_0001,
             progress: Progress::Auto,
         }
@@ -119,10 +122,12 @@ impl TatpConfig {
 
     /// The constant A of the non-uniform subscriber id (§3: by population size).
     fn nurand_a(&self) -> u64 {
-        match self.subscribers {
-            ..=1_000_000 => 65_535,
-            ..=10_000_000 => 1_048_575,
-            _ => 2_097_151,
+        if self.subscribers <= 1_000_000 {
+            65_535
+        } else if self.subscribers <= 10_000_000 {
+            1_048_575
+        } else {
+            2_097_151
         }
     }
 }
@@ -385,6 +390,7 @@ pub struct TatpReport {
     pub load_seconds: f64,
     pub peak_rss_bytes: u64,
     pub timestamps: String,
+    pub cc: crate::Protocol,
     pub engine: Option<EngineCounters>,
     pub seed: u64,
     pub machine: Machine,
@@ -409,8 +415,8 @@ impl TatpReport {
         );
         let _ = writeln!(
             s,
-            "  load {:.2} s; measured {:.2} s after {:.2} s warmup; timestamps {}",
-            self.load_seconds, self.duration_s, self.warmup_s, self.timestamps
+            "  load {:.2} s; measured {:.2} s after {:.2} s warmup; timestamps {}; cc {}",
+            self.load_seconds, self.duration_s, self.warmup_s, self.timestamps, self.cc
         );
         let _ = writeln!(
             s,
@@ -452,9 +458,11 @@ fn us(ns: u64) -> f64 {
 pub fn run(cfg: &TatpConfig) -> Result<TatpReport, BenchError> {
     cfg.validate()?;
     let db = Db::open(
-        Options::default()
-            .timestamps(cfg.timestamps)
-            .index(cfg.index),
+        cfg.cc.apply(
+            Options::default()
+                .timestamps(cfg.timestamps)
+                .index(cfg.index),
+        ),
     )?;
     let t = Tables::open(&db)?;
     let load = runner::load_units(
@@ -537,6 +545,7 @@ pub fn run(cfg: &TatpConfig) -> Result<TatpReport, BenchError> {
         load_seconds: load.as_secs_f64(),
         peak_rss_bytes: rss::peak_rss_bytes().unwrap_or(0),
         timestamps: db.timestamp_algorithm().to_string(),
+        cc: cfg.cc,
         engine: match (before, after) {
             (Some(b), Some(a)) => Some(EngineCounters::between(&b, &a)),
             _ => None,

@@ -72,6 +72,8 @@ pub struct TpccConfig {
     pub stock_scan_ms: Option<u64>,
     /// Timestamp source for the engine.
     pub timestamps: TimestampSource,
+    /// Concurrency control and isolation (`--cc`).
+    pub cc: crate::Protocol,
     /// Seed for population, inputs and the NURand constants.
     pub seed: u64,
     /// How to show progress on stderr.
@@ -87,6 +89,7 @@ impl Default for TpccConfig {
             warmup_s: 1.0,
             stock_scan_ms: None,
             timestamps: TimestampSource::Auto,
+            cc: crate::Protocol::Mvto,
             seed: 0x7bcc_5eed_0000_0001,
             progress: Progress::Auto,
         }
@@ -201,7 +204,7 @@ impl Tpcc {
     /// Opens a database and populates it for `cfg` (clause 4.3), in parallel.
     pub fn load(cfg: &TpccConfig) -> Result<Self, BenchError> {
         cfg.validate()?;
-        let db = Db::open(Options::default().timestamps(cfg.timestamps))?;
+        let db = Db::open(cfg.cc.apply(Options::default().timestamps(cfg.timestamps)))?;
         let tables = Tables::create(&db)?;
         let warehouses = cfg.warehouse_count() as u16;
         let constants = Constants::from_seed(cfg.seed);
@@ -300,6 +303,7 @@ impl Tpcc {
             warehouses: self.warehouses,
             constants: self.constants,
             timestamps: self.db.timestamp_algorithm(),
+            cc: cfg.cc,
             load_seconds: self.load_seconds,
             rows_loaded: self.rows_loaded,
             measured,

@@ -122,6 +122,8 @@ pub struct TpccReport {
     pub stock_scan_avg_ms: Option<f64>,
     /// Timestamp algorithm in force.
     pub timestamps: String,
+    /// Concurrency control ("mvto", "precision-locking", "snapshot").
+    pub cc: String,
     /// The run's seed.
     pub seed: u64,
     /// NURand's C constants of the run.
@@ -140,6 +142,7 @@ pub(crate) struct Inputs<'a> {
     pub(crate) warehouses: u16,
     pub(crate) constants: Constants,
     pub(crate) timestamps: &'a str,
+    pub(crate) cc: crate::Protocol,
     pub(crate) load_seconds: f64,
     pub(crate) rows_loaded: u64,
     pub(crate) measured: Measured,
@@ -228,6 +231,7 @@ impl TpccReport {
             stock_scan_avg_ms: (m.long_reader_txns > 0)
                 .then(|| m.long_reader_time.as_secs_f64() * 1000.0 / m.long_reader_txns as f64),
             timestamps: i.timestamps.to_string(),
+            cc: i.cc.to_string(),
             seed: i.cfg.seed,
             nurand: i.constants,
             engine: i.engine,
@@ -261,6 +265,7 @@ impl TpccReport {
             let _ = writeln!(s, "  {k:<18} {v}");
         };
         row("timestamps", self.timestamps.clone());
+        row("concurrency", self.cc.clone());
         row(
             "load",
             format!(
