@@ -47,4 +47,14 @@ say "loom models of the concurrent primitives (--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p verso-engine --lib --release --quiet loom
 
+say "loom models of the index's version-word protocol (--cfg loom)"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test -p verso-index --lib --release --quiet loom
+
+# Randomized schedules of whole-tree operations; a failure prints the schedule and seed to
+# replay. SHUTTLE_ITERATIONS=N runs N executions per scheduler and test for a longer soak.
+say "shuttle schedules of Masstree splits, unlinks and layers (--cfg shuttle)"
+RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target/shuttle \
+  cargo test -p verso-index --lib --release --quiet shuttle
+
 say "all tests passed"
