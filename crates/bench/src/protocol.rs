@@ -15,6 +15,8 @@ pub enum Protocol {
     PrecisionLocking,
     /// Precision locking's machinery at snapshot isolation (no read validation).
     Snapshot,
+    /// Strict two-phase locking, no-wait: the comparison baseline.
+    TwoPhaseLocking,
 }
 
 impl Protocol {
@@ -28,6 +30,7 @@ impl Protocol {
             Protocol::Snapshot => options
                 .concurrency(Concurrency::PrecisionLocking)
                 .isolation(Isolation::Snapshot),
+            Protocol::TwoPhaseLocking => options.concurrency(Concurrency::TwoPhaseLocking),
         }
     }
 }
@@ -39,8 +42,9 @@ impl FromStr for Protocol {
             "mvto" => Ok(Protocol::Mvto),
             "precision-locking" | "pl" => Ok(Protocol::PrecisionLocking),
             "snapshot" | "si" => Ok(Protocol::Snapshot),
+            "2pl" => Ok(Protocol::TwoPhaseLocking),
             other => Err(format!(
-                "unknown --cc {other:?} (mvto|precision-locking|snapshot)"
+                "unknown --cc {other:?} (mvto|precision-locking|snapshot|2pl)"
             )),
         }
     }
@@ -52,6 +56,7 @@ impl fmt::Display for Protocol {
             Protocol::Mvto => "mvto",
             Protocol::PrecisionLocking => "precision-locking",
             Protocol::Snapshot => "snapshot",
+            Protocol::TwoPhaseLocking => "2pl",
         })
     }
 }

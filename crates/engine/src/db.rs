@@ -27,6 +27,8 @@ pub struct Table {
 pub(crate) struct TableState {
     pub(crate) name: Box<str>,
     pub(crate) index: TableIndex,
+    /// Two-phase locking's phantom lock (unused by the other protocols).
+    pub(crate) lock2pl: crate::two_pl::TableLock,
 }
 
 /// Counters kept per site so commits on different threads do not share a cache line.
@@ -41,6 +43,7 @@ pub(crate) struct SiteStats {
     pub(crate) conflicts_written_by_younger: StdAtomicU64,
     pub(crate) conflicts_write_write: StdAtomicU64,
     pub(crate) conflicts_read_changed: StdAtomicU64,
+    pub(crate) conflicts_lock_busy: StdAtomicU64,
     pub(crate) versions_installed: StdAtomicU64,
     pub(crate) gc_runs: StdAtomicU64,
     pub(crate) gc_records_pruned: StdAtomicU64,
@@ -66,6 +69,8 @@ pub struct Stats {
     pub conflicts_write_write: u64,
     /// Commits refused by precision locking's validation: a read predicate was written.
     pub conflicts_read_changed: u64,
+    /// Two-phase locking: a lock another transaction held (no-wait).
+    pub conflicts_lock_busy: u64,
     /// Versions installed by commits.
     pub versions_installed: u64,
     /// Garbage collections run.
@@ -145,6 +150,7 @@ impl Db {
         let state = TableState {
             name: name.into(),
             index: TableIndex::new(self.options.index),
+            lock2pl: Default::default(),
         };
         assert!(
             self.tables[id].set(state).is_ok(),
@@ -205,7 +211,9 @@ impl Db {
     /// Snapshot isolation needs [`Concurrency::PrecisionLocking`]: MVTO orders versions by
     /// begin timestamp and cannot tell which were committed after a transaction began.
     pub fn begin_with(&self, isolation: Isolation) -> Result<Txn<'_>, Error> {
-        if isolation == Isolation::Snapshot && self.options.concurrency == Concurrency::Mvto {
+        if isolation == Isolation::Snapshot
+            && self.options.concurrency != Concurrency::PrecisionLocking
+        {
             return Err(Error::Unsupported {
                 what:
                     "snapshot isolation under MVTO (open the Db with Concurrency::PrecisionLocking)",
@@ -264,6 +272,7 @@ impl Db {
             s.conflicts_written_by_younger += get(&site.conflicts_written_by_younger);
             s.conflicts_write_write += get(&site.conflicts_write_write);
             s.conflicts_read_changed += get(&site.conflicts_read_changed);
+            s.conflicts_lock_busy += get(&site.conflicts_lock_busy);
             s.versions_installed += get(&site.versions_installed);
             s.gc_runs += get(&site.gc_runs);
             s.gc_records_pruned += get(&site.gc_records_pruned);

@@ -17,6 +17,8 @@ pub enum ConflictReason {
     /// Precision locking: a transaction that committed after this one started wrote a key
     /// inside something this one read (a key, or a range, even an empty one).
     ReadChanged,
+    /// Two-phase locking (no-wait): another transaction holds a conflicting lock.
+    LockBusy,
 }
 
 impl std::fmt::Display for ConflictReason {
@@ -32,6 +34,7 @@ impl std::fmt::Display for ConflictReason {
             ConflictReason::ReadChanged => {
                 "a transaction that committed after it started wrote into what it read"
             }
+            ConflictReason::LockBusy => "another transaction holds a conflicting lock",
         })
     }
 }

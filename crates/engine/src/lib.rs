@@ -40,6 +40,7 @@ mod range;
 mod record;
 mod sync;
 mod timestamp;
+mod two_pl;
 mod txn;
 mod validation;
 mod write_set;

@@ -54,6 +54,9 @@ pub enum Concurrency {
     /// timestamp and validates its logged read predicates against the writes of
     /// transactions that committed since it began. Read-only transactions never abort.
     PrecisionLocking,
+    /// Strict two-phase locking, no-wait (`two_pl.rs`): **a baseline for comparison only**.
+    /// Readers lock what they read; a writer that finds a lock held aborts.
+    TwoPhaseLocking,
 }
 
 impl FromStr for Concurrency {
@@ -62,8 +65,9 @@ impl FromStr for Concurrency {
         match s {
             "mvto" => Ok(Concurrency::Mvto),
             "precision-locking" | "pl" => Ok(Concurrency::PrecisionLocking),
+            "2pl" => Ok(Concurrency::TwoPhaseLocking),
             other => Err(format!(
-                "unknown concurrency control {other:?} (mvto|precision-locking)"
+                "unknown concurrency control {other:?} (mvto|precision-locking|2pl)"
             )),
         }
     }
@@ -74,6 +78,7 @@ impl std::fmt::Display for Concurrency {
         f.write_str(match self {
             Concurrency::Mvto => "mvto",
             Concurrency::PrecisionLocking => "precision-locking",
+            Concurrency::TwoPhaseLocking => "2pl",
         })
     }
 }
@@ -166,7 +171,9 @@ impl Options {
 
     pub(crate) fn validate(&self) -> Result<(), crate::Error> {
         let bad = |reason: String| Err(crate::Error::InvalidOptions { reason });
-        if self.isolation == Isolation::Snapshot && self.concurrency == Concurrency::Mvto {
+        if self.isolation == Isolation::Snapshot
+            && self.concurrency != Concurrency::PrecisionLocking
+        {
             return bad("snapshot isolation needs Concurrency::PrecisionLocking".into());
         }
         if self.key_size_max > SIZE_LIMIT_CEILING {

@@ -19,11 +19,21 @@ use crate::write_set::WriteSet;
 /// Records fetched from the index per chunk.
 const CHUNK_LEN: usize = 64;
 
+/// How a range reads each record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReadMode {
+    /// MVTO serializable: gap stamps on the index, `tslast` on records.
+    Mvto,
+    /// Snapshot reads that write nothing shared.
+    Snapshot,
+    /// Two-phase locking: the newest version (the caller locked every record first).
+    Latest,
+}
+
 /// What a range needs from the transaction reading it.
 pub(crate) struct Reader<'t> {
     pub(crate) ts: u64,
-    /// MVTO serializable reads (gap stamps, `tslast`); otherwise snapshot reads.
-    pub(crate) visible: bool,
+    pub(crate) mode: ReadMode,
     /// The transaction's walk counter (see `Record::read`).
     pub(crate) walk: &'t AtomicU64,
     pub(crate) writes: Option<&'t WriteSet>,
@@ -34,7 +44,7 @@ pub struct Range<'t> {
     table: &'t TableState,
     table_id: u32,
     ts: u64,
-    visible: bool,
+    mode: ReadMode,
     /// The transaction's walk counter (see `Record::read`).
     walk: &'t AtomicU64,
     direction: Direction,
@@ -62,7 +72,7 @@ impl<'t> Range<'t> {
     ) -> Self {
         let Reader {
             ts,
-            visible,
+            mode,
             walk,
             writes,
         } = reader;
@@ -77,7 +87,7 @@ impl<'t> Range<'t> {
             table,
             table_id,
             ts,
-            visible,
+            mode,
             walk,
             direction: if reverse {
                 Direction::Reverse
@@ -103,7 +113,11 @@ impl<'t> Range<'t> {
             self.lo.as_ref().map(Vec::as_slice),
             self.hi.as_ref().map(Vec::as_slice),
             self.direction,
-            if self.visible { self.ts } else { 0 },
+            if self.mode == ReadMode::Mvto {
+                self.ts
+            } else {
+                0
+            },
             |record| {
                 chunk.push_back(record);
                 chunk.len() < CHUNK_LEN
@@ -143,10 +157,10 @@ impl<'t> Range<'t> {
             {
                 continue;
             }
-            let value = if self.visible {
-                read_visible(record, self.ts, self.walk)
-            } else {
-                read_snapshot(record, self.ts, self.walk)
+            let value = match self.mode {
+                ReadMode::Mvto => read_visible(record, self.ts, self.walk),
+                ReadMode::Snapshot => read_snapshot(record, self.ts, self.walk),
+                ReadMode::Latest => record.newest().and_then(|v| v.value()),
             };
             if let Some(value) = value {
                 self.peeked = Some((key, value));

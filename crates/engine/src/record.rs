@@ -52,7 +52,13 @@ pub(crate) struct Record {
     /// Invariant: versions in strictly decreasing timestamp order; null when none.
     head: AtomicPtr<Version>,
     key: Box<[u8]>,
+    /// Two-phase locking only (`two_pl.rs`): [`LOCK_WRITER`] or the number of shared holders.
+    /// Fills the first cache line's spare word, so the other protocols pay nothing.
+    lock2pl: AtomicU64,
 }
+
+/// `lock2pl` held exclusively.
+pub(crate) const LOCK_WRITER: u64 = 1 << 63;
 
 /// One immutable value (or tombstone) of a record, followed in memory by its bytes.
 #[repr(C)]
@@ -169,7 +175,66 @@ impl Record {
             tslast: AtomicU64::new(gap_stamp),
             head: AtomicPtr::new(ptr::null_mut()),
             key: key.into(),
+            lock2pl: AtomicU64::new(0),
         })
+    }
+
+    /// Two-phase locking: takes a shared lock if no writer holds one.
+    pub(crate) fn try_lock_shared(&self) -> bool {
+        let mut v = self.lock2pl.load(Ordering::Relaxed);
+        loop {
+            if v & LOCK_WRITER != 0 {
+                return false;
+            }
+            match self
+                .lock2pl
+                .compare_exchange_weak(v, v + 1, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(now) => v = now,
+            }
+        }
+    }
+
+    /// Two-phase locking: takes the exclusive lock if nobody else holds any (`upgrade`: the
+    /// caller holds one shared lock, which this converts).
+    pub(crate) fn try_lock_exclusive(&self, upgrade: bool) -> bool {
+        let expected = u64::from(upgrade);
+        self.lock2pl
+            .compare_exchange(expected, LOCK_WRITER, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Releases a two-phase lock taken with `try_lock_shared` or `try_lock_exclusive`.
+    pub(crate) fn unlock_2pl(&self, exclusive: bool) {
+        if exclusive {
+            debug_assert_eq!(self.lock2pl.load(Ordering::Relaxed), LOCK_WRITER);
+            self.lock2pl.store(0, Ordering::Release);
+        } else {
+            let before = self.lock2pl.fetch_sub(1, Ordering::Release);
+            debug_assert!(before & LOCK_WRITER == 0 && before > 0);
+        }
+    }
+
+    /// The newest version (two-phase locking reads the latest committed state, under a
+    /// lock that keeps it the newest).
+    pub(crate) fn newest(&self) -> Option<&Version> {
+        // SAFETY: the head is never freed while it is the head; the caller's lock keeps
+        // committers from superseding it, so the GC never frees it while held.
+        unsafe { self.head.load(Ordering::Acquire).as_ref() }
+    }
+
+    /// Takes the commit word for an install at `ts` under an exclusive two-phase lock
+    /// (waiting only for the GC, which holds it briefly).
+    pub(crate) fn lock_for_install(&self, ts: u64) {
+        let mut step = 0;
+        while self
+            .owner
+            .compare_exchange(OWNER_NONE, ts, Ordering::SeqCst, Ordering::Relaxed)
+            .is_err()
+        {
+            spin_step(&mut step);
+        }
     }
 
     pub(crate) fn key(&self) -> &[u8] {

@@ -27,11 +27,12 @@ use std::ops::{Bound, RangeBounds};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering as StdOrdering;
 
-use crate::db::{Db, SiteStats, Table};
+use crate::db::{Db, SiteStats, Table, TableState};
 use crate::index::{OrderedIndex, RecordPtr};
-use crate::range::{Range, Reader};
+use crate::range::{Range, ReadMode, Reader};
 use crate::record::{Record, Version};
 use crate::timestamp::SlotId;
+use crate::two_pl::Held;
 use crate::validation::{self, PredicateLog, ABORTED};
 use crate::write_set::{self, WriteSet};
 use crate::{Concurrency, ConflictReason, Error, Isolation};
@@ -65,6 +66,10 @@ pub struct Txn<'db> {
     logs_reads: bool,
     /// Taken from the thread's pool at the first logged read.
     preds: RefCell<Option<PredicateLog>>,
+    /// Two-phase locking: every read and write takes locks, held to the end.
+    two_pl: bool,
+    /// The two-phase locks held.
+    held: RefCell<Held>,
     /// Taken from the thread's pool at the first write.
     writes: Option<WriteSet>,
     /// Invariant: `true` once the slot is released; nothing may be read after that.
@@ -90,6 +95,8 @@ impl<'db> Txn<'db> {
             visible_reads: cc == Concurrency::Mvto && serializable,
             logs_reads: cc == Concurrency::PrecisionLocking && serializable && !read_only,
             preds: RefCell::new(None),
+            two_pl: cc == Concurrency::TwoPhaseLocking,
+            held: RefCell::new(Held::default()),
             writes: None,
             ended: false,
         }
@@ -141,6 +148,9 @@ impl<'db> Txn<'db> {
         if let Some(own) = self.writes.as_ref().and_then(|w| w.get(table.id, key)) {
             return Ok(own);
         }
+        if self.two_pl {
+            return self.get_locked(state, table.id, key);
+        }
         if self.visible_reads {
             let Some(record) = state.index.get_or_stamp(key, self.ts) else {
                 return Ok(None);
@@ -177,12 +187,58 @@ impl<'db> Txn<'db> {
         self.write(table, key.as_ref(), None)
     }
 
+    /// Two-phase locking read: lock, then read the newest version.
+    fn get_locked(
+        &self,
+        state: &TableState,
+        table: u32,
+        key: &[u8],
+    ) -> Result<Option<&[u8]>, Error> {
+        let wait = self.read_only;
+        let mut held = self.held.borrow_mut();
+        let record = match state.index.get_or_stamp(key, 0) {
+            Some(r) => r,
+            None => {
+                // No record at all: the table's S lock keeps the key from appearing.
+                held.share_table(table, &state.lock2pl, wait)
+                    .map_err(|r| self.lock_conflict(r))?;
+                match state.index.get_or_stamp(key, 0) {
+                    Some(r) => r,
+                    None => return Ok(None),
+                }
+            }
+        };
+        held.share_record(record, wait)
+            .map_err(|r| self.lock_conflict(r))?;
+        Ok(record.get().newest().and_then(|v| v.value()))
+    }
+
+    /// Counts a two-phase-locking conflict (it surfaces at a read or write, not at commit).
+    fn lock_conflict(&self, reason: ConflictReason) -> Error {
+        self.site_stats()
+            .conflicts_lock_busy
+            .fetch_add(1, StdOrdering::Relaxed);
+        Error::Conflict { reason }
+    }
+
     fn write(&mut self, table: &Table, key: &[u8], value: Option<&[u8]>) -> Result<(), Error> {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
         self.check_key(key)?;
-        self.db.table_state(table)?;
+        let state = self.db.table_state(table)?;
+        if self.two_pl {
+            let record = state
+                .index
+                .get_or_insert_with(key, |gap_stamp| RecordPtr::new(Record::new(key, gap_stamp)));
+            let mut held = self.held.borrow_mut();
+            if record.get().newest().is_none() {
+                // The key's first version: a phantom for anyone holding the table's S.
+                held.intend_table(table.id, &state.lock2pl)
+                    .map_err(|r| self.lock_conflict(r))?;
+            }
+            held.own_record(record).map_err(|r| self.lock_conflict(r))?;
+        }
         self.writes
             .get_or_insert_with(write_set::take)
             .put(table.id, key, value);
@@ -224,6 +280,9 @@ impl<'db> Txn<'db> {
         let lo = owned(bounds.start_bound())?;
         let hi = owned(bounds.end_bound())?;
         let state = self.db.table_state(table)?;
+        if self.two_pl {
+            self.lock_range(state, table.id, &lo, &hi)?;
+        }
         self.log_read(|p| {
             p.range(
                 table.id,
@@ -233,11 +292,48 @@ impl<'db> Txn<'db> {
         });
         let reader = Reader {
             ts: self.ts,
-            visible: self.visible_reads,
+            mode: if self.two_pl {
+                ReadMode::Latest
+            } else if self.visible_reads {
+                ReadMode::Mvto
+            } else {
+                ReadMode::Snapshot
+            },
             walk: self.walk_word(),
             writes: self.writes.as_ref(),
         };
         Ok(Range::new(state, table.id, reader, lo, hi, reverse))
+    }
+
+    /// Two-phase locking range: the table's S lock (no new keys), then every record in the
+    /// range shared, before anything is read.
+    fn lock_range(
+        &self,
+        state: &TableState,
+        table: u32,
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+    ) -> Result<(), Error> {
+        let wait = self.read_only;
+        let mut held = self.held.borrow_mut();
+        held.share_table(table, &state.lock2pl, wait)
+            .map_err(|r| self.lock_conflict(r))?;
+        let mut records = Vec::new();
+        state.index.scan(
+            lo.as_ref().map(Vec::as_slice),
+            hi.as_ref().map(Vec::as_slice),
+            verso_index::Direction::Forward,
+            0,
+            |r| {
+                records.push(r);
+                true
+            },
+        );
+        for r in records {
+            held.share_record(r, wait)
+                .map_err(|r| self.lock_conflict(r))?;
+        }
+        Ok(())
     }
 
     /// Commits: afterwards every transaction with a larger timestamp sees the writes.
@@ -252,6 +348,7 @@ impl<'db> Txn<'db> {
                 ConflictReason::ReadByYounger => &stats.conflicts_read_by_younger,
                 ConflictReason::WriteWrite => &stats.conflicts_write_write,
                 ConflictReason::ReadChanged => &stats.conflicts_read_changed,
+                ConflictReason::LockBusy => &stats.conflicts_lock_busy,
                 _ => &stats.conflicts_written_by_younger,
             },
             Err(_) => &stats.conflicts_written_by_younger,
@@ -272,8 +369,10 @@ impl<'db> Txn<'db> {
     }
 
     fn commit_writes(&mut self) -> Result<CommitTs, Error> {
-        if self.db.options.concurrency == Concurrency::PrecisionLocking {
-            return self.commit_precision();
+        match self.db.options.concurrency {
+            Concurrency::PrecisionLocking => return self.commit_precision(),
+            Concurrency::TwoPhaseLocking => return Ok(self.commit_locked()),
+            _ => {}
         }
         let ts = self.ts;
         let Some(ws) = self.writes.as_mut().filter(|w| !w.is_empty()) else {
@@ -318,6 +417,48 @@ impl<'db> Txn<'db> {
             self.db.collect_site(site);
         }
         Ok(CommitTs(ts))
+    }
+
+    /// Two-phase-locking commit: every written record is locked exclusively already, so it
+    /// cannot fail; installs at a fresh timestamp (locks are released by `end`).
+    fn commit_locked(&mut self) -> CommitTs {
+        let site = self.slot.site as usize;
+        // Serialized at a point where it holds all its locks: now, not at begin (a reader
+        // may have read what committed after it began).
+        let cts = self.db.timestamps.fresh(site);
+        let Some(ws) = self.writes.as_mut().filter(|w| !w.is_empty()) else {
+            return CommitTs(cts);
+        };
+        let mut superseded = std::mem::take(&mut ws.superseded);
+        let mut installed = 0;
+        for e in ws.entries() {
+            let key = ws.key(e);
+            let record = self
+                .db
+                .table_state_by_id(e.table)
+                .index
+                .get_or_insert_with(key, |gap_stamp| RecordPtr::new(Record::new(key, gap_stamp)));
+            let r = record.get();
+            r.lock_for_install(cts);
+            if r.install(Version::new(cts, ws.value(e))) {
+                superseded.push(record);
+            }
+            r.unlock(cts);
+            installed += 1;
+        }
+        let collect = !superseded.is_empty() && {
+            let mut gc = self.db.gc[site].lock().unwrap_or_else(|e| e.into_inner());
+            gc.extend(superseded.drain(..));
+            gc.wants_collection()
+        };
+        ws.superseded = superseded;
+        self.site_stats()
+            .versions_installed
+            .fetch_add(installed, StdOrdering::Relaxed);
+        if collect {
+            self.db.collect_site(site);
+        }
+        CommitTs(cts)
     }
 
     /// Precision-locking commit (module docs, steps 1-5).
@@ -434,6 +575,12 @@ impl<'db> Txn<'db> {
         }
         if let Some(p) = self.preds.get_mut().take() {
             validation::give_back(p);
+        }
+        if self.two_pl {
+            let db = self.db;
+            self.held
+                .get_mut()
+                .release_all(|id| &db.table_state_by_id(id).lock2pl);
         }
     }
 }

@@ -174,8 +174,7 @@ fn deleted_keys_are_protected_like_gaps() {
 #[test]
 fn concurrent_writers_of_one_key_do_not_both_commit() {
     each(|level, db, t| {
-        db.run(|txn| txn.put(&t, b"n", 0u64.to_le_bytes()))
-            .unwrap();
+        db.run(|txn| txn.put(&t, b"n", 0u64.to_le_bytes())).unwrap();
         let mut a = level.begin(db);
         let mut b = level.begin(db);
         let read = |txn: &Txn<'_>| {
@@ -243,4 +242,62 @@ fn snapshot_isolation_is_refused_under_mvto() {
         Err(Error::Unsupported { .. })
     ));
     assert!(db.begin_with(Isolation::Serializable).is_ok());
+}
+
+/// Two-phase locking (the comparison baseline): locks held to the end block conflicting
+/// writers at once (no-wait), including phantoms through the table lock; read-only
+/// transactions wait instead of aborting.
+#[test]
+fn two_phase_locking_blocks_conflicting_writers_and_phantoms() {
+    let db = Db::open(Options::default().concurrency(Concurrency::TwoPhaseLocking)).unwrap();
+    let t = db.table("t").unwrap();
+    db.run(|txn| txn.put(&t, b"a", b"1")).unwrap();
+    let busy = |r: Result<(), Error>| {
+        matches!(
+            r,
+            Err(Error::Conflict {
+                reason: ConflictReason::LockBusy
+            })
+        )
+    };
+    // A range read locks the table against new keys and its records against writers.
+    let reader = db.begin().unwrap();
+    assert_eq!(reader.range(&t, ..).unwrap().count(), 1);
+    let mut w = db.begin().unwrap();
+    assert!(
+        busy(w.put(&t, b"b", b"phantom")),
+        "an insert into a read range"
+    );
+    drop(w);
+    let mut w = db.begin().unwrap();
+    assert!(busy(w.put(&t, b"a", b"2")), "an update of a read key");
+    drop(w);
+    reader.commit().unwrap();
+    // Absent key: the table lock alone protects it.
+    let reader = db.begin().unwrap();
+    assert_eq!(reader.get(&t, b"zz").unwrap(), None);
+    let mut w = db.begin().unwrap();
+    assert!(busy(w.put(&t, b"zz", b"phantom")));
+    drop(w);
+    drop(reader);
+    // With the readers gone, the same writes go through.
+    db.run(|txn| {
+        txn.put(&t, b"a", b"2")?;
+        txn.put(&t, b"zz", b"3")
+    })
+    .unwrap();
+    // A read-only transaction waits for a writer instead of aborting.
+    let mut w = db.begin().unwrap();
+    w.put(&t, b"a", b"4").unwrap();
+    std::thread::scope(|s| {
+        let ro = s.spawn(|| {
+            let ro = db.begin_read_only().unwrap();
+            let v = ro.get(&t, b"a").unwrap().map(<[u8]>::to_vec);
+            ro.commit().unwrap();
+            v
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        w.commit().unwrap();
+        assert_eq!(ro.join().unwrap().as_deref(), Some(&b"4"[..]));
+    });
 }

@@ -155,9 +155,9 @@ struct YcsbArgs {
     timestamps: String,
 
     /// Concurrency control: mvto (vMVCC's timestamp ordering), precision-locking (HyPer's
-    /// serializable MVCC), or snapshot (precision locking at snapshot isolation: not
-    /// serializable, shown for comparison).
-    #[arg(long, default_value = "mvto", value_name = "CC", value_parser = ["mvto", "precision-locking", "snapshot"])]
+    /// serializable MVCC), snapshot (precision locking at snapshot isolation: not
+    /// serializable), or 2pl (strict two-phase locking, no-wait: a comparison baseline).
+    #[arg(long, default_value = "mvto", value_name = "CC", value_parser = ["mvto", "precision-locking", "snapshot", "2pl"])]
     cc: String,
 
     /// Ordered index: masstree (the engine's), or btree (a BTreeMap behind a RwLock, the
@@ -404,9 +404,9 @@ struct TpccArgs {
     timestamps: String,
 
     /// Concurrency control: mvto (vMVCC's timestamp ordering), precision-locking (HyPer's
-    /// serializable MVCC), or snapshot (precision locking at snapshot isolation: not
-    /// serializable, shown for comparison).
-    #[arg(long, default_value = "mvto", value_name = "CC", value_parser = ["mvto", "precision-locking", "snapshot"])]
+    /// serializable MVCC), snapshot (precision locking at snapshot isolation: not
+    /// serializable), or 2pl (strict two-phase locking, no-wait: a comparison baseline).
+    #[arg(long, default_value = "mvto", value_name = "CC", value_parser = ["mvto", "precision-locking", "snapshot", "2pl"])]
     cc: String,
 
     /// Seed for population, transaction inputs and NURand's C constants.

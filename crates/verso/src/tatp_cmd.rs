@@ -41,9 +41,9 @@ pub struct TatpArgs {
     timestamps: String,
 
     /// Concurrency control: mvto (vMVCC's timestamp ordering), precision-locking (HyPer's
-    /// serializable MVCC), or snapshot (precision locking at snapshot isolation: not
-    /// serializable, shown for comparison).
-    #[arg(long, default_value = "mvto", value_name = "CC", value_parser = ["mvto", "precision-locking", "snapshot"])]
+    /// serializable MVCC), snapshot (precision locking at snapshot isolation: not
+    /// serializable), or 2pl (strict two-phase locking, no-wait: a comparison baseline).
+    #[arg(long, default_value = "mvto", value_name = "CC", value_parser = ["mvto", "precision-locking", "snapshot", "2pl"])]
     cc: String,
 
     /// Ordered index: masstree, or btree (the placeholder, for comparison).
