@@ -424,14 +424,10 @@ impl<'db> Ctx<'db> {
         for d in 1..=DISTRICTS {
             let di = usize::from(d - 1);
             self.delivering[di] = 0;
-            let lo = key::order(w, d, self.delivered_below[di]);
-            let hi = key::order(w, d, u32::MAX);
-            let oldest = txn.range(&t.new_order, &lo[..]..=&hi[..])?.next();
-            let Some((k, _)) = oldest else {
+            let Some(o) = oldest_new_order(&txn, &t, w, d, self.delivered_below[di])? else {
                 skipped += 1;
                 continue;
             };
-            let o = key::order_id(k).ok_or(TxnError::Missing("new-order key"))?;
             let o_row = row(&txn, &t.orders, &key::order(w, d, o), order::LEN, "order")?;
             let c = order::C_ID.get(o_row);
             o_rows[di].copy_from_slice(o_row);
@@ -518,6 +514,38 @@ impl<'db> Ctx<'db> {
         self.sink ^= low;
         txn.commit()?;
         Ok(Outcome::Committed)
+    }
+}
+
+/// NEW-ORDER rows a Delivery's first range read covers: the oldest undelivered order is
+/// almost always the first one past `delivered_below`, and the engine reads a range in
+/// chunks of 64 records, so a bounded first look saves reading (and stamping) 63 of them.
+const DELIVERY_WINDOW: u32 = 4;
+
+/// The smallest NO_O_ID of (w, d) at or above `from` (no rows are below it; see
+/// `Ctx::delivered_below`): a forward range read, in a small window first.
+fn oldest_new_order(
+    txn: &Txn<'_>,
+    t: &Tables,
+    w: u16,
+    d: u8,
+    from: u32,
+) -> Result<Option<u32>, TxnError> {
+    let lo = key::order(w, d, from);
+    let mid = key::order(w, d, from.saturating_add(DELIVERY_WINDOW));
+    let hi = key::order(w, d, u32::MAX);
+    let first = match txn.range(&t.new_order, &lo[..]..&mid[..])?.next() {
+        Some((k, _)) => Some(k),
+        None => txn
+            .range(&t.new_order, &mid[..]..=&hi[..])?
+            .next()
+            .map(|(k, _)| k),
+    };
+    match first {
+        Some(k) => Ok(Some(
+            key::order_id(k).ok_or(TxnError::Missing("new-order key"))?,
+        )),
+        None => Ok(None),
     }
 }
 
