@@ -71,6 +71,10 @@ fn run_and_check(cfg: &IndexBenchConfig) -> serde_json::Value {
             .per_thread
             .iter()
             .all(|t| t.puts > 0 && t.gets == t.puts));
+        if cfg!(target_os = "linux") {
+            assert!(rw1.puts_per_cpu_sec_per_thread > Some(0.0));
+            assert!(rw1.gets_per_cpu_sec_per_thread > Some(0.0));
+        }
     } else {
         assert!(r.rw1.is_none());
         assert!(r.load_seconds > 0.0);
@@ -83,6 +87,17 @@ fn run_and_check(cfg: &IndexBenchConfig) -> serde_json::Value {
     if cfg!(target_os = "linux") {
         assert!(r.peak_rss_bytes > 0);
         assert!(r.bytes_per_key.is_some(), "{what}: no bytes_per_key");
+        let cpu = r.cpu_seconds.expect("cpu_seconds");
+        assert!(
+            cpu > 0.0 && r.ops_per_cpu_sec > Some(0.0),
+            "{what}: cpu {cpu}"
+        );
+        // A worker cannot run longer than the wall clock (a little slack for the edges).
+        assert!(
+            r.cpu_share <= Some(1.1),
+            "{what}: cpu share {:?}",
+            r.cpu_share
+        );
     }
     assert!(r.summary().contains(cfg.index.name()));
 

@@ -49,6 +49,11 @@ pub struct Rw1Report {
     pub puts_per_sec_per_thread: f64,
     /// Mean over threads of each thread's gets/s.
     pub gets_per_sec_per_thread: f64,
+    /// Mean over threads of each thread's puts per second on a CPU (null without `/proc`):
+    /// what a thread does when it has its core to itself, on a shared machine.
+    pub puts_per_cpu_sec_per_thread: Option<f64>,
+    /// Mean over threads of each thread's gets per second on a CPU.
+    pub gets_per_cpu_sec_per_thread: Option<f64>,
     /// Whether some thread stopped putting at the memory cap rather than the clock.
     pub hit_put_cap: bool,
     /// Each thread's counts and phase lengths.
@@ -103,6 +108,14 @@ pub struct IndexReport {
     pub latency_sample_every: u64,
     /// Real seconds measured: the window, or rw1's slowest put phase plus slowest get phase.
     pub duration_s: f64,
+    /// The workers' summed time on a CPU while measuring (null without `/proc`).
+    pub cpu_seconds: Option<f64>,
+    /// `cpu_seconds / (threads * duration_s)`: near 1 when the workers had their cores to
+    /// themselves, lower when other processes took turns on them.
+    pub cpu_share: Option<f64>,
+    /// Operations per second on a CPU (`ops / cpu_seconds`): per-thread throughput with
+    /// the time other processes ran taken out. For rw1, puts and gets together.
+    pub ops_per_cpu_sec: Option<f64>,
     /// Seconds the load took (0 for rw1).
     pub load_seconds: f64,
     /// Resident set size just before the index was created.
@@ -156,6 +169,9 @@ impl IndexReport {
             p99_us: None,
             latency_sample_every: LATENCY_SAMPLE_EVERY,
             duration_s: 0.0,
+            cpu_seconds: None,
+            cpu_share: None,
+            ops_per_cpu_sec: None,
             load_seconds: 0.0,
             baseline_rss_bytes: memory.baseline,
             filled_rss_bytes: memory.filled,
@@ -189,12 +205,23 @@ impl IndexReport {
         r.gets_per_sec = per_sec(r.gets, window);
         r.scans_per_sec = per_sec(r.scans, window);
         r.ops_per_sec = per_sec(r.puts + r.gets + r.scans, window);
+        if counts.iter().all(|c| c.cpu_known.load(Ordering::Relaxed)) {
+            let cpu = sum(|c| c.cpu_ns.load(Ordering::Relaxed)) as f64 / 1e9;
+            r.set_cpu(cpu, r.puts + r.gets + r.scans);
+        }
         let h = &m.latency;
         if !h.is_empty() {
             r.p50_us = Some(h.value_at_quantile(0.5) as f64 / 1000.0);
             r.p99_us = Some(h.value_at_quantile(0.99) as f64 / 1000.0);
         }
         r
+    }
+
+    fn set_cpu(&mut self, cpu_seconds: f64, ops: u64) {
+        self.cpu_seconds = Some(cpu_seconds);
+        let wall = self.threads as f64 * self.duration_s;
+        self.cpu_share = (wall > 0.0).then(|| cpu_seconds / wall);
+        self.ops_per_cpu_sec = Some(per_sec(ops, cpu_seconds));
     }
 
     /// The report of an rw1 run.
@@ -210,9 +237,32 @@ impl IndexReport {
         r.gets_per_sec = get_rate;
         r.ops_per_sec = put_rate + get_rate;
         r.duration_s = slowest(|t| t.put_seconds) + slowest(|t| t.get_seconds);
+        // Per thread and phase: (operations, CPU seconds), when every one is known.
+        let cpu = |f: fn(&Rw1Thread) -> (u64, Option<f64>)| -> Option<Vec<(u64, f64)>> {
+            threads
+                .iter()
+                .map(|t| {
+                    let (ops, cpu) = f(t);
+                    Some((ops, cpu?))
+                })
+                .collect()
+        };
+        let puts_cpu = cpu(|t| (t.puts, t.put_cpu_seconds));
+        let gets_cpu = cpu(|t| (t.gets, t.get_cpu_seconds));
+        let mean_rate = |v: &[(u64, f64)]| v.iter().map(|&(o, c)| per_sec(o, c)).sum::<f64>() / n;
+        if let (Some(p), Some(g)) = (&puts_cpu, &gets_cpu) {
+            let seconds: f64 = p.iter().chain(g).map(|&(_, c)| c).sum();
+            // Each thread is busy for its own two phases; the share is over those.
+            let busy: f64 = threads.iter().map(|t| t.put_seconds + t.get_seconds).sum();
+            r.cpu_seconds = Some(seconds);
+            r.cpu_share = (busy > 0.0).then(|| seconds / busy);
+            r.ops_per_cpu_sec = Some(per_sec(r.puts + r.gets, seconds));
+        }
         r.rw1 = Some(Rw1Report {
             puts_per_sec_per_thread: put_rate / n,
             gets_per_sec_per_thread: get_rate / n,
+            puts_per_cpu_sec_per_thread: puts_cpu.as_deref().map(mean_rate),
+            gets_per_cpu_sec_per_thread: gets_cpu.as_deref().map(mean_rate),
             hit_put_cap: threads.iter().any(|t| t.hit_put_cap),
             per_thread: threads.to_vec(),
         });
@@ -262,6 +312,15 @@ impl IndexReport {
                     mops(rw1.gets_per_sec_per_thread),
                 ),
             );
+            if let (Some(p), Some(g)) = (
+                rw1.puts_per_cpu_sec_per_thread,
+                rw1.gets_per_cpu_sec_per_thread,
+            ) {
+                row(
+                    "per CPU second",
+                    format!("puts {} per thread, gets {} per thread", mops(p), mops(g)),
+                );
+            }
             if rw1.hit_put_cap {
                 row("note", "a thread stopped putting at the memory cap".into());
             }
@@ -312,6 +371,18 @@ impl IndexReport {
                     ),
                 );
             }
+        }
+        if let (Some(c), Some(share), Some(rate)) =
+            (self.cpu_seconds, self.cpu_share, self.ops_per_cpu_sec)
+        {
+            row(
+                "cpu",
+                format!(
+                    "{c:.2} s on a CPU ({:.0}% of the threads' wall time), {} ops per CPU second",
+                    share * 100.0,
+                    mops(rate)
+                ),
+            );
         }
         row(
             "memory",

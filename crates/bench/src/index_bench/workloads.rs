@@ -31,6 +31,20 @@ const _: () = assert!(KEY_BYTES_MAX >= 20);
 /// Keys per call of the load closure (between two progress updates).
 pub const LOAD_BATCH: u64 = 10_000;
 
+/// The calling thread's time on a CPU so far, in nanoseconds (the first field of
+/// `/proc/thread-self/schedstat`); `None` without `/proc`. On a shared machine the wall
+/// clock also counts the time other processes ran, this does not: operations per CPU
+/// second approximate what the thread would do alone (cache sharing aside).
+pub fn thread_cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
+/// CPU nanoseconds from `start` to now on this thread.
+fn cpu_ns_since(start: Option<u64>) -> Option<u64> {
+    Some(thread_cpu_ns()?.saturating_sub(start?))
+}
+
 /// One thread's key encoder: a buffer the current key is written into (no allocation).
 pub struct KeyBuf {
     format: KeyFormat,
@@ -161,6 +175,9 @@ pub struct OpCounts {
     pub(super) get_misses: AtomicU64,
     pub(super) scans: AtomicU64,
     pub(super) scan_entries: AtomicU64,
+    /// The worker's time on a CPU, nanoseconds; meaningful when `cpu_known`.
+    pub(super) cpu_ns: AtomicU64,
+    pub(super) cpu_known: AtomicBool,
 }
 
 /// One thread of a timed workload: each `txn` is one index operation. With no warmup the
@@ -181,6 +198,8 @@ pub struct TimedWorker<'a, I> {
     scans: u64,
     scan_entries: u64,
     sink: u64,
+    /// This thread's CPU time when the worker was made (in its thread, just before the loop).
+    cpu_start: Option<u64>,
     out: &'a OpCounts,
 }
 
@@ -207,6 +226,7 @@ impl<'a, I: BenchIndex> TimedWorker<'a, I> {
             scans: 0,
             scan_entries: 0,
             sink: 0,
+            cpu_start: thread_cpu_ns(),
             out,
         }
     }
@@ -269,6 +289,10 @@ impl<I> Drop for TimedWorker<'_, I> {
         self.out
             .scan_entries
             .store(self.scan_entries, Ordering::Relaxed);
+        if let Some(cpu) = cpu_ns_since(self.cpu_start) {
+            self.out.cpu_ns.store(cpu, Ordering::Relaxed);
+            self.out.cpu_known.store(true, Ordering::Relaxed);
+        }
     }
 }
 
@@ -294,6 +318,10 @@ pub struct Rw1Thread {
     pub gets: u64,
     /// Length of the get phase, seconds.
     pub get_seconds: f64,
+    /// The thread's time on a CPU during the put phase, seconds (null without `/proc`).
+    pub put_cpu_seconds: Option<f64>,
+    /// The thread's time on a CPU during the get phase, seconds (null without `/proc`).
+    pub get_cpu_seconds: Option<f64>,
     /// Whether the put phase stopped at the per-thread put cap rather than the clock.
     pub hit_put_cap: bool,
 }
@@ -364,6 +392,7 @@ fn rw1_thread<I: BenchIndex>(
     let mut out = Rw1Thread::default();
     wait_for(&shared.go);
     let seed_state = rng.clone();
+    let cpu0 = thread_cpu_ns();
     let t0 = Instant::now();
     // Relaxed: the flag orders nothing; seeing it a few puts late only lengthens the phase
     // by those puts, which the clock read below includes.
@@ -377,6 +406,7 @@ fn rw1_thread<I: BenchIndex>(
         out.puts += 1;
     }
     out.put_seconds = t0.elapsed().as_secs_f64();
+    out.put_cpu_seconds = cpu_ns_since(cpu0).map(|ns| ns as f64 / 1e9);
     arrival.arrive();
     wait_for(&shared.gets_go);
 
@@ -389,6 +419,7 @@ fn rw1_thread<I: BenchIndex>(
         keys.swap(i, rng.below(i as u64 + 1) as usize);
     }
 
+    let cpu1 = thread_cpu_ns();
     let t1 = Instant::now();
     for &x in &keys {
         let want = rw1_value(x);
@@ -402,6 +433,7 @@ fn rw1_thread<I: BenchIndex>(
         }
     }
     out.get_seconds = t1.elapsed().as_secs_f64();
+    out.get_cpu_seconds = cpu_ns_since(cpu1).map(|ns| ns as f64 / 1e9);
     Ok(out)
 }
 
