@@ -84,6 +84,43 @@ pub(crate) fn find_cycle(
         .min_by_key(Vec::len)
 }
 
+/// Finds a cycle of ww/wr/rw edges among transactions `0..n_txn` with no two consecutive
+/// rw edges (the wrap-around pair included), as edge indices in order: the snapshot
+/// isolation violation. Searches the product graph of (transaction, "arrived by rw"): an
+/// rw edge may leave only a node not arrived by rw; a cycle there is such a DSG cycle.
+pub(crate) fn find_cycle_without_adjacent_rw(n_txn: usize, edges: &[Edge]) -> Option<Vec<u32>> {
+    let mut product: Vec<Edge> = Vec::new();
+    // `origin[i]`: the original edge of product edge `i`.
+    let mut origin: Vec<u32> = Vec::new();
+    let node = |t: u32, by_rw: bool| 2 * t + u32::from(by_rw);
+    for (i, e) in edges.iter().enumerate() {
+        if (e.from as usize) >= n_txn || (e.to as usize) >= n_txn {
+            continue;
+        }
+        let mut add = |from: u32, to: u32| {
+            product.push(Edge {
+                from,
+                to,
+                kind: e.kind,
+                key: e.key,
+            });
+            origin.push(i as u32);
+        };
+        match e.kind {
+            EdgeKind::Rw => add(node(e.from, false), node(e.to, true)),
+            EdgeKind::Ww | EdgeKind::Wr => {
+                add(node(e.from, false), node(e.to, false));
+                add(node(e.from, true), node(e.to, false));
+            }
+            EdgeKind::Rt => {}
+        }
+    }
+    let n = 2 * n_txn;
+    let kinds = [EdgeKind::Ww, EdgeKind::Wr, EdgeKind::Rw];
+    let path = find_cycle(n, n, &product, &kinds)?;
+    Some(path.into_iter().map(|p| origin[p as usize]).collect())
+}
+
 /// Iterative Tarjan: returns the first strongly connected component with more than one
 /// node (the graphs never have self-loops), or `None` if the graph is acyclic.
 fn first_nontrivial_scc(g: &Csr) -> Option<Vec<u32>> {

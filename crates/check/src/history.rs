@@ -164,6 +164,11 @@ pub struct TxnRecord {
     /// writers with a `ts` get their versions ordered by it; readers with a `ts` get
     /// their "absent" observations resolved against it.
     pub ts: Option<u64>,
+    /// For snapshot isolation: the timestamp of the snapshot its reads saw, when that is
+    /// not `ts` (a snapshot transaction reads at its start and commits later). Only
+    /// [`crate::check_snapshot_isolation`] uses it; it defaults to `ts`.
+    #[serde(default)]
+    pub snapshot_ts: Option<u64>,
     /// How the txn ended.
     pub outcome: Outcome,
     /// The operations, in program order.
@@ -185,6 +190,7 @@ impl TxnRecord {
             begin,
             end,
             ts,
+            snapshot_ts: None,
             outcome,
             ops,
         }

@@ -80,7 +80,9 @@ mod recorder;
 mod versions;
 mod violation;
 
-pub use check::{check_serializable, check_strict_serializable, CheckStats};
+pub use check::{
+    check_serializable, check_snapshot_isolation, check_strict_serializable, CheckStats,
+};
 pub use history::{
     decode_version, display_key, encode_version, History, Key, Observed, Op, Outcome, TxnId,
     TxnRecord, VersionId, INITIAL_TXN, VERSION_HEADER_LEN,

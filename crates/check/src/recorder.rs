@@ -197,7 +197,14 @@ impl TxnBuilder<'_> {
     /// Records the end time (call right after commit/abort returned) and hands the txn
     /// to the recorder. Returns the txn id.
     pub fn finish(mut self, outcome: Outcome, ts: Option<u64>) -> TxnId {
-        self.push(outcome, ts);
+        self.push(outcome, ts, None);
+        self.id
+    }
+
+    /// [`TxnBuilder::finish`] for a snapshot-isolation transaction that read the snapshot
+    /// at `snapshot_ts` and committed (if it did) at `ts`.
+    pub fn finish_snapshot(mut self, outcome: Outcome, ts: Option<u64>, snapshot_ts: u64) -> TxnId {
+        self.push(outcome, ts, Some(snapshot_ts));
         self.id
     }
 
@@ -207,7 +214,7 @@ impl TxnBuilder<'_> {
         v
     }
 
-    fn push(&mut self, outcome: Outcome, ts: Option<u64>) {
+    fn push(&mut self, outcome: Outcome, ts: Option<u64>, snapshot_ts: Option<u64>) {
         let end = self.rec.clock();
         self.finished = true;
         self.rec.record(TxnRecord {
@@ -215,6 +222,7 @@ impl TxnBuilder<'_> {
             begin: self.begin,
             end,
             ts,
+            snapshot_ts,
             outcome,
             ops: std::mem::take(&mut self.ops),
         });
@@ -224,7 +232,7 @@ impl TxnBuilder<'_> {
 impl Drop for TxnBuilder<'_> {
     fn drop(&mut self) {
         if !self.finished {
-            self.push(Outcome::Unknown, None);
+            self.push(Outcome::Unknown, None, None);
         }
     }
 }

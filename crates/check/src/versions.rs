@@ -144,8 +144,10 @@ impl VersionOrder {
         ix: &Index<'_>,
         reader: TxnIdx,
         k: KeyId,
+        read_ts: Option<u64>,
         lb: impl FnOnce() -> Option<u64>,
     ) -> AbsentResolution {
+        let _ = (ix, reader);
         let (versions, absent_positions) = match &self.keys[k as usize] {
             KeyOrder::Total {
                 versions,
@@ -166,7 +168,7 @@ impl VersionOrder {
             }
         };
         let mut visible = None;
-        if let Some(ts) = ix.txn(reader).ts {
+        if let Some(ts) = read_ts {
             let p = versions.partition_point(|v| v.ts < ts);
             if p == 0 || versions[p - 1].tombstone {
                 return AbsentResolution {

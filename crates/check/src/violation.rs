@@ -116,6 +116,9 @@ pub enum AnomalyKind {
     G2,
     /// A cycle that needs a real-time edge: serializable, but not in real-time order.
     RealTime,
+    /// Snapshot isolation: a dependency cycle without two adjacent anti-dependencies
+    /// (e.g. a lost update, or a read that missed a write committed before its snapshot).
+    GSnapshot,
     /// A read returned a version that was never written (or a deletion, as present).
     GarbageRead,
     /// A read inside a txn did not reflect the txn's own earlier write/delete.
@@ -144,6 +147,9 @@ impl AnomalyKind {
             AnomalyKind::GSingle => "G-single anti-dependency cycle (read skew / lost update)",
             AnomalyKind::G2 => "G2 anti-dependency cycle (write skew / phantom)",
             AnomalyKind::RealTime => "real-time violation (stale read)",
+            AnomalyKind::GSnapshot => {
+                "G-SI cycle without two adjacent anti-dependencies (not snapshot isolation)"
+            }
             AnomalyKind::GarbageRead => "garbage read (version never written)",
             AnomalyKind::InternalInconsistency => "internal inconsistency (own write not seen)",
             AnomalyKind::InvalidRangeResult => "invalid range result",
