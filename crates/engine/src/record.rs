@@ -555,6 +555,46 @@ mod loom_tests {
         });
     }
 
+    /// Precision locking: a committer that draws its commit timestamp after locking, and a
+    /// snapshot reader, share one clock. The reader sees the version exactly when the
+    /// commit timestamp is below its snapshot, whatever the interleaving (it waits out an
+    /// unstamped or older owner).
+    #[test]
+    fn snapshot_reader_sees_exactly_the_commits_below_it() {
+        loom::model(|| {
+            let clock = Arc::new(AtomicU64::new(10));
+            let rec = Arc::new(*Record::new(b"k", 0));
+            let (r2, c2) = (rec.clone(), clock.clone());
+            let writer = loom::thread::spawn(move || {
+                let start = 1;
+                r2.lock_no_wait(start).expect("no other writer");
+                let cts = c2.fetch_add(1, Ordering::SeqCst);
+                r2.stamp(cts);
+                let v = Version::new(0, Some(b"v"));
+                // SAFETY: unpublished.
+                unsafe { Version::set_ts(v, cts) };
+                r2.install(v);
+                r2.unlock(cts);
+                cts
+            });
+            let ts = clock.fetch_add(1, Ordering::SeqCst);
+            let walk = AtomicU64::new(0);
+            let saw = rec.read_snapshot(ts, &walk).map(|v| v.ts());
+            let cts = writer.join().unwrap();
+            if cts < ts {
+                assert_eq!(
+                    saw,
+                    Some(cts),
+                    "a snapshot at {ts} missed a commit at {cts}"
+                );
+            } else {
+                assert_eq!(saw, None, "a snapshot at {ts} saw a commit at {cts}");
+            }
+            // SAFETY: both threads are done.
+            unsafe { rec.free_versions() };
+        });
+    }
+
     /// Two committers on one record: the younger one never installs below the older one.
     #[test]
     fn committers_keep_the_chain_ordered() {
