@@ -71,6 +71,8 @@ fn run_and_check(cfg: &IndexBenchConfig) -> serde_json::Value {
             .per_thread
             .iter()
             .all(|t| t.puts > 0 && t.gets == t.puts));
+        let total: f64 = rw1.per_thread.iter().map(|t| t.gets_per_sec).sum();
+        assert!((total - r.gets_per_sec).abs() <= 1e-6 * total, "{what}");
         if cfg!(target_os = "linux") {
             assert!(rw1.puts_per_cpu_sec_per_thread > Some(0.0));
             assert!(rw1.gets_per_cpu_sec_per_thread > Some(0.0));

@@ -228,8 +228,8 @@ impl IndexReport {
     pub fn from_rw1(cfg: &IndexBenchConfig, threads: &[Rw1Thread], memory: Memory) -> Self {
         let mut r = Self::base(cfg, memory);
         let n = threads.len().max(1) as f64;
-        let put_rate: f64 = threads.iter().map(|t| per_sec(t.puts, t.put_seconds)).sum();
-        let get_rate: f64 = threads.iter().map(|t| per_sec(t.gets, t.get_seconds)).sum();
+        let put_rate: f64 = threads.iter().map(|t| t.puts_per_sec).sum();
+        let get_rate: f64 = threads.iter().map(|t| t.gets_per_sec).sum();
         let slowest = |f: fn(&Rw1Thread) -> f64| threads.iter().map(f).fold(0.0, f64::max);
         r.puts = threads.iter().map(|t| t.puts).sum();
         r.gets = threads.iter().map(|t| t.gets).sum();

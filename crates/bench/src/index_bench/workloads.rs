@@ -318,6 +318,10 @@ pub struct Rw1Thread {
     pub gets: u64,
     /// Length of the get phase, seconds.
     pub get_seconds: f64,
+    /// `puts / put_seconds`.
+    pub puts_per_sec: f64,
+    /// `gets / get_seconds`.
+    pub gets_per_sec: f64,
     /// The thread's time on a CPU during the put phase, seconds (null without `/proc`).
     pub put_cpu_seconds: Option<f64>,
     /// The thread's time on a CPU during the get phase, seconds (null without `/proc`).
@@ -434,6 +438,9 @@ fn rw1_thread<I: BenchIndex>(
     }
     out.get_seconds = t1.elapsed().as_secs_f64();
     out.get_cpu_seconds = cpu_ns_since(cpu1).map(|ns| ns as f64 / 1e9);
+    let rate = |n: u64, secs: f64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+    out.puts_per_sec = rate(out.puts, out.put_seconds);
+    out.gets_per_sec = rate(out.gets, out.get_seconds);
     Ok(out)
 }
 
