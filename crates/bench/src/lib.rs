@@ -28,6 +28,7 @@ pub mod index_bench;
 pub mod protocol;
 pub mod raw;
 pub mod report;
+pub mod results;
 pub mod rng;
 pub mod rss;
 pub mod runner;

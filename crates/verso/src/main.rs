@@ -10,9 +10,11 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+mod results_cmd;
 mod tatp_cmd;
 use verso_bench::core_workloads::CoreWorkload;
 use verso_bench::index_bench::{self, IndexBenchConfig};
+use verso_bench::results::csv;
 use verso_bench::tpcc::{self, TpccConfig};
 use verso_bench::ycsb::{self, YcsbConfig};
 use verso_bench::{BenchError, Dist, Progress};
@@ -77,6 +79,26 @@ enum Bench {
     /// --json prints one JSON object as the last stdout line.
     #[command(verbatim_doc_comment)]
     Index(IndexArgs),
+    /// Compare saved results: the numeric fields they share, side by side, with ratios.
+    ///
+    /// Each FILE is the saved stdout of a `verso bench ... --json` run (its last non-empty
+    /// line is the report) or a plain JSON file; all must be of one benchmark. Nested fields
+    /// are flattened with dots (per_type.new_order.p99_us). Key fields come first
+    /// (txn_per_sec, new_order_per_sec, gets_per_sec, puts_per_sec, p50/p99/p99.9, abort_rate,
+    /// peak_rss_bytes), then the others that changed; --all shows every field. B/A, C/A, ...
+    /// are ratios to the first file, and * marks a change beyond +-5%. Bad input (a missing
+    /// file, no JSON, different benchmarks) exits with status 2.
+    #[command(verbatim_doc_comment)]
+    Compare(results_cmd::CompareArgs),
+    /// Draw charts of saved results as SVG and PNG (with an embedded font).
+    ///
+    /// Files are grouped by benchmark. Per benchmark: throughput (--y, default txn_per_sec)
+    /// against --x (default threads), one line per series, a series being the rest of the
+    /// configuration that differs between the files (workload, index, long_readers, ...);
+    /// and a latency chart of every file's p50, p99 and p99.9 on a log scale. Prints the
+    /// paths written.
+    #[command(verbatim_doc_comment)]
+    Plot(results_cmd::PlotArgs),
 }
 
 #[derive(Args, Debug)]
@@ -177,6 +199,11 @@ struct YcsbArgs {
     /// Print one JSON object with the results as the last line of stdout.
     #[arg(long)]
     json: bool,
+
+    /// Print the results as CSV, a header line and one data line, as the last two lines of
+    /// stdout: the JSON's fields, nested ones flattened with dots. Not with --json.
+    #[arg(long, conflicts_with = "json")]
+    csv: bool,
 }
 
 impl YcsbArgs {
@@ -229,6 +256,8 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Tpcc(args)) => bench_tpcc(&args),
         Command::Bench(Bench::Tatp(args)) => tatp_cmd::run(&args),
         Command::Bench(Bench::Index(args)) => bench_index(&args),
+        Command::Bench(Bench::Compare(args)) => results_cmd::run_compare(&args),
+        Command::Bench(Bench::Plot(args)) => results_cmd::run_plot(&args),
     }
 }
 
@@ -262,6 +291,11 @@ fn bench_ycsb(args: &YcsbArgs) -> ExitCode {
     if args.json {
         text.push_str(&report.to_json());
         text.push('\n');
+    }
+    if args.csv {
+        if let Err(code) = results_cmd::push_csv(&mut text, csv::from_report(&report)) {
+            return code;
+        }
     }
     // A closed stdout (`| head`) is not worth a panic; the run itself succeeded.
     if out
@@ -318,6 +352,11 @@ struct IndexArgs {
     /// Print one JSON object with the results as the last line of stdout.
     #[arg(long)]
     json: bool,
+
+    /// Print the results as CSV, a header line and one data line, as the last two lines of
+    /// stdout: the JSON's fields, nested ones flattened with dots. Not with --json.
+    #[arg(long, conflicts_with = "json")]
+    csv: bool,
 }
 
 impl IndexArgs {
@@ -353,6 +392,11 @@ fn bench_index(args: &IndexArgs) -> ExitCode {
     if args.json {
         text.push_str(&report.to_json());
         text.push('\n');
+    }
+    if args.csv {
+        if let Err(code) = results_cmd::push_csv(&mut text, csv::from_report(&report)) {
+            return code;
+        }
     }
     let mut out = std::io::stdout().lock();
     // A closed stdout (`| head`) is not worth a panic; the run itself succeeded.
@@ -416,6 +460,11 @@ struct TpccArgs {
     /// Print one JSON object with the results as the last line of stdout.
     #[arg(long)]
     json: bool,
+
+    /// Print the results as CSV, a header line and one data line, as the last two lines of
+    /// stdout: the JSON's fields, nested ones flattened with dots. Not with --json.
+    #[arg(long, conflicts_with = "json")]
+    csv: bool,
 }
 
 impl TpccArgs {
@@ -454,13 +503,15 @@ fn bench_tpcc(args: &TpccArgs) -> ExitCode {
         text.push_str(&report.to_json());
         text.push('\n');
     }
+    let csv_failed =
+        args.csv && results_cmd::push_csv(&mut text, csv::from_report(&report)).is_err();
     // A closed stdout (`| head`) is not worth a panic; the run itself succeeded.
     let written = out.write_all(text.as_bytes()).and_then(|()| out.flush());
     if !report.consistency_passed() {
         eprintln!("error: TPC-C {}", report.consistency);
         return ExitCode::FAILURE;
     }
-    if written.is_err() {
+    if written.is_err() || csv_failed {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS

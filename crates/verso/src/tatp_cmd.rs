@@ -4,6 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
+use verso_bench::results::csv;
 use verso_bench::tatp::{self, TatpConfig};
 use verso_bench::{BenchError, Progress};
 use verso_engine::{IndexKind, TimestampSource};
@@ -57,6 +58,11 @@ pub struct TatpArgs {
     /// Print one JSON object with the results as the last line of stdout.
     #[arg(long)]
     json: bool,
+
+    /// Print the results as CSV, a header line and one data line, as the last two lines of
+    /// stdout: the JSON's fields, nested ones flattened with dots. Not with --json.
+    #[arg(long, conflicts_with = "json")]
+    csv: bool,
 }
 
 impl TatpArgs {
@@ -99,6 +105,11 @@ pub fn run(args: &TatpArgs) -> ExitCode {
     if args.json {
         text.push_str(&report.to_json());
         text.push('\n');
+    }
+    if args.csv {
+        if let Err(code) = crate::results_cmd::push_csv(&mut text, csv::from_report(&report)) {
+            return code;
+        }
     }
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
