@@ -18,11 +18,11 @@ if ! command -v cargo >/dev/null 2>&1; then
   fi
 fi
 cargo --version
-# The workspace needs Rust >= 1.80 (Cargo.toml's rust-version). Debian's packaged cargo can be
+# The workspace needs Rust >= 1.92 (Cargo.toml's rust-version; the benchmark crate's comparison indexes need it). Debian's packaged cargo can be
 # older; say so plainly instead of failing deep inside a dependency's build.
 rust_minor=$(rustc --version | sed -E 's/^rustc 1\.([0-9]+).*/\1/')
-if [ "${rust_minor:-0}" -lt 80 ]; then
-  echo "error: Rust $(rustc --version) is too old: Verso needs 1.80 or newer (install with rustup)" >&2
+if [ "${rust_minor:-0}" -lt 92 ]; then
+  echo "error: Rust $(rustc --version) is too old: Verso needs 1.92 or newer (install with rustup)" >&2
   exit 1
 fi
 

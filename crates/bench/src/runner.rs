@@ -178,7 +178,7 @@ fn worker_loop<W: Workload>(
     let mut measuring = false;
     let mut i = 0u64;
     loop {
-        if i % CHECK_EVERY == 0 {
+        if i.is_multiple_of(CHECK_EVERY) {
             publ.commits.store(commits, Ordering::Relaxed);
             publ.aborts.store(aborts, Ordering::Relaxed);
             match ctl.phase() {
@@ -193,7 +193,7 @@ fn worker_loop<W: Workload>(
                 _ => {}
             }
         }
-        let started = (i % LATENCY_SAMPLE_EVERY == 0).then(Instant::now);
+        let started = i.is_multiple_of(LATENCY_SAMPLE_EVERY).then(Instant::now);
         match w.txn(ctl)? {
             Some(a) => {
                 commits += 1;

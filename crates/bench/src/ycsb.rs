@@ -675,7 +675,7 @@ impl Workload for EngineWorker<'_> {
                 Err(e) if e.is_conflict() => {
                     aborts += 1;
                     // After the run ends, stop retrying: nothing counts any more.
-                    if aborts % 64 == 0 && ctl.stopped() {
+                    if aborts.is_multiple_of(64) && ctl.stopped() {
                         return Ok(None);
                     }
                     spin.spin();

@@ -260,7 +260,7 @@ impl<'a> Search<'a> {
         let mut entry = self.next[self.head as usize];
         while self.next[self.head as usize] != NIL {
             let op = entry as usize / 2;
-            if entry % 2 == 0 {
+            if entry.is_multiple_of(2) {
                 // A pending call: try to linearize it now.
                 let Some(new_state) = step(state, self.ops[op].kind) else {
                     entry = self.next[entry as usize];

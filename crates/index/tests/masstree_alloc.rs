@@ -54,7 +54,7 @@ fn key(i: u32) -> Vec<u8> {
     // Long keys with shared prefixes: suffixes, several layers, splits in each.
     let mut k = format!("user/{:04}/", i % 37).into_bytes();
     k.extend_from_slice(&i.to_be_bytes());
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         k.extend_from_slice(b"/a-rather-long-tail-to-force-suffixes");
     }
     k

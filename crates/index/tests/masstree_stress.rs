@@ -38,7 +38,7 @@ fn key(i: u64) -> Vec<u8> {
         2 => {
             let mut k = b"sharedp-sharedp-".to_vec();
             k.extend_from_slice(&(i % 97).to_be_bytes()[7..]);
-            k.extend(std::iter::repeat(0u8).take((i % 13) as usize));
+            k.extend(std::iter::repeat_n(0u8, (i % 13) as usize));
             k
         }
         3 => b"sharedp-"[..(i % 9) as usize].to_vec(),
@@ -477,7 +477,7 @@ fn present_keys_survive_bulk_unlinks() {
                 assert_eq!(t.get(&k(i)), Some(i), "lost key {i}");
                 let lo = rng.below(SPAN);
                 let hi = lo + rng.below(20_000);
-                let d = if rounds % 2 == 0 {
+                let d = if rounds.is_multiple_of(2) {
                     Direction::Forward
                 } else {
                     Direction::Reverse

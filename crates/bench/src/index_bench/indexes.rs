@@ -246,7 +246,7 @@ mod tests {
         let mut rng = Rng::new(7);
         let key = |rng: &mut Rng| -> Vec<u8> {
             let mut len = rng.below(24) as usize;
-            if !slice_lengths && len % 8 == 0 {
+            if !slice_lengths && len.is_multiple_of(8) {
                 len += 1;
             }
             (0..len).map(|_| b'a' + rng.below(3) as u8).collect()

@@ -293,7 +293,7 @@ impl Workload for Worker<'_> {
     fn txn(&mut self, ctl: &Control) -> Result<Option<u64>, BenchError> {
         let (ty, input) = draw(&mut self.rng, self.a, self.p);
         self.n += 1;
-        let start = (self.n % LATENCY_SAMPLE_EVERY == 0).then(Instant::now);
+        let start = self.n.is_multiple_of(LATENCY_SAMPLE_EVERY).then(Instant::now);
         let mut aborts = 0u64;
         let mut spin = Spin::default();
         let ok = loop {
@@ -301,7 +301,7 @@ impl Workload for Worker<'_> {
                 Ok(ok) => break ok,
                 Err(TxnError::Engine(e)) if e.is_conflict() => {
                     aborts += 1;
-                    if aborts % 64 == 0 && ctl.stopped() {
+                    if aborts.is_multiple_of(64) && ctl.stopped() {
                         return Ok(None);
                     }
                     spin.spin();

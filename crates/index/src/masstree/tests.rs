@@ -218,12 +218,12 @@ fn small_key() -> impl Strategy<Value = Vec<u8>> {
         (0u8..4, 0u8..4).prop_map(|(a, b)| {
             let mut k = b"prefix--".to_vec();
             k.push(a);
-            k.extend(std::iter::repeat(b).take(9));
+            k.extend(std::iter::repeat_n(b, 9));
             k
         }),
         (0u8..4).prop_map(|a| {
             let mut k = b"prefix--".to_vec();
-            k.extend(std::iter::repeat(a).take(usize::from(a)));
+            k.extend(std::iter::repeat_n(a, usize::from(a)));
             k
         }),
     ]
