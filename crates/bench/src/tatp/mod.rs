@@ -293,7 +293,10 @@ impl Workload for Worker<'_> {
     fn txn(&mut self, ctl: &Control) -> Result<Option<u64>, BenchError> {
         let (ty, input) = draw(&mut self.rng, self.a, self.p);
         self.n += 1;
-        let start = self.n.is_multiple_of(LATENCY_SAMPLE_EVERY).then(Instant::now);
+        let start = self
+            .n
+            .is_multiple_of(LATENCY_SAMPLE_EVERY)
+            .then(Instant::now);
         let mut aborts = 0u64;
         let mut spin = Spin::default();
         let ok = loop {
