@@ -65,7 +65,7 @@ fn row<'t>(
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum CustomerSel {
     Id(u16),
-    /// By C_LAST: the name's number (0..=999) and the name itself.
+    /// By C_LAST, given as the name's number (0..=999; see `random::last_name`).
     LastName(u32),
 }
 
