@@ -70,6 +70,8 @@ pub struct Txn<'db> {
     two_pl: bool,
     /// The two-phase locks held.
     held: RefCell<Held>,
+    /// Records found by reads (read-write transactions), reused by the commit.
+    read_records: RefCell<Option<write_set::ReadRecords>>,
     /// Taken from the thread's pool at the first write.
     writes: Option<WriteSet>,
     /// Invariant: `true` once the slot is released; nothing may be read after that.
@@ -97,6 +99,7 @@ impl<'db> Txn<'db> {
             preds: RefCell::new(None),
             two_pl: cc == Concurrency::TwoPhaseLocking,
             held: RefCell::new(Held::default()),
+            read_records: RefCell::new(None),
             writes: None,
             ended: false,
         }
@@ -155,14 +158,28 @@ impl<'db> Txn<'db> {
             let Some(record) = state.index.get_or_stamp(key, self.ts) else {
                 return Ok(None);
             };
+            self.note_read(table.id, key, record);
             return Ok(read_visible(record.get(), self.ts, self.walk_word()));
         }
         self.log_read(|p| p.point(table.id, key));
         let Some(record) = state.index.get_or_stamp(key, 0) else {
             return Ok(None);
         };
+        self.note_read(table.id, key, record);
         Ok(read_snapshot(record.get(), self.ts, self.walk_word()))
     }
+
+    /// Remembers the record a read-write transaction read, for its commit.
+    #[inline]
+    fn note_read(&self, table: u32, key: &[u8], record: RecordPtr) {
+        if !self.read_only {
+            self.read_records
+                .borrow_mut()
+                .get_or_insert_with(write_set::take_reads)
+                .note(table, key, record);
+        }
+    }
+
 
     /// Buffers `key = value`; it becomes visible to others at commit.
     pub fn put(
@@ -375,6 +392,8 @@ impl<'db> Txn<'db> {
             _ => {}
         }
         let ts = self.ts;
+        let reads_cell = self.read_records.borrow();
+        let reads = reads_cell.as_ref();
         let Some(ws) = self.writes.as_mut().filter(|w| !w.is_empty()) else {
             return Ok(CommitTs(ts));
         };
@@ -383,11 +402,7 @@ impl<'db> Txn<'db> {
         let mut prepared = std::mem::take(&mut ws.prepared);
         for e in ws.entries() {
             let key = ws.key(e);
-            let record = self
-                .db
-                .table_state_by_id(e.table)
-                .index
-                .get_or_insert_with(key, |gap_stamp| RecordPtr::new(Record::new(key, gap_stamp)));
+            let record = record_for_write(self.db, reads, e.table, key);
             prepared.push((record, Version::new(ts, ws.value(e))));
         }
         let site = self.slot.site as usize;
@@ -426,6 +441,8 @@ impl<'db> Txn<'db> {
         // Serialized at a point where it holds all its locks: now, not at begin (a reader
         // may have read what committed after it began).
         let cts = self.db.timestamps.fresh(site);
+        let reads_cell = self.read_records.borrow();
+        let reads = reads_cell.as_ref();
         let Some(ws) = self.writes.as_mut().filter(|w| !w.is_empty()) else {
             return CommitTs(cts);
         };
@@ -433,11 +450,7 @@ impl<'db> Txn<'db> {
         let mut installed = 0;
         for e in ws.entries() {
             let key = ws.key(e);
-            let record = self
-                .db
-                .table_state_by_id(e.table)
-                .index
-                .get_or_insert_with(key, |gap_stamp| RecordPtr::new(Record::new(key, gap_stamp)));
+            let record = record_for_write(self.db, reads, e.table, key);
             let r = record.get();
             r.lock_for_install(cts);
             if r.install(Version::new(cts, ws.value(e))) {
@@ -464,6 +477,8 @@ impl<'db> Txn<'db> {
     /// Precision-locking commit (module docs, steps 1-5).
     fn commit_precision(&mut self) -> Result<CommitTs, Error> {
         let start = self.ts;
+        let reads_cell = self.read_records.borrow();
+        let reads = reads_cell.as_ref();
         let Some(ws) = self.writes.as_mut().filter(|w| !w.is_empty()) else {
             // Nothing written: serialized at its snapshot, nothing to validate.
             return Ok(CommitTs(start));
@@ -472,11 +487,7 @@ impl<'db> Txn<'db> {
         let mut prepared = std::mem::take(&mut ws.prepared);
         for e in ws.entries() {
             let key = ws.key(e);
-            let record = self
-                .db
-                .table_state_by_id(e.table)
-                .index
-                .get_or_insert_with(key, |gap_stamp| RecordPtr::new(Record::new(key, gap_stamp)));
+            let record = record_for_write(self.db, reads, e.table, key);
             // The commit timestamp is not known yet; `Version::set_ts` fills it in.
             prepared.push((record, Version::new(0, ws.value(e))));
         }
@@ -576,6 +587,9 @@ impl<'db> Txn<'db> {
         if let Some(p) = self.preds.get_mut().take() {
             validation::give_back(p);
         }
+        if let Some(r) = self.read_records.get_mut().take() {
+            write_set::give_back_reads(r);
+        }
         if self.two_pl {
             let db = self.db;
             self.held
@@ -630,6 +644,23 @@ impl Drop for HeldRecords<'_> {
             record.get().unlock(self.ts);
         }
     }
+}
+
+/// The record of a written key: the one a read of this transaction found, else the
+/// index's (inserting it).
+fn record_for_write(
+    db: &Db,
+    reads: Option<&write_set::ReadRecords>,
+    table: u32,
+    key: &[u8],
+) -> RecordPtr {
+    reads
+        .and_then(|r| r.find(table, key))
+        .unwrap_or_else(|| {
+            db.table_state_by_id(table)
+                .index
+                .get_or_insert_with(key, |gap_stamp| RecordPtr::new(Record::new(key, gap_stamp)))
+        })
 }
 
 /// Snapshot read of `record` at `ts`, as a value slice (`None` if absent or deleted).
