@@ -14,6 +14,8 @@
 //! * Reads see the newest version (the lock keeps it the newest); commit installs the
 //!   buffered writes at a fresh timestamp, then releases everything.
 
+use std::collections::HashMap;
+
 use crate::index::RecordPtr;
 use crate::sync::{spin_step, AtomicU64, Ordering};
 use crate::ConflictReason;
@@ -72,16 +74,21 @@ impl TableLock {
 pub(crate) struct Held {
     /// Records and whether exclusively.
     records: Vec<(RecordPtr, bool)>,
+    /// Record address -> position in `records`: a scan of a whole table (TPC-C's consistency
+    /// check) holds hundreds of thousands of locks, so lookups must not be linear.
+    by_addr: HashMap<usize, usize>,
     /// Tables: (id, S held, IX held).
     tables: Vec<(u32, bool, bool)>,
 }
 
 impl Held {
     fn record_mode(&self, r: RecordPtr) -> Option<bool> {
-        self.records
-            .iter()
-            .find(|(p, _)| p.addr() == r.addr())
-            .map(|&(_, x)| x)
+        self.by_addr.get(&r.addr()).map(|&i| self.records[i].1)
+    }
+
+    fn push_record(&mut self, r: RecordPtr, exclusive: bool) {
+        self.by_addr.insert(r.addr(), self.records.len());
+        self.records.push((r, exclusive));
     }
 
     fn table(&mut self, id: u32) -> &mut (u32, bool, bool) {
@@ -105,7 +112,7 @@ impl Held {
             }
             spin_step(&mut step);
         }
-        self.records.push((r, false));
+        self.push_record(r, false);
         Ok(())
     }
 
@@ -117,18 +124,15 @@ impl Held {
                 if !r.get().try_lock_exclusive(true) {
                     return Err(ConflictReason::LockBusy);
                 }
-                for e in &mut self.records {
-                    if e.0.addr() == r.addr() {
-                        e.1 = true;
-                    }
-                }
+                let i = self.by_addr[&r.addr()];
+                self.records[i].1 = true;
                 Ok(())
             }
             None => {
                 if !r.get().try_lock_exclusive(false) {
                     return Err(ConflictReason::LockBusy);
                 }
-                self.records.push((r, true));
+                self.push_record(r, true);
                 Ok(())
             }
         }
@@ -174,6 +178,7 @@ impl Held {
         for (r, x) in self.records.drain(..) {
             r.get().unlock_2pl(x);
         }
+        self.by_addr.clear();
         for (id, s, ix) in self.tables.drain(..) {
             table_lock(id).release(s, ix);
         }

@@ -13,8 +13,9 @@
 //! timestamp and write nothing shared; serializable read-write transactions log each read
 //! as a predicate (a key, or a range's bounds). Commit: (1) lock the written records without
 //! waiting, aborting if one is held by an uncommitted writer or has a version newer than the
-//! start (first committer wins); (2) publish the write set in the recently-committed list;
-//! (3) draw the commit timestamp `cts` and stamp the records with it; (4) validate the
+//! start (first committer wins); (2) list the write set in the recently-committed list and
+//! draw the commit timestamp `cts` in one critical section (the list stays sorted by `cts`);
+//! (3) stamp the records with `cts`; (4) validate the
 //! predicates against every entry that committed in `(start, cts)` (serializable only);
 //! (5) install the versions at `cts` and unlock. Read-only transactions do none of it and
 //! never abort. A reader at `t` meeting a record held by a committer waits if the commit may
@@ -33,7 +34,7 @@ use crate::range::{Range, ReadMode, Reader};
 use crate::record::{Record, Version};
 use crate::timestamp::SlotId;
 use crate::two_pl::Held;
-use crate::validation::{self, PredicateLog, ABORTED};
+use crate::validation::{self, PredicateLog};
 use crate::write_set::{self, WriteSet};
 use crate::{Concurrency, ConflictReason, Error, Isolation};
 use std::cell::RefCell;
@@ -179,7 +180,6 @@ impl<'db> Txn<'db> {
                 .note(table, key, record);
         }
     }
-
 
     /// Buffers `key = value`; it becomes visible to others at commit.
     pub fn put(
@@ -540,25 +540,22 @@ impl<'db> Txn<'db> {
         }
         let ws = self.writes.as_ref().expect("a commit with writes");
         let timestamps = &self.db.timestamps;
-        let entry = self
-            .db
-            .commit_log
-            .publish(ws.entries().iter().map(|e| (e.table, ws.key(e))), || {
-                timestamps.snapshot().low
-            });
-        let cts = timestamps.fresh(site);
+        let (entry, cts) = self.db.commit_log.publish(
+            ws.entries().iter().map(|e| (e.table, ws.key(e))),
+            || timestamps.fresh(site),
+            || timestamps.snapshot().low,
+        );
         debug_assert!(cts > start);
         for &(record, _) in prepared {
             record.get().stamp(cts);
         }
         held.ts = cts;
-        entry.set_cts(cts);
         if self.logs_reads {
             let preds = self.preds.borrow();
             let empty = PredicateLog::default();
             let preds = preds.as_ref().unwrap_or(&empty);
-            if !self.db.commit_log.validate(&entry, start, cts, preds) {
-                entry.set_cts(ABORTED);
+            if !self.db.commit_log.validate(&entry, start, preds) {
+                entry.abort();
                 return Err(ConflictReason::ReadChanged);
             }
         }
@@ -654,13 +651,11 @@ fn record_for_write(
     table: u32,
     key: &[u8],
 ) -> RecordPtr {
-    reads
-        .and_then(|r| r.find(table, key))
-        .unwrap_or_else(|| {
-            db.table_state_by_id(table)
-                .index
-                .get_or_insert_with(key, |gap_stamp| RecordPtr::new(Record::new(key, gap_stamp)))
-        })
+    reads.and_then(|r| r.find(table, key)).unwrap_or_else(|| {
+        db.table_state_by_id(table)
+            .index
+            .get_or_insert_with(key, |gap_stamp| RecordPtr::new(Record::new(key, gap_stamp)))
+    })
 }
 
 /// Snapshot read of `record` at `ts`, as a value slice (`None` if absent or deleted).

@@ -7,28 +7,23 @@
 //! `(table, key)`; in a key-value store an insert, a delete and both images of an update
 //! all have the same key, so one check covers them.
 //!
-//! Ordering argument (see `txn.rs` for the commit steps): a committer publishes its entry
-//! *before* it draws its commit timestamp, and a validator collects entries *after* drawing
-//! its own. So every transaction with a smaller commit timestamp is in the collected list,
-//! perhaps still without its timestamp (it drew it but has not stored it): the validator
-//! waits for that store, which follows the draw immediately.
+//! Ordering argument (see `txn.rs` for the commit steps): a committer draws its commit
+//! timestamp *inside* the list's mutex and appends its entry in the same critical section,
+//! so the list is sorted by commit timestamp, and a validator (which appended itself first)
+//! finds every transaction that committed below it already listed. The window it checks,
+//! `(start, cts)`, is a contiguous stretch just before its own entry.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-
-use crate::sync::spin_step;
-
-/// Entry timestamp while the committer has not drawn its commit timestamp yet.
-const PENDING: u64 = 0;
-/// Entry timestamp of a commit that failed after publishing (its writes never happened).
-pub(crate) const ABORTED: u64 = u64::MAX;
 
 /// The keys one committed (or committing) transaction writes.
 pub(crate) struct CommitEntry {
-    /// [`PENDING`], [`ABORTED`], or the commit timestamp.
-    cts: AtomicU64,
+    /// The commit timestamp (entries are listed in this order).
+    cts: u64,
+    /// Set when the commit failed after drawing its timestamp (its writes never happened).
+    aborted: AtomicBool,
     /// `(table, key)` sorted, flattened: `keys[ends[i-1]..ends[i]]` is key `i`.
     tables: Box<[u32]>,
     keys: Box<[u8]>,
@@ -36,11 +31,6 @@ pub(crate) struct CommitEntry {
 }
 
 impl CommitEntry {
-    /// Records the commit timestamp (or [`ABORTED`]).
-    pub(crate) fn set_cts(&self, cts: u64) {
-        self.cts.store(cts, Ordering::Release);
-    }
-
     fn writes(&self) -> impl Iterator<Item = (u32, &[u8])> {
         let mut start = 0usize;
         self.tables
@@ -52,111 +42,93 @@ impl CommitEntry {
                 (t, k)
             })
     }
-
-    /// The commit timestamp, waiting out the short window between draw and store.
-    fn wait_cts(&self) -> u64 {
-        let mut step = 0;
-        loop {
-            let c = self.cts.load(Ordering::Acquire);
-            if c != PENDING {
-                return c;
-            }
-            spin_step(&mut step);
-        }
-    }
 }
 
-/// A published entry, owned by its committer: if the commit unwinds before it records a
-/// timestamp, dropping this marks it aborted, so no validator waits for it forever.
+/// A listed entry, owned by its committer.
 pub(crate) struct Published(Arc<CommitEntry>);
 
 impl Published {
-    pub(crate) fn set_cts(&self, cts: u64) {
-        self.0.set_cts(cts);
+    /// The commit failed validation: validators may ignore these writes from now on.
+    pub(crate) fn abort(&self) {
+        self.0.aborted.store(true, Ordering::Release);
     }
 }
 
-impl Drop for Published {
-    fn drop(&mut self) {
-        let _ = self
-            .0
-            .cts
-            .compare_exchange(PENDING, ABORTED, Ordering::AcqRel, Ordering::Acquire);
-    }
-}
-
-/// HyPer's recently-committed list: entries in publication order.
+/// HyPer's recently-committed list, sorted by commit timestamp.
 #[derive(Default)]
 pub(crate) struct CommitLog {
-    entries: Mutex<VecDeque<Arc<CommitEntry>>>,
+    inner: Mutex<Listed>,
 }
 
-/// Entries kept before the list trims the ones no active transaction can need.
-const TRIM_AT: usize = 256;
+#[derive(Default)]
+struct Listed {
+    entries: VecDeque<Arc<CommitEntry>>,
+    /// Appends since the last trim: trimming needs a GC snapshot, which is not free.
+    since_trim: usize,
+}
+
+/// Appends between two trims of entries no active transaction can need.
+const TRIM_EVERY: usize = 1024;
 
 impl CommitLog {
-    /// Publishes the writes of a transaction about to draw its commit timestamp. `oldest`
-    /// is called (rarely) for a lower bound on every active and future start timestamp,
-    /// to drop entries that committed below it.
+    /// Lists the writes of a transaction and draws its commit timestamp with `draw`, in one
+    /// critical section. `oldest` is called (once every [`TRIM_EVERY`] appends) for a lower
+    /// bound on every active and future start timestamp, to drop entries below it.
     pub(crate) fn publish<'k>(
         &self,
         writes: impl Iterator<Item = (u32, &'k [u8])>,
+        draw: impl FnOnce() -> u64,
         oldest: impl FnOnce() -> u64,
-    ) -> Published {
+    ) -> (Published, u64) {
         let (mut tables, mut keys, mut ends) = (Vec::new(), Vec::new(), Vec::new());
         for (t, k) in writes {
             tables.push(t);
             keys.extend_from_slice(k);
             ends.push(keys.len() as u32);
         }
+        let mut listed = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let cts = draw();
+        debug_assert!(listed.entries.back().is_none_or(|e| e.cts < cts));
         let entry = Arc::new(CommitEntry {
-            cts: AtomicU64::new(PENDING),
+            cts,
+            aborted: AtomicBool::new(false),
             tables: tables.into(),
             keys: keys.into(),
             ends: ends.into(),
         });
-        let mut list = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if list.len() >= TRIM_AT {
+        listed.since_trim += 1;
+        if listed.since_trim >= TRIM_EVERY {
+            listed.since_trim = 0;
             let low = oldest();
-            // Entries are roughly in timestamp order; stop at the first one still needed.
-            while list.front().is_some_and(|e| {
-                let c = e.cts.load(Ordering::Acquire);
-                c != PENDING && (c == ABORTED || c < low)
-            }) {
-                list.pop_front();
+            while listed.entries.front().is_some_and(|e| e.cts < low) {
+                listed.entries.pop_front();
             }
         }
-        list.push_back(entry.clone());
-        Published(entry)
+        listed.entries.push_back(entry.clone());
+        (Published(entry), cts)
     }
 
-    /// Whether a transaction that started at `start`, read `preds`, and drew commit
-    /// timestamp `cts` (after publishing `me`) is still serializable: no write of a
-    /// transaction committed in `(start, cts)` touches a predicate.
-    pub(crate) fn validate(
-        &self,
-        me: &Published,
-        start: u64,
-        cts: u64,
-        preds: &PredicateLog,
-    ) -> bool {
+    /// Whether a transaction that started at `start`, read `preds`, and committed at `cts`
+    /// (entry `me`) is still serializable: no write of a transaction committed in
+    /// `(start, cts)` touches a predicate.
+    pub(crate) fn validate(&self, me: &Published, start: u64, preds: &PredicateLog) -> bool {
         if preds.is_empty() {
             return true;
         }
+        let cts = me.0.cts;
         let window: Vec<Arc<CommitEntry>> = {
-            let list = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            list.iter()
-                .filter(|e| !Arc::ptr_eq(e, &me.0))
-                .filter(|e| {
-                    let c = e.cts.load(Ordering::Acquire);
-                    c == PENDING || (c != ABORTED && c > start && c < cts)
-                })
+            let listed = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            listed
+                .entries
+                .iter()
+                .rev()
+                .skip_while(|e| e.cts >= cts)
+                .take_while(|e| e.cts > start)
                 .cloned()
                 .collect()
         };
         window.iter().all(|e| {
-            let c = e.wait_cts();
-            c == ABORTED || c <= start || c >= cts || !e.writes().any(|(t, k)| preds.covers(t, k))
+            e.aborted.load(Ordering::Acquire) || !e.writes().any(|(t, k)| preds.covers(t, k))
         })
     }
 }
@@ -320,21 +292,29 @@ mod tests {
         let mut preds = PredicateLog::default();
         preds.range(0, Bound::Included(b"a"), Bound::Included(b"z"));
         let w = |k: &'static [u8]| std::iter::once((0u32, k));
-        let before = log.publish(w(b"m"), || 0);
-        before.set_cts(5);
-        let inside = log.publish(w(b"n"), || 0);
-        inside.set_cts(15);
-        let after = log.publish(w(b"o"), || 0);
-        after.set_cts(30);
-        let me = log.publish(w(b"q"), || 0);
-        me.set_cts(20);
-        // Started at 10, commits at 20: `inside` (15) wrote under the predicate.
-        assert!(!log.validate(&me, 10, 20, &preds));
-        inside.set_cts(ABORTED);
-        assert!(log.validate(&me, 10, 20, &preds));
+        let _before = log.publish(w(b"m"), || 5, || 0);
+        let (inside, _) = log.publish(w(b"n"), || 15, || 0);
+        let (me, cts) = log.publish(w(b"q"), || 20, || 0);
+        let _after = log.publish(w(b"o"), || 30, || 0);
+        assert_eq!(cts, 20);
+        // Started at 10, committed at 20: `inside` (15) wrote under the predicate.
+        assert!(!log.validate(&me, 10, &preds));
+        // Started at 15: the window (15, 20) is empty.
+        assert!(log.validate(&me, 15, &preds));
+        inside.abort();
+        assert!(log.validate(&me, 10, &preds));
         let mut other = PredicateLog::default();
         other.point(0, b"zz");
-        inside.set_cts(15);
-        assert!(log.validate(&me, 10, 20, &other));
+        assert!(log.validate(&me, 10, &other));
+    }
+
+    #[test]
+    fn old_entries_are_trimmed() {
+        let log = CommitLog::default();
+        for i in 0..(2 * TRIM_EVERY as u64) {
+            let _ = log.publish(std::iter::empty(), || i + 1, || 1500);
+        }
+        let len = log.inner.lock().unwrap().entries.len();
+        assert!(len < TRIM_EVERY + 600, "{len} entries kept");
     }
 }
