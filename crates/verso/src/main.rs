@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 mod results_cmd;
+mod serve_cmd;
 mod tatp_cmd;
 use verso_bench::core_workloads::CoreWorkload;
 use verso_bench::index_bench::{self, IndexBenchConfig};
@@ -33,6 +34,9 @@ enum Command {
     /// Run a benchmark against an in-process database.
     #[command(subcommand)]
     Bench(Bench),
+    /// Serve the Redis protocol (RESP2/RESP3) on 127.0.0.1:6380 (in progress: string
+    /// commands, MULTI/EXEC/WATCH, SCAN, AUTH; no persistence yet).
+    Serve(serve_cmd::ServeArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -252,6 +256,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     exit_on_panic();
     match cli.command {
+        Command::Serve(args) => serve_cmd::run(&args),
         Command::Bench(Bench::Ycsb(args)) => bench_ycsb(&args),
         Command::Bench(Bench::Tpcc(args)) => bench_tpcc(&args),
         Command::Bench(Bench::Tatp(args)) => tatp_cmd::run(&args),

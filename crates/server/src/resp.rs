@@ -1,0 +1,572 @@
+//! RESP2/RESP3 framing (the Redis protocol), free of I/O: [`Parser`] turns bytes a client sent
+//! into commands, [`Reply`] turns results into bytes. The network lives elsewhere, so the
+//! parser can be fuzzed and tested on byte strings alone.
+//!
+//! Requests are either *multibulk* (`*<n>\r\n` then `n` bulk strings `$<len>\r\n<bytes>\r\n`,
+//! what every client library sends) or *inline* (one line of space-separated words, what a
+//! person types into `telnet`). Every length is checked against [`Limits`] before anything is
+//! allocated, so a hostile length costs nothing.
+
+use std::fmt;
+
+/// Bounds on what one request may claim or hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest bulk string (one argument), in bytes.
+    pub bulk_len_max: usize,
+    /// Most arguments in one multibulk request.
+    pub multibulk_len_max: usize,
+    /// Longest inline request line, and the most bytes buffered for one incomplete request.
+    pub query_buffer_max: usize,
+}
+
+impl Default for Limits {
+    /// Redis's defaults: 512 MiB bulk strings (capped here at the engine's 64 MiB value
+    /// limit by the server's configuration), 1 M arguments... scaled to this server:
+    /// 64 MiB bulk, 1 Mi arguments, 1 GiB query buffer.
+    fn default() -> Self {
+        Limits {
+            bulk_len_max: 64 << 20,
+            multibulk_len_max: 1 << 20,
+            query_buffer_max: 1 << 30,
+        }
+    }
+}
+
+/// Why a request could not be parsed. The server replies with the message (Redis's wording
+/// where Redis has one) and closes the connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProtocolError {
+    /// A length field that is not a number, or is negative where that is not allowed.
+    InvalidLength(&'static str),
+    /// A bulk string longer than [`Limits::bulk_len_max`].
+    BulkTooLong { len: usize, max: usize },
+    /// More arguments than [`Limits::multibulk_len_max`].
+    TooManyArguments { count: usize, max: usize },
+    /// A request line (or an incomplete request) longer than [`Limits::query_buffer_max`].
+    QueryTooLong { max: usize },
+    /// Bytes where `\r\n` must be.
+    MissingCrlf,
+    /// A multibulk element that is not a bulk string.
+    ExpectedBulk(u8),
+    /// Unbalanced quotes in an inline request.
+    UnbalancedQuotes,
+}
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProtocolError::InvalidLength(what) => write!(f, "Protocol error: invalid {what}"),
+            ProtocolError::BulkTooLong { len, max } => {
+                write!(f, "Protocol error: invalid bulk length ({len} > {max})")
+            }
+            ProtocolError::TooManyArguments { count, max } => {
+                write!(
+                    f,
+                    "Protocol error: invalid multibulk length ({count} > {max})"
+                )
+            }
+            ProtocolError::QueryTooLong { max } => {
+                write!(
+                    f,
+                    "Protocol error: too big request (query buffer over {max} bytes)"
+                )
+            }
+            ProtocolError::MissingCrlf => f.write_str("Protocol error: expected '\\r\\n'"),
+            ProtocolError::ExpectedBulk(b) => {
+                write!(
+                    f,
+                    "Protocol error: expected '$', got '{}'",
+                    char::from(*b).escape_default()
+                )
+            }
+            ProtocolError::UnbalancedQuotes => {
+                f.write_str("Protocol error: unbalanced quotes in request")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+/// Parses requests out of a client's byte stream.
+#[derive(Clone, Debug, Default)]
+pub struct Parser {
+    limits: Limits,
+}
+
+/// One parsed request: its arguments (the command name first), and how many bytes it used.
+pub type Parsed = (Vec<Vec<u8>>, usize);
+
+impl Parser {
+    /// A parser enforcing `limits`.
+    pub fn new(limits: Limits) -> Self {
+        Parser { limits }
+    }
+
+    /// The first complete request in `buf`: `Ok(None)` if more bytes are needed (and the
+    /// buffer is still within limits). An empty inline line yields an empty argument list.
+    pub fn parse(&self, buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
+        match buf.first() {
+            None => Ok(None),
+            Some(b'*') => self.multibulk(buf),
+            Some(_) => self.inline(buf),
+        }
+    }
+
+    fn too_long(&self, buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
+        if buf.len() > self.limits.query_buffer_max {
+            Err(ProtocolError::QueryTooLong {
+                max: self.limits.query_buffer_max,
+            })
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn multibulk(&self, buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
+        let Some((count, mut at)) = line_number(buf, 1, "multibulk length")? else {
+            return self.too_long(buf);
+        };
+        if count <= 0 {
+            // `*0` and `*-1` are empty requests: skipped, as Redis does.
+            return Ok(Some((Vec::new(), at)));
+        }
+        let count = count as usize;
+        if count > self.limits.multibulk_len_max {
+            return Err(ProtocolError::TooManyArguments {
+                count,
+                max: self.limits.multibulk_len_max,
+            });
+        }
+        // Never trust `count` for the allocation: grow as arguments actually arrive.
+        let mut args = Vec::with_capacity(count.min(64));
+        for _ in 0..count {
+            let Some(&first) = buf.get(at) else {
+                return self.too_long(buf);
+            };
+            if first != b'$' {
+                return Err(ProtocolError::ExpectedBulk(first));
+            }
+            let Some((len, start)) = line_number(buf, at + 1, "bulk length")? else {
+                return self.too_long(buf);
+            };
+            if len < 0 {
+                return Err(ProtocolError::InvalidLength("bulk length"));
+            }
+            let len = len as usize;
+            if len > self.limits.bulk_len_max {
+                return Err(ProtocolError::BulkTooLong {
+                    len,
+                    max: self.limits.bulk_len_max,
+                });
+            }
+            let end = start + len;
+            if buf.len() < end + 2 {
+                return self.too_long(buf);
+            }
+            if &buf[end..end + 2] != b"\r\n" {
+                return Err(ProtocolError::MissingCrlf);
+            }
+            args.push(buf[start..end].to_vec());
+            at = end + 2;
+        }
+        Ok(Some((args, at)))
+    }
+
+    fn inline(&self, buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
+        let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+            return self.too_long(buf);
+        };
+        if nl > self.limits.query_buffer_max {
+            return Err(ProtocolError::QueryTooLong {
+                max: self.limits.query_buffer_max,
+            });
+        }
+        let line = buf[..nl].strip_suffix(b"\r").unwrap_or(&buf[..nl]);
+        let args = split_inline(line)?;
+        if args.len() > self.limits.multibulk_len_max {
+            return Err(ProtocolError::TooManyArguments {
+                count: args.len(),
+                max: self.limits.multibulk_len_max,
+            });
+        }
+        Ok(Some((args, nl + 1)))
+    }
+}
+
+/// Reads a decimal line starting at `at` (after the type byte): the number and the index
+/// after its `\r\n`, or `None` if the line is not complete yet.
+fn line_number(
+    buf: &[u8],
+    at: usize,
+    what: &'static str,
+) -> Result<Option<(i64, usize)>, ProtocolError> {
+    let rest = buf.get(at..).unwrap_or_default();
+    let Some(cr) = rest.iter().position(|&b| b == b'\r') else {
+        // A length line is short; a long one without `\r` is garbage, not a slow client.
+        return if rest.len() > 32 {
+            Err(ProtocolError::InvalidLength(what))
+        } else {
+            Ok(None)
+        };
+    };
+    if rest.get(cr + 1).is_none() {
+        return Ok(None);
+    }
+    if rest[cr + 1] != b'\n' {
+        return Err(ProtocolError::MissingCrlf);
+    }
+    let digits = &rest[..cr];
+    let n = std::str::from_utf8(digits)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .ok_or(ProtocolError::InvalidLength(what))?;
+    Ok(Some((n, at + cr + 2)))
+}
+
+/// Splits an inline request like Redis's `sdssplitargs`: spaces separate words; double
+/// quotes allow spaces and `\n`, `\r`, `\t`, `\\`, `\"`, `\xHH` escapes; single quotes
+/// allow spaces and `\'`.
+fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
+    let mut args = Vec::new();
+    let mut i = 0;
+    while i < line.len() {
+        while i < line.len() && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i == line.len() {
+            break;
+        }
+        let mut word = Vec::new();
+        match line[i] {
+            b'"' => {
+                i += 1;
+                loop {
+                    let Some(&c) = line.get(i) else {
+                        return Err(ProtocolError::UnbalancedQuotes);
+                    };
+                    i += 1;
+                    match c {
+                        b'"' => break,
+                        b'\\' => {
+                            let Some(&e) = line.get(i) else {
+                                return Err(ProtocolError::UnbalancedQuotes);
+                            };
+                            i += 1;
+                            match e {
+                                b'n' => word.push(b'\n'),
+                                b'r' => word.push(b'\r'),
+                                b't' => word.push(b'\t'),
+                                b'b' => word.push(8),
+                                b'a' => word.push(7),
+                                b'x' => {
+                                    let hex = line.get(i..i + 2).and_then(|h| {
+                                        std::str::from_utf8(h)
+                                            .ok()
+                                            .and_then(|h| u8::from_str_radix(h, 16).ok())
+                                    });
+                                    match hex {
+                                        Some(b) => {
+                                            word.push(b);
+                                            i += 2;
+                                        }
+                                        None => word.push(b'x'),
+                                    }
+                                }
+                                other => word.push(other),
+                            }
+                        }
+                        other => word.push(other),
+                    }
+                }
+                // A closing quote must end the word.
+                if line.get(i).is_some_and(|c| !c.is_ascii_whitespace()) {
+                    return Err(ProtocolError::UnbalancedQuotes);
+                }
+            }
+            b'\'' => {
+                i += 1;
+                loop {
+                    let Some(&c) = line.get(i) else {
+                        return Err(ProtocolError::UnbalancedQuotes);
+                    };
+                    i += 1;
+                    match c {
+                        b'\'' => break,
+                        b'\\' if line.get(i) == Some(&b'\'') => {
+                            word.push(b'\'');
+                            i += 1;
+                        }
+                        other => word.push(other),
+                    }
+                }
+                if line.get(i).is_some_and(|c| !c.is_ascii_whitespace()) {
+                    return Err(ProtocolError::UnbalancedQuotes);
+                }
+            }
+            _ => {
+                while i < line.len() && !line[i].is_ascii_whitespace() {
+                    word.push(line[i]);
+                    i += 1;
+                }
+            }
+        }
+        args.push(word);
+    }
+    Ok(args)
+}
+
+/// Which protocol version a connection speaks (`HELLO 3` switches to RESP3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Version {
+    /// RESP2, every connection's start.
+    #[default]
+    Resp2,
+    /// RESP3.
+    Resp3,
+}
+
+/// A reply, encoded for the connection's protocol version.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// `+OK`.
+    Simple(String),
+    /// `-ERR ...` (the text includes its code: "ERR", "WRONGTYPE", ...).
+    Error(String),
+    /// `:<n>`.
+    Integer(i64),
+    /// A bulk string.
+    Bulk(Vec<u8>),
+    /// The null reply (`$-1` in RESP2, `_` in RESP3).
+    Nil,
+    /// An array (`*-1` in RESP2 for `NilArray`).
+    Array(Vec<Reply>),
+    /// A null array (`*-1` in RESP2, `_` in RESP3): EXEC after a failed WATCH.
+    NilArray,
+    /// A map (RESP3), sent as a flat array of pairs under RESP2.
+    Map(Vec<(Reply, Reply)>),
+    /// A double (RESP3 `,`), sent as a bulk string under RESP2.
+    Double(f64),
+    /// A boolean (RESP3 `#`), sent as 1/0 under RESP2.
+    Boolean(bool),
+    /// A verbatim string (RESP3 `=`, format "txt"), a bulk string under RESP2.
+    Verbatim(String),
+}
+
+impl Reply {
+    /// `+OK`.
+    pub fn ok() -> Reply {
+        Reply::Simple("OK".into())
+    }
+
+    /// `-ERR <msg>`.
+    pub fn err(msg: impl fmt::Display) -> Reply {
+        Reply::Error(format!("ERR {msg}"))
+    }
+
+    /// Appends the encoding of `self` for `version` to `out`.
+    pub fn encode(&self, version: Version, out: &mut Vec<u8>) {
+        let v3 = version == Version::Resp3;
+        match self {
+            Reply::Simple(s) => line(out, b'+', s.as_bytes()),
+            Reply::Error(s) => line(out, b'-', s.as_bytes()),
+            Reply::Integer(n) => line(out, b':', n.to_string().as_bytes()),
+            Reply::Bulk(b) => bulk(out, b),
+            Reply::Nil if v3 => out.extend_from_slice(b"_\r\n"),
+            Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
+            Reply::NilArray if v3 => out.extend_from_slice(b"_\r\n"),
+            Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
+            Reply::Array(items) => {
+                line(out, b'*', items.len().to_string().as_bytes());
+                for item in items {
+                    item.encode(version, out);
+                }
+            }
+            Reply::Map(pairs) => {
+                if v3 {
+                    line(out, b'%', pairs.len().to_string().as_bytes());
+                } else {
+                    line(out, b'*', (2 * pairs.len()).to_string().as_bytes());
+                }
+                for (k, v) in pairs {
+                    k.encode(version, out);
+                    v.encode(version, out);
+                }
+            }
+            Reply::Double(d) if v3 => line(out, b',', format_double(*d).as_bytes()),
+            Reply::Double(d) => bulk(out, format_double(*d).as_bytes()),
+            Reply::Boolean(b) if v3 => line(out, b'#', if *b { b"t" } else { b"f" }),
+            Reply::Boolean(b) => line(out, b':', if *b { b"1" } else { b"0" }),
+            Reply::Verbatim(s) if v3 => {
+                line(out, b'=', (s.len() + 4).to_string().as_bytes());
+                out.extend_from_slice(b"txt:");
+                out.extend_from_slice(s.as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            Reply::Verbatim(s) => bulk(out, s.as_bytes()),
+        }
+    }
+}
+
+fn format_double(d: f64) -> String {
+    if d.is_infinite() {
+        if d > 0.0 { "inf" } else { "-inf" }.to_string()
+    } else if d.is_nan() {
+        "nan".to_string()
+    } else {
+        format!("{d}")
+    }
+}
+
+fn line(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
+    out.push(kind);
+    // Simple strings and errors must not contain line breaks: a reply never injects one.
+    out.extend(
+        body.iter()
+            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+    );
+    out.extend_from_slice(b"\r\n");
+}
+
+fn bulk(out: &mut Vec<u8>, b: &[u8]) {
+    out.push(b'$');
+    out.extend_from_slice(b.len().to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(b);
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn encode_request(args: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            bulk(&mut out, a);
+        }
+        out
+    }
+
+    proptest! {
+        /// Any request a client library would send parses back to its arguments, however
+        /// the stream is cut: a prefix is "need more", the whole is the request.
+        #[test]
+        fn multibulk_round_trips_at_every_cut(
+            args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..6),
+        ) {
+            let wire = encode_request(&args);
+            let p = Parser::default();
+            for cut in 0..wire.len() {
+                prop_assert_eq!(p.parse(&wire[..cut]), Ok(None), "cut at {}", cut);
+            }
+            let mut two = wire.clone();
+            two.extend_from_slice(&wire);
+            prop_assert_eq!(p.parse(&two), Ok(Some((args.clone(), wire.len()))));
+        }
+
+        /// No input panics, and what parses consumed no more than it was given.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let p = Parser::new(Limits { bulk_len_max: 64, multibulk_len_max: 8, query_buffer_max: 128 });
+            if let Ok(Some((_, used))) = p.parse(&bytes) {
+                prop_assert!(used <= bytes.len());
+            }
+        }
+    }
+
+    #[test]
+    fn inline_requests_split_like_redis() {
+        let p = Parser::default();
+        let (args, used) = p
+            .parse(b"SET k \"a b\\x41\\n\" 'it\\'s'\r\nrest")
+            .unwrap()
+            .unwrap();
+        assert_eq!(used, 27);
+        assert_eq!(
+            args,
+            [
+                b"SET".to_vec(),
+                b"k".to_vec(),
+                b"a bA\n".to_vec(),
+                b"it's".to_vec()
+            ]
+        );
+        assert_eq!(p.parse(b"PING\n").unwrap().unwrap().0, [b"PING".to_vec()]);
+        assert_eq!(p.parse(b"\r\n").unwrap().unwrap(), (vec![], 2));
+        assert_eq!(p.parse(b"GET \"k\n"), Err(ProtocolError::UnbalancedQuotes));
+        assert_eq!(
+            p.parse(b"GET \"k\"x\n"),
+            Err(ProtocolError::UnbalancedQuotes)
+        );
+    }
+
+    #[test]
+    fn hostile_lengths_are_refused_before_allocating() {
+        let p = Parser::new(Limits {
+            bulk_len_max: 10,
+            multibulk_len_max: 3,
+            query_buffer_max: 100,
+        });
+        assert_eq!(
+            p.parse(b"*4\r\n"),
+            Err(ProtocolError::TooManyArguments { count: 4, max: 3 })
+        );
+        assert_eq!(
+            p.parse(b"*1\r\n$11\r\n"),
+            Err(ProtocolError::BulkTooLong { len: 11, max: 10 })
+        );
+        assert_eq!(
+            p.parse(b"*1\r\n$-5\r\n"),
+            Err(ProtocolError::InvalidLength("bulk length"))
+        );
+        assert_eq!(
+            p.parse(b"*x\r\n"),
+            Err(ProtocolError::InvalidLength("multibulk length"))
+        );
+        assert_eq!(
+            p.parse(b"*1\r\n+OK\r\n"),
+            Err(ProtocolError::ExpectedBulk(b'+'))
+        );
+        assert_eq!(
+            p.parse(b"*1\r\n$2\r\nabXY"),
+            Err(ProtocolError::MissingCrlf)
+        );
+        assert_eq!(
+            p.parse(&[b'A'; 101]),
+            Err(ProtocolError::QueryTooLong { max: 100 })
+        );
+        assert_eq!(
+            p.parse(b"*99999999999999999999999999999999999999"),
+            Err(ProtocolError::InvalidLength("multibulk length"))
+        );
+    }
+
+    #[test]
+    fn replies_encode_for_each_version() {
+        let enc = |r: &Reply, v| {
+            let mut out = Vec::new();
+            r.encode(v, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        use Version::{Resp2, Resp3};
+        assert_eq!(enc(&Reply::Nil, Resp2), "$-1\r\n");
+        assert_eq!(enc(&Reply::Nil, Resp3), "_\r\n");
+        assert_eq!(enc(&Reply::NilArray, Resp2), "*-1\r\n");
+        let m = Reply::Map(vec![(Reply::Bulk(b"a".to_vec()), Reply::Integer(1))]);
+        assert_eq!(enc(&m, Resp2), "*2\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(enc(&m, Resp3), "%1\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(enc(&Reply::Boolean(true), Resp2), ":1\r\n");
+        assert_eq!(enc(&Reply::Double(1.5), Resp3), ",1.5\r\n");
+        assert_eq!(
+            enc(&Reply::err("bad\r\nthing"), Resp2),
+            "-ERR bad  thing\r\n"
+        );
+        assert_eq!(
+            enc(&Reply::Verbatim("hi".into()), Resp3),
+            "=6\r\ntxt:hi\r\n"
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! The command layer driven directly, as a client would over the wire: replies, errors,
+//! MULTI/EXEC, WATCH races between two connections, AUTH, SELECT, SCAN.
+
+use std::collections::BTreeSet;
+
+use verso_engine::{Concurrency, Db, Options};
+use verso_server::resp::Reply;
+use verso_server::session::{Session, Shared};
+
+fn shared(password: Option<&str>) -> Shared {
+    let db = Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)).unwrap();
+    Shared::new(db, password.map(str::to_string)).unwrap()
+}
+
+fn cmd(s: &mut Session<'_>, line: &str) -> Reply {
+    s.execute(line.split(' ').map(|w| w.as_bytes().to_vec()).collect())
+}
+
+fn bulk(s: &str) -> Reply {
+    Reply::Bulk(s.as_bytes().to_vec())
+}
+
+fn is_err(r: &Reply, prefix: &str) -> bool {
+    matches!(r, Reply::Error(e) if e.starts_with(prefix))
+}
+
+#[test]
+fn strings_behave_like_redis() {
+    let sh = shared(None);
+    let mut c = Session::new(&sh);
+    assert_eq!(cmd(&mut c, "PING"), Reply::Simple("PONG".into()));
+    assert_eq!(cmd(&mut c, "SET k v"), Reply::ok());
+    assert_eq!(cmd(&mut c, "GET k"), bulk("v"));
+    assert_eq!(cmd(&mut c, "SET k w NX"), Reply::Nil);
+    assert_eq!(cmd(&mut c, "SET k w XX GET"), bulk("v"));
+    assert_eq!(cmd(&mut c, "SET nokey w XX"), Reply::Nil);
+    assert!(is_err(&cmd(&mut c, "SET k v EX 10"), "ERR expiration"));
+    assert_eq!(cmd(&mut c, "APPEND k 12"), Reply::Integer(3));
+    assert_eq!(cmd(&mut c, "GETRANGE k 1 -1"), bulk("12"));
+    assert_eq!(cmd(&mut c, "STRLEN k"), Reply::Integer(3));
+    assert_eq!(cmd(&mut c, "INCR n"), Reply::Integer(1));
+    assert_eq!(cmd(&mut c, "INCRBY n 41"), Reply::Integer(42));
+    assert_eq!(cmd(&mut c, "DECRBY n 2"), Reply::Integer(40));
+    assert!(is_err(
+        &cmd(&mut c, "INCR k"),
+        "ERR value is not an integer"
+    ));
+    assert_eq!(cmd(&mut c, "MSET a 1 b 2"), Reply::ok());
+    assert_eq!(
+        cmd(&mut c, "MGET a b zz"),
+        Reply::Array(vec![bulk("1"), bulk("2"), Reply::Nil])
+    );
+    assert_eq!(cmd(&mut c, "MSETNX a 9 c 3"), Reply::Integer(0));
+    assert_eq!(cmd(&mut c, "EXISTS a a zz"), Reply::Integer(2));
+    assert_eq!(cmd(&mut c, "TYPE a"), Reply::Simple("string".into()));
+    assert_eq!(cmd(&mut c, "DEL a zz"), Reply::Integer(1));
+    assert_eq!(cmd(&mut c, "GETDEL b"), bulk("2"));
+    assert_eq!(cmd(&mut c, "DBSIZE"), Reply::Integer(2));
+    assert_eq!(
+        cmd(&mut c, "VRANGE - + LIMIT 1 REV"),
+        Reply::Array(vec![bulk("n"), bulk("40")])
+    );
+    assert!(is_err(
+        &cmd(&mut c, "GET"),
+        "ERR wrong number of arguments for 'get'"
+    ));
+    assert!(is_err(&cmd(&mut c, "FROB x"), "ERR unknown command 'FROB'"));
+}
+
+#[test]
+fn multi_exec_runs_as_one_transaction_and_watch_detects_changes() {
+    let sh = shared(None);
+    let (mut a, mut b) = (Session::new(&sh), Session::new(&sh));
+    assert_eq!(cmd(&mut a, "MULTI"), Reply::ok());
+    assert_eq!(cmd(&mut a, "SET x 1"), Reply::Simple("QUEUED".into()));
+    assert_eq!(cmd(&mut a, "INCR x"), Reply::Simple("QUEUED".into()));
+    assert_eq!(
+        cmd(&mut b, "GET x"),
+        Reply::Nil,
+        "nothing visible before EXEC"
+    );
+    assert_eq!(
+        cmd(&mut a, "EXEC"),
+        Reply::Array(vec![Reply::ok(), Reply::Integer(2)])
+    );
+    // A queued error aborts the whole block.
+    cmd(&mut a, "MULTI");
+    assert!(is_err(&cmd(&mut a, "GET"), "ERR wrong number"));
+    assert!(is_err(&cmd(&mut a, "EXEC"), "EXECABORT"));
+    // WATCH: another connection's write in between makes EXEC return nil.
+    assert_eq!(cmd(&mut a, "WATCH x"), Reply::ok());
+    assert_eq!(cmd(&mut b, "SET x changed"), Reply::ok());
+    cmd(&mut a, "MULTI");
+    cmd(&mut a, "SET y 1");
+    assert_eq!(cmd(&mut a, "EXEC"), Reply::NilArray);
+    assert_eq!(cmd(&mut b, "GET y"), Reply::Nil);
+    // Without a change, the watched block commits.
+    assert_eq!(cmd(&mut a, "WATCH x"), Reply::ok());
+    cmd(&mut a, "MULTI");
+    cmd(&mut a, "SET y 2");
+    assert_eq!(cmd(&mut a, "EXEC"), Reply::Array(vec![Reply::ok()]));
+    assert_eq!(cmd(&mut b, "GET y"), bulk("2"));
+    assert!(is_err(&cmd(&mut a, "EXEC"), "ERR EXEC without MULTI"));
+    assert!(is_err(&cmd(&mut a, "DISCARD"), "ERR DISCARD without MULTI"));
+}
+
+#[test]
+fn auth_select_and_hello() {
+    let sh = shared(Some("s3cret"));
+    let mut c = Session::new(&sh);
+    assert!(is_err(&cmd(&mut c, "GET k"), "NOAUTH"));
+    assert!(is_err(&cmd(&mut c, "AUTH wrong"), "WRONGPASS"));
+    assert_eq!(cmd(&mut c, "AUTH s3cret"), Reply::ok());
+    assert_eq!(cmd(&mut c, "SET k zero"), Reply::ok());
+    assert_eq!(cmd(&mut c, "SELECT 1"), Reply::ok());
+    assert_eq!(cmd(&mut c, "GET k"), Reply::Nil, "databases are separate");
+    assert!(is_err(
+        &cmd(&mut c, "SELECT 16"),
+        "ERR DB index is out of range"
+    ));
+    match cmd(&mut c, "HELLO 3") {
+        Reply::Map(m) => assert!(m.contains(&(bulk("proto"), Reply::Integer(3)))),
+        other => panic!("{other:?}"),
+    }
+    assert!(is_err(&cmd(&mut c, "HELLO 4"), "NOPROTO"));
+    let open = shared(None);
+    let mut d = Session::new(&open);
+    assert!(is_err(
+        &cmd(&mut d, "AUTH x"),
+        "ERR AUTH <password> called without"
+    ));
+}
+
+#[test]
+fn scan_returns_every_key_once_across_cursors() {
+    let sh = shared(None);
+    let mut c = Session::new(&sh);
+    for i in 0..57 {
+        cmd(&mut c, &format!("SET key:{i:03} v"));
+    }
+    cmd(&mut c, "SET other x");
+    let mut seen = BTreeSet::new();
+    let mut cursor = "0".to_string();
+    let mut rounds = 0;
+    loop {
+        let r = cmd(&mut c, &format!("SCAN {cursor} MATCH key:* COUNT 5"));
+        let Reply::Array(parts) = r else {
+            panic!("{r:?}")
+        };
+        let (Reply::Bulk(next), Reply::Array(keys)) = (&parts[0], &parts[1]) else {
+            panic!("{parts:?}")
+        };
+        for k in keys {
+            let Reply::Bulk(k) = k else { panic!() };
+            assert!(seen.insert(k.clone()), "duplicate {k:?}");
+        }
+        cursor = String::from_utf8(next.clone()).unwrap();
+        rounds += 1;
+        if cursor == "0" {
+            break;
+        }
+        assert!(rounds < 100);
+    }
+    assert_eq!(seen.len(), 57);
+    assert!(rounds >= 11, "COUNT was not honoured ({rounds} rounds)");
+    assert!(is_err(&cmd(&mut c, "SCAN 999"), "ERR invalid cursor"));
+    assert_eq!(cmd(&mut c, "KEYS oth*"), Reply::Array(vec![bulk("other")]));
+}
