@@ -8,6 +8,7 @@
 //! Not built yet: the TCP server (`verso serve`), its configuration, limits on clients and
 //! output buffers, INFO memory, the metrics endpoint, and the wire-level test suites.
 
+pub mod config;
 pub mod glob;
 pub mod keyspace;
 pub mod resp;

@@ -18,6 +18,8 @@ pub struct ServerConfig {
     pub port: u16,
     pub password: Option<String>,
     pub limits: Limits,
+    /// Worker threads serving connections (each serves many).
+    pub threads: usize,
     /// Most connected clients; more are refused with Redis's error.
     pub max_clients: usize,
     /// Bytes of replies one client may have pending before it is disconnected.
@@ -32,7 +34,11 @@ impl Default for ServerConfig {
             bind: IpAddr::from([127, 0, 0, 1]),
             port: 6380,
             password: None,
-            limits: Limits::default(),
+            limits: Limits {
+                bulk_len_max: verso_engine::VALUE_SIZE_MAX_DEFAULT,
+                ..Limits::default()
+            },
+            threads: crate::config::default_threads(),
             max_clients: 10_000,
             output_buffer_max: 256 << 20,
             idle_timeout_s: 0,

@@ -1,47 +1,103 @@
 //! `verso serve`: the Redis-protocol server (in progress: see `verso-server`'s docs).
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use clap::Args;
 use verso_engine::{Concurrency, Db, Options};
+use verso_server::config::{ConfigError, Settings};
 use verso_server::server::{self, ServerConfig};
 use verso_server::session::Shared;
 
+/// Every setting can also come from `--config FILE` under the same name without the dashes
+/// (`max-clients = 100`); a flag overrides the file. See `verso.toml.example`.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Address to listen on. A non-loopback address needs --requirepass.
-    #[arg(long, default_value = "127.0.0.1", value_name = "IP")]
-    bind: IpAddr,
+    /// A TOML file of settings (the keys are the flag names below, e.g. `port = 6380`);
+    /// flags override it, and an unknown key is an error.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 
-    /// TCP port.
-    #[arg(long, default_value_t = 6380, value_name = "PORT")]
-    port: u16,
+    /// Address to listen on [default: 127.0.0.1]. A non-loopback address needs --requirepass.
+    #[arg(long, value_name = "IP")]
+    bind: Option<IpAddr>,
 
-    /// Password clients must give with AUTH (compared in constant time).
+    /// TCP port [default: 6380].
+    #[arg(long, value_name = "PORT")]
+    port: Option<u16>,
+
+    /// Password clients must give with AUTH, compared in constant time [default: none].
     #[arg(long, value_name = "PASSWORD")]
     requirepass: Option<String>,
 
-    /// Most connected clients.
-    #[arg(long, default_value_t = 10_000, value_name = "N")]
-    max_clients: usize,
+    /// Worker threads; each serves many connections [default: the number of cores].
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
 
-    /// Seconds a silent client stays connected (0: forever).
-    #[arg(long, default_value_t = 0, value_name = "S")]
-    timeout: u64,
+    /// Most connected clients; more are refused with an error [default: 10000].
+    #[arg(long, value_name = "N")]
+    max_clients: Option<usize>,
+
+    /// Seconds a silent client stays connected [default: 0, forever].
+    #[arg(long, value_name = "S")]
+    timeout: Option<u64>,
+
+    /// Longest bulk string (one argument) in bytes [default: 67108864, the engine's value
+    /// limit].
+    #[arg(long, value_name = "BYTES")]
+    max_bulk_len: Option<usize>,
+
+    /// Most arguments in one request [default: 1048576].
+    #[arg(long, value_name = "N")]
+    max_multibulk_len: Option<usize>,
+
+    /// Most bytes buffered for one incomplete request [default: 1073741824].
+    #[arg(long, value_name = "BYTES")]
+    max_query_buffer: Option<usize>,
+
+    /// Bytes of replies a client may leave unread before it is disconnected
+    /// [default: 268435456].
+    #[arg(long, value_name = "BYTES")]
+    max_output_buffer: Option<usize>,
+}
+
+impl ServeArgs {
+    fn settings(&self) -> Settings {
+        Settings {
+            bind: self.bind,
+            port: self.port,
+            requirepass: self.requirepass.clone(),
+            threads: self.threads,
+            max_clients: self.max_clients,
+            timeout: self.timeout,
+            max_bulk_len: self.max_bulk_len,
+            max_multibulk_len: self.max_multibulk_len,
+            max_query_buffer: self.max_query_buffer,
+            max_output_buffer: self.max_output_buffer,
+        }
+    }
+
+    /// The file's settings (if any) overridden by the flags.
+    fn resolve(&self) -> Result<ServerConfig, ConfigError> {
+        let file = match &self.config {
+            Some(path) => Settings::load(path)?,
+            None => Settings::default(),
+        };
+        file.overridden_by(self.settings()).resolve()
+    }
 }
 
 /// Runs the server until SIGINT or SIGTERM.
 pub fn run(args: &ServeArgs) -> ExitCode {
-    let cfg = ServerConfig {
-        bind: args.bind,
-        port: args.port,
-        password: args.requirepass.clone(),
-        max_clients: args.max_clients,
-        idle_timeout_s: args.timeout,
-        ..ServerConfig::default()
+    let cfg = match args.resolve() {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
     };
     let listener = match server::bind(&cfg) {
         Ok(l) => l,

@@ -1,0 +1,152 @@
+//! `verso serve`'s settings: a small TOML file (`--config FILE`) and the command-line flags,
+//! which override it. Both spell every setting the same way (`max-clients = 100` in the file is
+//! `--max-clients 100` on the command line); `verso.toml.example` at the repository root lists
+//! them all with their defaults. An unknown key is an error that names it.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::resp::Limits;
+use crate::server::ServerConfig;
+
+/// Most worker threads `threads` may ask for.
+pub const THREADS_MAX: usize = 1024;
+
+/// Every setting, each optional: a config file or a set of flags names only some.
+/// Invariants: none until [`Settings::resolve`], which checks every value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Settings {
+    /// Address to listen on (default 127.0.0.1). A non-loopback address needs `requirepass`.
+    pub bind: Option<IpAddr>,
+    /// TCP port (default 6380).
+    pub port: Option<u16>,
+    /// Password clients must give with AUTH (default: none).
+    pub requirepass: Option<String>,
+    /// Worker threads serving connections (default: the number of cores).
+    pub threads: Option<usize>,
+    /// Most connected clients (default 10000).
+    pub max_clients: Option<usize>,
+    /// Seconds a silent client stays connected (default 0: forever).
+    pub timeout: Option<u64>,
+    /// Longest bulk string (one argument) in bytes (default: the engine's value limit, 64 MiB).
+    pub max_bulk_len: Option<usize>,
+    /// Most arguments in one request (default 1048576).
+    pub max_multibulk_len: Option<usize>,
+    /// Most bytes buffered for one incomplete request (default 1 GiB).
+    pub max_query_buffer: Option<usize>,
+    /// Bytes of replies a client may leave unread before it is disconnected (default 256 MiB).
+    pub max_output_buffer: Option<usize>,
+}
+
+/// Why the settings could not be used.
+#[derive(Debug)]
+pub enum ConfigError {
+    /// The file could not be read.
+    Read(String, std::io::Error),
+    /// The file is not valid TOML, has a value of the wrong type, or an unknown key.
+    Parse(String),
+    /// A value out of range.
+    Invalid(String),
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::Read(path, e) => write!(f, "cannot read config file {path}: {e}"),
+            ConfigError::Parse(msg) => write!(f, "config file: {msg}"),
+            ConfigError::Invalid(msg) => write!(f, "{msg}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The number of cores (1 if unknown): the default for `threads`.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl Settings {
+    /// Parses a config file's text.
+    pub fn parse(text: &str) -> Result<Settings, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse(e.message().trim().to_string()))
+    }
+
+    /// Reads and parses a config file.
+    pub fn load(path: &Path) -> Result<Settings, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::Read(path.display().to_string(), e))?;
+        Settings::parse(&text).map_err(|e| match e {
+            ConfigError::Parse(msg) => ConfigError::Parse(format!("{}: {msg}", path.display())),
+            other => other,
+        })
+    }
+
+    /// These settings with every value `over` sets replacing ours (flags over the file).
+    pub fn overridden_by(self, over: Settings) -> Settings {
+        Settings {
+            bind: over.bind.or(self.bind),
+            port: over.port.or(self.port),
+            requirepass: over.requirepass.or(self.requirepass),
+            threads: over.threads.or(self.threads),
+            max_clients: over.max_clients.or(self.max_clients),
+            timeout: over.timeout.or(self.timeout),
+            max_bulk_len: over.max_bulk_len.or(self.max_bulk_len),
+            max_multibulk_len: over.max_multibulk_len.or(self.max_multibulk_len),
+            max_query_buffer: over.max_query_buffer.or(self.max_query_buffer),
+            max_output_buffer: over.max_output_buffer.or(self.max_output_buffer),
+        }
+    }
+
+    /// The server configuration: defaults for what is unset, every value checked.
+    pub fn resolve(&self) -> Result<ServerConfig, ConfigError> {
+        let d = ServerConfig::default();
+        let positive = |name: &str, v: Option<usize>, default: usize| match v {
+            Some(0) => Err(ConfigError::Invalid(format!("{name} must be at least 1"))),
+            Some(n) => Ok(n),
+            None => Ok(default),
+        };
+        let threads = positive("threads", self.threads, default_threads())?;
+        if threads > THREADS_MAX {
+            return Err(ConfigError::Invalid(format!(
+                "threads must be at most {THREADS_MAX}, not {threads}"
+            )));
+        }
+        let limits = Limits {
+            bulk_len_max: positive("max-bulk-len", self.max_bulk_len, d.limits.bulk_len_max)?,
+            multibulk_len_max: positive(
+                "max-multibulk-len",
+                self.max_multibulk_len,
+                d.limits.multibulk_len_max,
+            )?,
+            query_buffer_max: positive(
+                "max-query-buffer",
+                self.max_query_buffer,
+                d.limits.query_buffer_max,
+            )?,
+        };
+        if self.requirepass.as_deref() == Some("") {
+            return Err(ConfigError::Invalid("requirepass must not be empty".into()));
+        }
+        let cfg = ServerConfig {
+            bind: self.bind.unwrap_or(d.bind),
+            port: self.port.unwrap_or(d.port),
+            password: self.requirepass.clone(),
+            limits,
+            threads,
+            max_clients: positive("max-clients", self.max_clients, d.max_clients)?,
+            output_buffer_max: positive(
+                "max-output-buffer",
+                self.max_output_buffer,
+                d.output_buffer_max,
+            )?,
+            idle_timeout_s: self.timeout.unwrap_or(d.idle_timeout_s),
+        };
+        assert!(cfg.threads >= 1 && cfg.threads <= THREADS_MAX);
+        assert!(cfg.limits.bulk_len_max > 0 && cfg.output_buffer_max > 0);
+        Ok(cfg)
+    }
+}
