@@ -4,9 +4,9 @@
 //! * [`session`]: one connection's state machine and command dispatch, free of I/O.
 //! * [`keyspace`]: the data commands on one engine transaction.
 //! * [`glob`]: Redis's glob patterns for KEYS and SCAN MATCH.
-//!
-//! Not built yet: the TCP server (`verso serve`), its configuration, limits on clients and
-//! output buffers, INFO memory, the metrics endpoint, and the wire-level test suites.
+//! * [`config`]: `verso serve`'s settings (the TOML file and the flags over it).
+//! * [`server`]: the listener, protected mode, and the accepting thread; `worker`: the pool of
+//!   poll-loop threads that serve the connections (the only code here that does I/O).
 
 pub mod config;
 pub mod glob;
@@ -14,3 +14,4 @@ pub mod keyspace;
 pub mod resp;
 pub mod server;
 pub mod session;
+mod worker;

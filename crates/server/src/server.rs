@@ -1,15 +1,17 @@
-//! The TCP side: a listener, one thread per connection (bounded by `max_clients`), and the
-//! read-parse-execute-write loop with pipelining (every complete request in the buffer is
-//! answered before the next read). All protocol logic is in [`crate::session`].
+//! The TCP side: the listener, protected mode, and the accepting thread that hands connections
+//! to a fixed pool of worker threads ([`crate::worker`]: a poll loop each, many connections
+//! per worker, pipelining). All protocol logic is in [`crate::session`].
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::io::{ErrorKind, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
-use crate::resp::{Limits, Parser, Reply};
-use crate::session::{Session, Shared};
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use crate::resp::Limits;
+use crate::session::Shared;
 
 /// How the server runs (flags and the config file fill it).
 #[derive(Clone, Debug)]
@@ -80,109 +82,106 @@ pub fn bind(cfg: &ServerConfig) -> Result<TcpListener, StartError> {
     Ok(listener)
 }
 
-/// Serves until `stop` is set, then stops accepting and waits for connections to finish
-/// their current request (they are told to close at their next read).
+/// How long a blocked poll sleeps before looking at `stop` (and idle clients) again.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+const LISTENER: Token = Token(0);
+
+/// Serves until `stop` is set, then stops accepting, and each worker closes its connections
+/// (a request is never left half-executed: requests run whole between polls).
+///
+/// This thread accepts; `cfg.threads` workers each multiplex many connections over their own
+/// poll loop ([`crate::worker`]), and new connections go to them in turn.
 pub fn serve(listener: TcpListener, shared: &Shared, cfg: &ServerConfig, stop: &AtomicBool) {
-    let clients = Arc::new(AtomicUsize::new(0));
+    assert!(cfg.threads >= 1);
+    assert!(cfg.max_clients >= 1);
+    let clients = AtomicUsize::new(0);
+    let workers: Vec<Worker> = match (0..cfg.threads).map(|_| Worker::new()).collect() {
+        Ok(w) => w,
+        Err(_) => return, // no poll instance: nothing can be served
+    };
+    let mut listener = mio::net::TcpListener::from_std(listener);
+    let Ok(mut poll) = Poll::new() else { return };
+    if poll
+        .registry()
+        .register(&mut listener, LISTENER, Interest::READABLE)
+        .is_err()
+    {
+        return;
+    }
     std::thread::scope(|s| {
-        while !stop.load(Ordering::Relaxed) {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    if clients.load(Ordering::Relaxed) >= cfg.max_clients {
-                        let _ = refuse(stream);
-                        continue;
-                    }
-                    clients.fetch_add(1, Ordering::Relaxed);
-                    let clients = clients.clone();
-                    let spawned = std::thread::Builder::new()
-                        .name("verso-conn".into())
-                        .spawn_scoped(s, move || {
-                            let _ = connection(stream, shared, cfg, stop);
-                            clients.fetch_sub(1, Ordering::Relaxed);
-                        });
-                    if spawned.is_err() {
-                        // Out of threads: the connection is dropped (closed).
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        let mut handles = Vec::with_capacity(workers.len());
+        for (i, w) in workers.into_iter().enumerate() {
+            let (poll, rx) = (w.poll, w.rx);
+            let clients = &clients;
+            handles.push((w.tx, w.waker));
+            let spawned = std::thread::Builder::new()
+                .name(format!("verso-worker-{i}"))
+                .spawn_scoped(s, move || {
+                    crate::worker::run(poll, rx, shared, cfg, stop, clients)
+                });
+            if spawned.is_err() {
+                stop.store(true, Ordering::Relaxed); // the scope joins those already started
+                return;
             }
+        }
+        let mut events = Events::with_capacity(16);
+        let mut next = 0usize;
+        while !stop.load(Ordering::Relaxed) {
+            if let Err(e) = poll.poll(&mut events, Some(POLL_INTERVAL)) {
+                if e.kind() != ErrorKind::Interrupted {
+                    break;
+                }
+            }
+            loop {
+                let stream = match listener.accept() {
+                    Ok((stream, _)) => stream,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    // Out of descriptors and the like: try again at the next event.
+                    Err(_) => break,
+                };
+                if clients.load(Ordering::Relaxed) >= cfg.max_clients {
+                    let _ = refuse(stream);
+                    continue;
+                }
+                clients.fetch_add(1, Ordering::Relaxed);
+                let (tx, waker) = &handles[next % handles.len()];
+                next = next.wrapping_add(1);
+                if tx.send(stream).is_err() || waker.wake().is_err() {
+                    break;
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for (_, waker) in &handles {
+            let _ = waker.wake();
         }
     });
 }
 
-fn refuse(mut stream: TcpStream) -> std::io::Result<()> {
-    stream.write_all(b"-ERR max number of clients reached\r\n")
+/// A worker's poll instance and its inbox of new connections, made before it starts.
+struct Worker {
+    poll: Poll,
+    waker: Waker,
+    tx: Sender<mio::net::TcpStream>,
+    rx: Receiver<mio::net::TcpStream>,
 }
 
-fn connection(
-    mut stream: TcpStream,
-    shared: &Shared,
-    cfg: &ServerConfig,
-    stop: &AtomicBool,
-) -> std::io::Result<()> {
-    stream.set_nonblocking(false)?;
-    stream.set_nodelay(true)?;
-    // Wake up now and then to notice a shutdown, and to enforce the idle timeout.
-    stream.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let parser = Parser::new(cfg.limits);
-    let mut session = Session::new(shared);
-    let mut input: Vec<u8> = Vec::with_capacity(16 << 10);
-    let mut output: Vec<u8> = Vec::with_capacity(16 << 10);
-    let mut chunk = vec![0u8; 64 << 10];
-    let mut idle = Duration::ZERO;
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        let n = match stream.read(&mut chunk) {
-            Ok(0) => return Ok(()), // the client closed
-            Ok(n) => n,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                idle += Duration::from_millis(200);
-                if cfg.idle_timeout_s > 0 && idle >= Duration::from_secs(cfg.idle_timeout_s) {
-                    return Ok(());
-                }
-                continue;
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        idle = Duration::ZERO;
-        input.extend_from_slice(&chunk[..n]);
-        let mut used = 0;
-        loop {
-            match parser.parse(&input[used..]) {
-                Ok(Some((args, len))) => {
-                    used += len;
-                    if args.is_empty() {
-                        continue;
-                    }
-                    let reply = session.execute(args);
-                    reply.encode(session.version, &mut output);
-                    if output.len() > cfg.output_buffer_max {
-                        // The client pipelines faster than it reads: drop it, as Redis does.
-                        return Ok(());
-                    }
-                    if session.closing {
-                        stream.write_all(&output)?;
-                        return Ok(());
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    Reply::Error(format!("ERR {e}")).encode(session.version, &mut output);
-                    stream.write_all(&output)?;
-                    return Ok(());
-                }
-            }
-        }
-        input.drain(..used);
-        if !output.is_empty() {
-            stream.write_all(&output)?;
-            output.clear();
-        }
+impl Worker {
+    fn new() -> std::io::Result<Worker> {
+        let poll = Poll::new()?;
+        let waker = Waker::new(poll.registry(), crate::worker::WAKER)?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        Ok(Worker {
+            poll,
+            waker,
+            tx,
+            rx,
+        })
     }
+}
+
+fn refuse(mut stream: mio::net::TcpStream) -> std::io::Result<()> {
+    // Best effort: a fresh socket's send buffer is empty, so this short write goes out whole.
+    stream.write_all(b"-ERR max number of clients reached\r\n")
 }

@@ -1,0 +1,222 @@
+//! One worker thread: a poll loop over many connections (edge-triggered, so every readable
+//! socket is read until it would block). Each read is parsed at once and every complete request
+//! in it answered in order (pipelining); replies are written as far as the socket takes them
+//! and the rest when it becomes writable. The protocol itself is [`Session`], free of I/O.
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+
+use crate::resp::{Parser, Reply};
+use crate::server::ServerConfig;
+use crate::session::{Session, Shared};
+
+/// The token of the waker the accepting thread uses to announce new connections.
+pub(crate) const WAKER: Token = Token(0);
+/// How long a poll sleeps before looking at `stop` and idle clients again.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// Bytes read from a socket at once.
+const READ_CHUNK_BYTES: usize = 64 << 10;
+/// Events taken from one poll.
+const EVENTS_MAX: usize = 1024;
+
+/// One client connection on a worker.
+struct Conn<'s> {
+    stream: TcpStream,
+    session: Session<'s>,
+    /// Bytes received and not yet parsed (at most one incomplete request after parsing).
+    input: Vec<u8>,
+    /// Replies not yet written, from `output[written..]`.
+    /// Invariants: `written <= output.len()`; both are 0 once everything is written.
+    output: Vec<u8>,
+    written: usize,
+    /// Close once the output is written (QUIT, or a protocol error).
+    closing: bool,
+    last_active: Instant,
+}
+
+/// What to do with a connection after an event.
+#[derive(PartialEq, Eq)]
+enum Next {
+    Keep,
+    Close,
+}
+
+impl<'s> Conn<'s> {
+    /// Reads until the socket would block, answering requests as they complete.
+    fn on_readable(&mut self, chunk: &mut [u8], parser: &Parser, cfg: &ServerConfig) -> Next {
+        while !self.closing {
+            match self.stream.read(chunk) {
+                Ok(0) => return Next::Close, // the client closed
+                Ok(n) => {
+                    self.last_active = Instant::now();
+                    self.input.extend_from_slice(&chunk[..n]);
+                    self.execute_input(parser);
+                    if self.flush(cfg) == Next::Close {
+                        return Next::Close;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => return Next::Close,
+            }
+        }
+        self.after_flush()
+    }
+
+    /// Answers every complete request in `input`, in order.
+    fn execute_input(&mut self, parser: &Parser) {
+        let mut used = 0;
+        while !self.closing {
+            match parser.parse(&self.input[used..]) {
+                Ok(Some((args, len))) => {
+                    assert!(len > 0 && used + len <= self.input.len());
+                    used += len;
+                    if args.is_empty() {
+                        continue; // an empty request gets no reply
+                    }
+                    let reply = self.session.execute(args);
+                    reply.encode(self.session.version, &mut self.output);
+                    self.closing = self.session.closing;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    // Malformed input: say why, then close (as Redis does).
+                    Reply::Error(format!("ERR {e}")).encode(self.session.version, &mut self.output);
+                    self.closing = true;
+                }
+            }
+        }
+        self.input.drain(..used);
+    }
+
+    /// Writes as much output as the socket takes. Closes a client that leaves more than
+    /// `output_buffer_max` bytes unread (it pipelines faster than it reads, as Redis does).
+    fn flush(&mut self, cfg: &ServerConfig) -> Next {
+        assert!(self.written <= self.output.len());
+        while self.written < self.output.len() {
+            match self.stream.write(&self.output[self.written..]) {
+                Ok(0) => return Next::Close,
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => return Next::Close,
+            }
+        }
+        if self.written == self.output.len() {
+            self.output.clear();
+            self.written = 0;
+        } else if self.output.len() - self.written > cfg.output_buffer_max {
+            return Next::Close;
+        }
+        Next::Keep
+    }
+
+    /// A closing connection goes once its last reply is written.
+    fn after_flush(&self) -> Next {
+        if self.closing && self.output.is_empty() {
+            Next::Close
+        } else {
+            Next::Keep
+        }
+    }
+}
+
+/// Serves connections arriving on `inbox` until `stop` is set; `clients` counts the open ones
+/// server-wide (the acceptor adds, this subtracts).
+pub(crate) fn run(
+    mut poll: Poll,
+    inbox: Receiver<TcpStream>,
+    shared: &Shared,
+    cfg: &ServerConfig,
+    stop: &AtomicBool,
+    clients: &AtomicUsize,
+) {
+    let parser = Parser::new(cfg.limits);
+    let mut conns: HashMap<usize, Conn<'_>> = HashMap::new();
+    let mut next_token = WAKER.0 + 1;
+    let mut events = Events::with_capacity(EVENTS_MAX);
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    let mut last_sweep = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        if let Err(e) = poll.poll(&mut events, Some(POLL_INTERVAL)) {
+            if e.kind() != ErrorKind::Interrupted {
+                break;
+            }
+        }
+        for event in events.iter() {
+            let token = event.token();
+            if token == WAKER {
+                continue; // new connections are taken below
+            }
+            let Some(conn) = conns.get_mut(&token.0) else {
+                continue;
+            };
+            let mut next = Next::Keep;
+            if event.is_writable() || event.is_write_closed() {
+                next = match conn.flush(cfg) {
+                    Next::Keep => conn.after_flush(),
+                    Next::Close => Next::Close,
+                };
+            }
+            if next == Next::Keep && (event.is_readable() || event.is_read_closed()) {
+                next = conn.on_readable(&mut chunk, &parser, cfg);
+            }
+            if next == Next::Close {
+                close(&poll, &mut conns, token, clients);
+            }
+        }
+        while let Ok(mut stream) = inbox.try_recv() {
+            let token = Token(next_token);
+            next_token += 1;
+            let _ = stream.set_nodelay(true);
+            let registered = poll.registry().register(
+                &mut stream,
+                token,
+                Interest::READABLE | Interest::WRITABLE,
+            );
+            if registered.is_err() {
+                clients.fetch_sub(1, Ordering::Relaxed);
+                continue;
+            }
+            let conn = Conn {
+                stream,
+                session: Session::new(shared),
+                input: Vec::new(),
+                output: Vec::new(),
+                written: 0,
+                closing: false,
+                last_active: Instant::now(),
+            };
+            assert!(conns.insert(token.0, conn).is_none());
+        }
+        if cfg.idle_timeout_s > 0 && last_sweep.elapsed() >= Duration::from_secs(1) {
+            last_sweep = Instant::now();
+            let limit = Duration::from_secs(cfg.idle_timeout_s);
+            let idle: Vec<usize> = conns
+                .iter()
+                .filter(|(_, c)| c.last_active.elapsed() >= limit)
+                .map(|(&t, _)| t)
+                .collect();
+            for t in idle {
+                close(&poll, &mut conns, Token(t), clients);
+            }
+        }
+    }
+    for (t, _) in std::mem::take(&mut conns) {
+        assert!(t != WAKER.0);
+        clients.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn close(poll: &Poll, conns: &mut HashMap<usize, Conn<'_>>, token: Token, clients: &AtomicUsize) {
+    if let Some(mut conn) = conns.remove(&token.0) {
+        let _ = poll.registry().deregister(&mut conn.stream);
+        clients.fetch_sub(1, Ordering::Relaxed);
+    }
+}
