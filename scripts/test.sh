@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README promises: run from a fresh clone with nothing else set up.
-# Installs what it needs (a Rust toolchain if cargo is missing); everything else comes from
-# crates.io through cargo.
+# Installs what it needs (a Rust toolchain if cargo is missing; Debian's python3-venv and
+# redis-tools for the client suites); everything else comes from crates.io and PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,5 +56,13 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 say "shuttle schedules of Masstree splits, unlinks and layers (--cfg shuttle)"
 RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target/shuttle \
   cargo test -p verso-index --lib --release --quiet shuttle
+
+# The server through real clients, as separate processes (installing what they need):
+# redis-py (a virtualenv under target/pyenv), then Debian's redis-cli and redis-benchmark.
+say "redis-py suite against verso serve (scripts/python-tests.sh)"
+./scripts/python-tests.sh
+
+say "redis-cli smoke run and a short redis-benchmark (scripts/redis-tools-smoke.sh)"
+./scripts/redis-tools-smoke.sh
 
 say "all tests passed"

@@ -1,0 +1,280 @@
+"""redis-py against a real `verso serve` process: pipelines, MULTI/EXEC/WATCH races between
+two clients, SCAN completeness, binary-safe keys and values, and error replies.
+
+Run by scripts/python-tests.sh. VERSO_BIN names the server binary (default:
+target/release/verso from the repository root).
+"""
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+ROOT = Path(__file__).resolve().parents[2]
+VERSO = os.environ.get("VERSO_BIN", str(ROOT / "target" / "release" / "verso"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, *extra):
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [VERSO, "serve", "--port", str(self.port), *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.time() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.time() > deadline:
+                    err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                    self.stop()
+                    raise RuntimeError(f"verso serve did not start: {err}")
+                time.sleep(0.05)
+
+    def client(self, **kw):
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10, **kw)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server()
+    yield s
+    code = s.stop()
+    assert code == 0, f"verso serve exited with {code} on SIGTERM"
+
+
+@pytest.fixture
+def r(server):
+    c = server.client()
+    c.flushall()
+    yield c
+    c.close()
+
+
+def test_strings_round_trip(r):
+    assert r.ping()
+    assert r.set("k", "v") is True
+    assert r.get("k") == b"v"
+    assert r.get("missing") is None
+    assert r.incr("n") == 1
+    assert r.incrby("n", 41) == 42
+    assert r.decr("n") == 41
+    assert r.mset({"a": 1, "b": 2}) is True
+    assert r.mget("a", "nope", "b") == [b"1", None, b"2"]
+    assert r.exists("a", "b", "nope") == 2
+    assert r.delete("a", "nope") == 1
+    assert r.set("k", "w", nx=True) is None
+    assert r.set("k", "w", xx=True, get=True) == b"v"
+    assert r.append("k", "xyz") == 4
+    assert r.getrange("k", 1, -1) == b"xyz"
+    assert r.dbsize() == 3
+
+
+def test_binary_safe_keys_and_values(r):
+    everything = bytes(range(256))
+    for b in range(256):
+        key = bytes([b])
+        r.set(key, everything[b:] + everything[:b])
+    for b in range(256):
+        assert r.get(bytes([b])) == everything[b:] + everything[:b], b
+    r.set(everything, b"\r\n\x00$-1\r\n")
+    r.set(b"", b"")
+    assert r.get(everything) == b"\r\n\x00$-1\r\n"
+    assert r.get(b"") == b""
+    assert r.exists(b"") == 1
+    assert r.strlen(everything) == 8
+    assert r.dbsize() == 258
+
+
+def test_pipelines(r):
+    p = r.pipeline(transaction=False)
+    for i in range(1000):
+        p.set(f"p{i}", i)
+    for i in range(1000):
+        p.incrby(f"p{i}", i)
+    p.get("p999")
+    out = p.execute()
+    assert out[:1000] == [True] * 1000
+    assert out[1000:2000] == [2 * i for i in range(1000)]
+    assert out[2000] == b"1998"
+
+    # An error in a non-transactional pipeline is that command's result only.
+    p = r.pipeline(transaction=False)
+    p.set("s", "text").incr("s").get("s")
+    out = p.execute(raise_on_error=False)
+    assert out[0] is True
+    assert isinstance(out[1], redis.ResponseError)
+    assert "not an integer" in str(out[1])
+    assert out[2] == b"text"
+
+
+def test_multi_exec(r):
+    p = r.pipeline(transaction=True)
+    p.set("a", 100).set("b", 0).decrby("a", 30).incrby("b", 30).mget("a", "b")
+    assert p.execute() == [True, True, 70, 30, [b"70", b"30"]]
+
+    # A wrong-arity command is refused while queueing: EXEC aborts and nothing runs.
+    p = r.pipeline(transaction=True)
+    p.incrby("a", 1000)
+    p.execute_command("GET")
+    with pytest.raises(redis.ResponseError) as e:
+        p.execute()
+    assert "EXECABORT" in str(e.value) or "wrong number of arguments" in str(e.value)
+    assert r.get("a") == b"70"
+
+
+def test_watch_race_between_two_clients(server, r):
+    other = server.client()
+    r.set("w", 10)
+
+    with r.pipeline() as p:
+        p.watch("w")
+        seen = int(p.get("w"))
+        other.set("w", 500)  # the other client changes the watched key
+        p.multi()
+        p.set("w", seen + 1)
+        with pytest.raises(redis.WatchError):
+            p.execute()
+    assert r.get("w") == b"500"
+
+    # An unrelated change does not fail the transaction.
+    with r.pipeline() as p:
+        p.watch("w")
+        seen = int(p.get("w"))
+        other.set("unrelated", 1)
+        p.multi()
+        p.set("w", seen + 1)
+        assert p.execute() == [True]
+    assert r.get("w") == b"501"
+
+    # redis-py's transaction helper retries after a lost race.
+    attempts = []
+
+    def double(pipe):
+        cur = int(pipe.get("w"))
+        if not attempts:
+            other.incrby("w", 1000)
+        attempts.append(cur)
+        pipe.multi()
+        pipe.set("w", cur * 2)
+
+    r.transaction(double, "w")
+    assert attempts == [501, 1501]
+    assert r.get("w") == b"3002"
+    other.close()
+
+
+def test_concurrent_watch_increments_lose_nothing(server, r):
+    import threading
+
+    r.set("counter", 0)
+    per_thread, threads = 100, 4
+
+    def work():
+        c = server.client()
+        for _ in range(per_thread):
+            def incr(pipe):
+                v = int(pipe.get("counter"))
+                pipe.multi()
+                pipe.set("counter", v + 1)
+
+            c.transaction(incr, "counter")
+        c.close()
+
+    ts = [threading.Thread(target=work) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert int(r.get("counter")) == per_thread * threads
+
+
+def test_scan_completeness(server, r):
+    keys = {f"key:{i:04}".encode() for i in range(1000)}
+    p = r.pipeline(transaction=False)
+    for k in keys:
+        p.set(k, 1)
+    p.execute()
+    got = list(r.scan_iter())
+    assert len(got) == 1000, "a key was returned twice or missed"
+    assert set(got) == keys
+
+    # With MATCH/COUNT while another client inserts and deletes other keys.
+    other = server.client()
+    seen = {}
+    for i, k in enumerate(r.scan_iter(match="key:*", count=33)):
+        seen[k] = seen.get(k, 0) + 1
+        if i % 50 == 0:
+            other.set(f"key:new:{i}", 1)
+            other.set(f"zzz{i}", 1)
+    assert all(seen.get(k) == 1 for k in keys)
+    assert all(n == 1 for n in seen.values())
+    assert all(k.startswith(b"key:") for k in seen)
+    other.close()
+
+
+def test_error_replies(r):
+    with pytest.raises(redis.ResponseError, match="wrong number of arguments for 'get' command"):
+        r.execute_command("GET")
+    with pytest.raises(redis.ResponseError, match="unknown command 'NOSUCHCMD'"):
+        r.execute_command("NOSUCHCMD", "x")
+    r.set("s", "abc")
+    with pytest.raises(redis.ResponseError, match="not an integer"):
+        r.incr("s")
+    with pytest.raises(redis.ResponseError, match="EXEC without MULTI"):
+        r.execute_command("EXEC")
+    assert r.ping()
+
+
+def test_requirepass():
+    s = Server("--requirepass", "s3cret")
+    try:
+        anon = s.client()
+        with pytest.raises(redis.AuthenticationError):
+            anon.get("k")
+        with pytest.raises(redis.AuthenticationError):
+            s.client(password="wrong").ping()
+        good = s.client(password="s3cret")
+        assert good.set("k", "v")
+        assert good.get("k") == b"v"
+        assert s.client(username="default", password="s3cret").get("k") == b"v"
+        with pytest.raises(redis.AuthenticationError):
+            s.client(username="default", password="nope").ping()
+    finally:
+        assert s.stop() == 0
+
+
+def test_resp3(server):
+    try:
+        c = server.client(protocol=3)
+    except TypeError:
+        pytest.skip("this redis-py has no RESP3 support")
+    c.set("r3", "v")
+    assert c.get("r3") == b"v"
+    assert c.get("r3-missing") is None
+    hello = c.execute_command("HELLO", 3)
+    assert hello[b"proto"] == 3
+    c.close()
