@@ -39,6 +39,8 @@ pub struct Settings {
     pub max_query_buffer: Option<usize>,
     /// Bytes of replies a client may leave unread before it is disconnected (default 256 MiB).
     pub max_output_buffer: Option<usize>,
+    /// Port of the Prometheus metrics endpoint (`GET /metrics`) on `bind` (default: off).
+    pub metrics_port: Option<u16>,
 }
 
 /// Why the settings could not be used.
@@ -98,6 +100,7 @@ impl Settings {
             max_multibulk_len: over.max_multibulk_len.or(self.max_multibulk_len),
             max_query_buffer: over.max_query_buffer.or(self.max_query_buffer),
             max_output_buffer: over.max_output_buffer.or(self.max_output_buffer),
+            metrics_port: over.metrics_port.or(self.metrics_port),
         }
     }
 
@@ -128,12 +131,18 @@ impl Settings {
                 d.limits.query_buffer_max,
             )?,
         };
+        let port = self.port.unwrap_or(d.port);
+        if port != 0 && self.metrics_port == Some(port) {
+            return Err(ConfigError::Invalid(
+                "metrics-port must differ from port".into(),
+            ));
+        }
         if self.requirepass.as_deref() == Some("") {
             return Err(ConfigError::Invalid("requirepass must not be empty".into()));
         }
         let cfg = ServerConfig {
             bind: self.bind.unwrap_or(d.bind),
-            port: self.port.unwrap_or(d.port),
+            port,
             password: self.requirepass.clone(),
             limits,
             threads,
@@ -144,6 +153,7 @@ impl Settings {
                 d.output_buffer_max,
             )?,
             idle_timeout_s: self.timeout.unwrap_or(d.idle_timeout_s),
+            metrics_port: self.metrics_port,
         };
         assert!(cfg.threads >= 1 && cfg.threads <= THREADS_MAX);
         assert!(cfg.limits.bulk_len_max > 0 && cfg.output_buffer_max > 0);

@@ -10,7 +10,9 @@
 
 pub mod config;
 pub mod glob;
+pub mod info;
 pub mod keyspace;
+pub mod metrics;
 pub mod resp;
 pub mod server;
 pub mod session;

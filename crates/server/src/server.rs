@@ -6,7 +6,7 @@ use std::io::{ErrorKind, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token, Waker};
 
@@ -28,6 +28,8 @@ pub struct ServerConfig {
     pub output_buffer_max: usize,
     /// Seconds a client may stay silent before it is disconnected (0: never).
     pub idle_timeout_s: u64,
+    /// Port of the Prometheus endpoint on `bind` (`None`: off); see [`crate::metrics`].
+    pub metrics_port: Option<u16>,
 }
 
 impl Default for ServerConfig {
@@ -44,6 +46,7 @@ impl Default for ServerConfig {
             max_clients: 10_000,
             output_buffer_max: 256 << 20,
             idle_timeout_s: 0,
+            metrics_port: None,
         }
     }
 }
@@ -85,6 +88,8 @@ pub fn bind(cfg: &ServerConfig) -> Result<TcpListener, StartError> {
 /// How long a blocked poll sleeps before looking at `stop` (and idle clients) again.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 const LISTENER: Token = Token(0);
+/// How often INFO memory's figure is refreshed.
+const MEMORY_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Serves until `stop` is set, then stops accepting, and each worker closes its connections
 /// (a request is never left half-executed: requests run whole between polls).
@@ -126,7 +131,12 @@ pub fn serve(listener: TcpListener, shared: &Shared, cfg: &ServerConfig, stop: &
         }
         let mut events = Events::with_capacity(16);
         let mut next = 0usize;
+        let mut memory_measured: Option<Instant> = None;
         while !stop.load(Ordering::Relaxed) {
+            if memory_measured.is_none_or(|t| t.elapsed() >= MEMORY_INTERVAL) {
+                crate::metrics::refresh_memory(shared);
+                memory_measured = Some(Instant::now());
+            }
             if let Err(e) = poll.poll(&mut events, Some(POLL_INTERVAL)) {
                 if e.kind() != ErrorKind::Interrupted {
                     break;

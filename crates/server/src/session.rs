@@ -41,6 +41,10 @@ pub struct Stats {
     pub connections: AtomicU64,
     pub retries: AtomicU64,
     pub exec_aborts: AtomicU64,
+    /// Clients connected now (sessions alive).
+    pub clients: AtomicU64,
+    /// Resident set size in bytes, as the network side last measured it (0: not measured).
+    pub used_memory: AtomicU64,
 }
 
 impl Shared {
@@ -126,6 +130,7 @@ fn arity_ok(arity: i32, n: usize) -> bool {
 impl<'s> Session<'s> {
     pub fn new(shared: &'s Shared) -> Self {
         shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+        shared.stats.clients.fetch_add(1, Ordering::Relaxed);
         Session {
             shared,
             id: shared.next_client.fetch_add(1, Ordering::Relaxed),
@@ -203,7 +208,7 @@ impl<'s> Session<'s> {
             b"CLIENT" if args.len() >= 2 => self.client(&args),
             b"COMMAND" => self.command(&args),
             b"CONFIG" if args.len() >= 3 => self.config(&args),
-            b"INFO" => Reply::Verbatim(self.info()),
+            b"INFO" => Reply::Verbatim(crate::info::render(self.shared, &args[1..])),
             _ => match data_arity(&name) {
                 Some(a) if arity_ok(a, args.len()) => self.run_single(&name, &args),
                 Some(_) => arity_error(&args[0]),
@@ -550,39 +555,12 @@ impl<'s> Session<'s> {
         }
         Reply::Map(pairs)
     }
+}
 
-    fn info(&self) -> String {
-        let s = &self.shared.stats;
-        let e = self.shared.db.stats();
-        let mut out = String::new();
-        out.push_str(&format!(
-            "# Server\r\nredis_version:7.0.0\r\nverso_version:{}\r\nconcurrency:{}\r\n\r\n",
-            env!("CARGO_PKG_VERSION"),
-            self.shared.db.concurrency()
-        ));
-        out.push_str(&format!(
-            "# Clients\r\ntotal_connections_received:{}\r\n\r\n",
-            s.connections.load(Ordering::Relaxed)
-        ));
-        out.push_str(&format!(
-            "# Stats\r\ntotal_commands_processed:{}\r\ncommits:{}\r\naborts:{}\r\nconflicts_write_write:{}\r\nconflicts_read_changed:{}\r\nretries:{}\r\nexec_aborts:{}\r\n\r\n",
-            s.commands.load(Ordering::Relaxed),
-            e.commits,
-            e.aborts,
-            e.conflicts_write_write,
-            e.conflicts_read_changed,
-            s.retries.load(Ordering::Relaxed),
-            s.exec_aborts.load(Ordering::Relaxed)
-        ));
-        out.push_str("# Keyspace\r\n");
-        for (i, t) in self.shared.tables.iter().enumerate() {
-            if let Ok(n) = self.shared.db.table_index_len(t) {
-                if n > 0 {
-                    out.push_str(&format!("db{i}:keys={n},expires=0\r\n"));
-                }
-            }
-        }
-        out
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        let before = self.shared.stats.clients.fetch_sub(1, Ordering::Relaxed);
+        assert!(before > 0, "more sessions dropped than made");
     }
 }
 

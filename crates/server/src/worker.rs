@@ -87,6 +87,7 @@ impl<'s> Conn<'s> {
                 Ok(None) => break,
                 Err(e) => {
                     // Malformed input: say why, then close (as Redis does).
+                    tracing::warn!(client = self.session.id, error = %e, "protocol error, closing");
                     Reply::Error(format!("ERR {e}")).encode(self.session.version, &mut self.output);
                     self.closing = true;
                 }
@@ -184,6 +185,7 @@ pub(crate) fn run(
                 clients.fetch_sub(1, Ordering::Relaxed);
                 continue;
             }
+            let peer = stream.peer_addr().ok();
             let conn = Conn {
                 stream,
                 session: Session::new(shared),
@@ -193,6 +195,7 @@ pub(crate) fn run(
                 closing: false,
                 last_active: Instant::now(),
             };
+            tracing::debug!(client = conn.session.id, ?peer, "client connected");
             assert!(conns.insert(token.0, conn).is_none());
         }
         if cfg.idle_timeout_s > 0 && last_sweep.elapsed() >= Duration::from_secs(1) {
@@ -217,6 +220,7 @@ pub(crate) fn run(
 fn close(poll: &Poll, conns: &mut HashMap<usize, Conn<'_>>, token: Token, clients: &AtomicUsize) {
     if let Some(mut conn) = conns.remove(&token.0) {
         let _ = poll.registry().deregister(&mut conn.stream);
+        tracing::debug!(client = conn.session.id, "client disconnected");
         clients.fetch_sub(1, Ordering::Relaxed);
     }
 }

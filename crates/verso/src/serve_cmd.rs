@@ -1,14 +1,16 @@
 //! `verso serve`: the Redis-protocol server (in progress: see `verso-server`'s docs).
 
+use std::io::IsTerminal;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use clap::Args;
 use verso_engine::{Concurrency, Db, Options};
 use verso_server::config::{ConfigError, Settings};
+use verso_server::metrics;
 use verso_server::server::{self, ServerConfig};
 use verso_server::session::Shared;
 
@@ -62,6 +64,10 @@ pub struct ServeArgs {
     /// [default: 268435456].
     #[arg(long, value_name = "BYTES")]
     max_output_buffer: Option<usize>,
+
+    /// Serve Prometheus metrics at http://BIND:PORT/metrics [default: off].
+    #[arg(long, value_name = "PORT")]
+    metrics_port: Option<u16>,
 }
 
 impl ServeArgs {
@@ -77,6 +83,7 @@ impl ServeArgs {
             max_multibulk_len: self.max_multibulk_len,
             max_query_buffer: self.max_query_buffer,
             max_output_buffer: self.max_output_buffer,
+            metrics_port: self.metrics_port,
         }
     }
 
@@ -92,6 +99,7 @@ impl ServeArgs {
 
 /// Runs the server until SIGINT or SIGTERM.
 pub fn run(args: &ServeArgs) -> ExitCode {
+    init_logging();
     let cfg = match args.resolve() {
         Ok(cfg) => cfg,
         Err(e) => {
@@ -128,13 +136,48 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    eprintln!(
-        "verso {} listening on {}:{} (Ctrl-C to stop)",
-        env!("CARGO_PKG_VERSION"),
-        cfg.bind,
-        cfg.port
+    let metrics = match cfg
+        .metrics_port
+        .map(|port| metrics::bind(&cfg, port))
+        .transpose()
+    {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: metrics port: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let port = listener.local_addr().map_or(cfg.port, |a| a.port());
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        bind = %cfg.bind,
+        port,
+        protocol = "RESP2/RESP3",
+        threads = cfg.threads,
+        metrics_port = ?cfg.metrics_port,
+        "verso listening on {}:{port} (Ctrl-C to stop)",
+        cfg.bind
     );
-    server::serve(listener, &shared, &cfg, &stop);
-    eprintln!("verso: stopped");
+    std::thread::scope(|s| {
+        if let Some(m) = metrics {
+            let (shared, stop) = (&shared, &*stop);
+            s.spawn(move || metrics::serve(m, shared, stop));
+        }
+        server::serve(listener, &shared, &cfg, &stop);
+        stop.store(true, Ordering::Relaxed); // ends the metrics thread too
+    });
+    tracing::info!("verso stopped");
     ExitCode::SUCCESS
+}
+
+/// Structured logs on stderr; `RUST_LOG` filters them (default `info`; `debug` adds client
+/// connects and disconnects).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
 }

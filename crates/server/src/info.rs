@@ -1,0 +1,171 @@
+//! What the server reports about itself, free of I/O: INFO's sections and the Prometheus text
+//! the metrics endpoint serves. Memory is whatever the network side last stored in
+//! [`Stats::used_memory`] (it reads `/proc`, in [`crate::metrics`]; this module does not).
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use crate::session::{Shared, Stats};
+
+/// INFO's sections in the order INFO prints them.
+pub const SECTIONS: &[&str] = &["server", "clients", "stats", "memory", "keyspace"];
+
+/// Every counter both INFO stats and the metrics endpoint report: (name, help, value).
+fn counters(shared: &Shared) -> Vec<(&'static str, &'static str, u64)> {
+    let s: &Stats = &shared.stats;
+    let e = shared.db.stats();
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    vec![
+        (
+            "total_connections_received",
+            "Connections accepted.",
+            load(&s.connections),
+        ),
+        (
+            "total_commands_processed",
+            "Commands executed.",
+            load(&s.commands),
+        ),
+        ("commits", "Engine transactions committed.", e.commits),
+        ("aborts", "Engine transactions aborted.", e.aborts),
+        (
+            "conflicts_read_by_younger",
+            "Commits refused: a younger transaction had read a written key.",
+            e.conflicts_read_by_younger,
+        ),
+        (
+            "conflicts_written_by_younger",
+            "Commits refused: a younger transaction had written a written key.",
+            e.conflicts_written_by_younger,
+        ),
+        (
+            "conflicts_write_write",
+            "Commits refused: a newer write of a written key (first committer wins).",
+            e.conflicts_write_write,
+        ),
+        (
+            "conflicts_read_changed",
+            "Commits refused by validation: a read predicate was written.",
+            e.conflicts_read_changed,
+        ),
+        (
+            "retries",
+            "Commands retried after a conflict.",
+            load(&s.retries),
+        ),
+        (
+            "exec_aborts",
+            "EXEC blocks that failed (WATCH).",
+            load(&s.exec_aborts),
+        ),
+    ]
+}
+
+/// INFO's text: every section, or only the `sections` named (case-insensitive; `all`,
+/// `everything` and `default` mean every one). Unknown sections are ignored, as in Redis.
+pub fn render(shared: &Shared, sections: &[Vec<u8>]) -> String {
+    let wanted: Vec<String> = sections
+        .iter()
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
+        .collect();
+    let all = wanted.is_empty()
+        || wanted
+            .iter()
+            .any(|w| matches!(w.as_str(), "all" | "everything" | "default"));
+    let mut out = String::new();
+    for &name in SECTIONS {
+        if !all && !wanted.iter().any(|w| w == name) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        section_text(shared, name, &mut out);
+    }
+    out
+}
+
+fn section_text(shared: &Shared, name: &str, out: &mut String) {
+    let s = &shared.stats;
+    match name {
+        "server" => {
+            let _ = write!(
+                out,
+                "# Server\r\nredis_version:7.0.0\r\nverso_version:{}\r\nconcurrency:{}\r\n",
+                env!("CARGO_PKG_VERSION"),
+                shared.db.concurrency()
+            );
+        }
+        "clients" => {
+            let _ = write!(
+                out,
+                "# Clients\r\nconnected_clients:{}\r\n",
+                s.clients.load(Ordering::Relaxed)
+            );
+        }
+        "stats" => {
+            out.push_str("# Stats\r\n");
+            for (key, _, value) in counters(shared) {
+                let _ = write!(out, "{key}:{value}\r\n");
+            }
+        }
+        "memory" => {
+            let _ = write!(
+                out,
+                "# Memory\r\nused_memory:{}\r\n",
+                s.used_memory.load(Ordering::Relaxed)
+            );
+        }
+        "keyspace" => {
+            out.push_str("# Keyspace\r\n");
+            for (i, t) in shared.tables.iter().enumerate() {
+                if let Ok(n) = shared.db.table_index_len(t) {
+                    if n > 0 {
+                        let _ = write!(out, "db{i}:keys={n},expires=0\r\n");
+                    }
+                }
+            }
+        }
+        _ => unreachable!("not a section: {name}"),
+    }
+}
+
+/// The Prometheus text exposition (format 0.0.4) of the counters and gauges.
+pub fn prometheus(shared: &Shared) -> String {
+    let mut out = String::new();
+    for (key, help, value) in counters(shared) {
+        let key = key.trim_start_matches("total_");
+        let _ = write!(
+            out,
+            "# HELP verso_{key}_total {help}\n# TYPE verso_{key}_total counter\nverso_{key}_total {value}\n"
+        );
+    }
+    let s = &shared.stats;
+    let gauges = [
+        (
+            "connected_clients",
+            "Clients connected now.",
+            s.clients.load(Ordering::Relaxed),
+        ),
+        (
+            "used_memory_bytes",
+            "Resident set size of the server process.",
+            s.used_memory.load(Ordering::Relaxed),
+        ),
+    ];
+    for (key, help, value) in gauges {
+        let _ = write!(
+            out,
+            "# HELP verso_{key} {help}\n# TYPE verso_{key} gauge\nverso_{key} {value}\n"
+        );
+    }
+    for (i, t) in shared.tables.iter().enumerate() {
+        if let Ok(n) = shared.db.table_index_len(t) {
+            if i == 0 {
+                out.push_str("# HELP verso_keys Keys per database (deleted ones included until collected).\n# TYPE verso_keys gauge\n");
+            }
+            let _ = writeln!(out, "verso_keys{{db=\"{i}\"}} {n}");
+        }
+    }
+    out
+}
