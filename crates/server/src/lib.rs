@@ -9,6 +9,8 @@
 //!   poll-loop threads that serve the connections (the only code here that does I/O).
 
 pub mod config;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod glob;
 pub mod info;
 pub mod keyspace;
