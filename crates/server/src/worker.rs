@@ -24,6 +24,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(100);
 const READ_CHUNK_BYTES: usize = 64 << 10;
 /// Events taken from one poll.
 const EVENTS_MAX: usize = 1024;
+/// Reads from one connection before the worker turns to the others (fairness: a client that
+/// keeps its socket full cannot starve the rest). It is read again in the next round.
+const READS_PER_TURN_MAX: usize = 16;
 
 /// One client connection on a worker.
 struct Conn<'s> {
@@ -44,13 +47,22 @@ struct Conn<'s> {
 #[derive(PartialEq, Eq)]
 enum Next {
     Keep,
+    /// Input may remain unread (the read budget ran out): read again without waiting for an
+    /// event, which edge-triggered polling would not deliver.
+    ReadAgain,
     Close,
 }
 
 impl<'s> Conn<'s> {
-    /// Reads until the socket would block, answering requests as they complete.
+    /// Reads until the socket would block (or the turn's budget is spent), answering requests
+    /// as they complete.
     fn on_readable(&mut self, chunk: &mut [u8], parser: &Parser, cfg: &ServerConfig) -> Next {
+        let mut reads = 0;
         while !self.closing {
+            if reads == READS_PER_TURN_MAX {
+                return Next::ReadAgain;
+            }
+            reads += 1;
             match self.stream.read(chunk) {
                 Ok(0) => return Next::Close, // the client closed
                 Ok(n) => {
@@ -144,8 +156,15 @@ pub(crate) fn run(
     let mut events = Events::with_capacity(EVENTS_MAX);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let mut last_sweep = Instant::now();
+    // Connections whose read budget ran out, to be read again this round.
+    let mut again: Vec<Token> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
-        if let Err(e) = poll.poll(&mut events, Some(POLL_INTERVAL)) {
+        let timeout = if again.is_empty() {
+            POLL_INTERVAL
+        } else {
+            Duration::ZERO
+        };
+        if let Err(e) = poll.poll(&mut events, Some(timeout)) {
             if e.kind() != ErrorKind::Interrupted {
                 break;
             }
@@ -161,15 +180,31 @@ pub(crate) fn run(
             let mut next = Next::Keep;
             if event.is_writable() || event.is_write_closed() {
                 next = match conn.flush(cfg) {
-                    Next::Keep => conn.after_flush(),
                     Next::Close => Next::Close,
+                    Next::Keep | Next::ReadAgain => conn.after_flush(),
                 };
             }
             if next == Next::Keep && (event.is_readable() || event.is_read_closed()) {
                 next = conn.on_readable(&mut chunk, &parser, cfg);
             }
-            if next == Next::Close {
-                close(&poll, &mut conns, token, clients);
+            match next {
+                Next::Keep => {}
+                Next::ReadAgain => again.push(token),
+                Next::Close => close(&poll, &mut conns, token, clients),
+            }
+        }
+        let mut round = std::mem::take(&mut again);
+        round.sort_unstable();
+        round.dedup(); // a connection both left over and readable again is read once
+
+        for token in round {
+            let Some(conn) = conns.get_mut(&token.0) else {
+                continue; // closed meanwhile
+            };
+            match conn.on_readable(&mut chunk, &parser, cfg) {
+                Next::Keep => {}
+                Next::ReadAgain => again.push(token),
+                Next::Close => close(&poll, &mut conns, token, clients),
             }
         }
         while let Ok(mut stream) = inbox.try_recv() {

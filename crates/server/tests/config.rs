@@ -80,3 +80,152 @@ fn bad_values_are_refused() {
         assert!(s.resolve().is_err(), "{text}");
     }
 }
+
+// The settings in effect on a real server: a small worker pool serving more clients than it
+// has threads, and each limit closing or refusing a client.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use verso_engine::{Concurrency, Db, Options};
+use verso_server::server;
+use verso_server::session::Shared;
+
+fn with_server(settings: &str, test: impl FnOnce(u16)) {
+    let cfg = Settings::parse(settings).unwrap().resolve().unwrap();
+    let listener = server::bind(&cfg).expect("bind");
+    let port = listener.local_addr().unwrap().port();
+    let db = Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)).unwrap();
+    let shared = Shared::new(db, cfg.password.clone()).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| server::serve(listener, &shared, &cfg, &stop));
+        test(port);
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
+fn connect(port: u16) -> TcpStream {
+    let c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c
+}
+
+/// Reads until the peer closes (or the timeout), returning what arrived.
+fn read_to_close(c: &mut TcpStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+fn read_exact_len(c: &mut TcpStream, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    c.read_exact(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn two_workers_serve_many_pipelining_clients() {
+    with_server("port = 0\nthreads = 2", |port| {
+        std::thread::scope(|s| {
+            for client in 0..16 {
+                s.spawn(move || {
+                    let mut c = connect(port);
+                    let mut req = Vec::new();
+                    for _ in 0..500 {
+                        req.extend_from_slice(format!("INCR c{client}\r\n").as_bytes());
+                    }
+                    c.write_all(&req).unwrap();
+                    let expected: String = (1..=500).map(|i| format!(":{i}\r\n")).collect();
+                    let got = read_exact_len(&mut c, expected.len());
+                    assert_eq!(String::from_utf8(got).unwrap(), expected);
+                });
+            }
+        });
+    });
+}
+
+#[test]
+fn max_clients_refuses_the_one_too_many() {
+    with_server("port = 0\nmax-clients = 2", |port| {
+        let mut a = connect(port);
+        let mut b = connect(port);
+        for c in [&mut a, &mut b] {
+            c.write_all(b"PING\r\n").unwrap();
+            assert_eq!(read_exact_len(c, 7), b"+PONG\r\n");
+        }
+        let mut third = connect(port);
+        let refused = read_to_close(&mut third);
+        assert_eq!(refused, b"-ERR max number of clients reached\r\n");
+        drop(a);
+        // The freed slot is taken again once the server notices the close.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut c = connect(port);
+            c.write_all(b"PING\r\n").unwrap();
+            let mut reply = [0u8; 7];
+            if c.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the slot never came back");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+}
+
+#[test]
+fn an_idle_client_is_closed_after_the_timeout() {
+    with_server("port = 0\ntimeout = 1", |port| {
+        let mut c = connect(port);
+        let start = Instant::now();
+        assert_eq!(read_to_close(&mut c), b"");
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_millis(900), "{waited:?}");
+        assert!(waited < Duration::from_secs(8), "{waited:?}");
+    });
+}
+
+#[test]
+fn request_limits_close_the_connection_with_an_error() {
+    let settings = "port = 0\nmax-bulk-len = 10\nmax-multibulk-len = 3\nmax-query-buffer = 64";
+    with_server(settings, |port| {
+        for req in [
+            &b"*2\r\n$3\r\nGET\r\n$11\r\n"[..],
+            b"*4\r\n",
+            &[b'A'; 100][..],
+        ] {
+            let mut c = connect(port);
+            c.write_all(b"PING\r\n").unwrap();
+            c.write_all(req).unwrap();
+            let got = String::from_utf8(read_to_close(&mut c)).unwrap();
+            assert!(got.starts_with("+PONG\r\n-ERR "), "{got:?}");
+        }
+    });
+}
+
+#[test]
+fn a_client_that_never_reads_is_dropped_at_the_output_limit() {
+    with_server("port = 0\nmax-output-buffer = 65536", |port| {
+        let mut c = connect(port);
+        c.write_all(b"SET big ").unwrap();
+        c.write_all(&[b'x'; 60_000]).unwrap();
+        c.write_all(b"\r\n").unwrap();
+        assert_eq!(read_exact_len(&mut c, 5), b"+OK\r\n");
+        // Ask for far more than the socket buffers can hold, and read nothing.
+        let many = b"GET big\r\n".repeat(2000);
+        let _ = c.write_all(&many);
+        std::thread::sleep(Duration::from_millis(500));
+        let got = read_to_close(&mut c);
+        assert!(
+            got.len() < 60_000 * 2000,
+            "the server kept a client that never read"
+        );
+    });
+}
