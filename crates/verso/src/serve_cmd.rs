@@ -17,6 +17,12 @@ use verso_server::session::Shared;
 /// Every setting can also come from `--config FILE` under the same name without the dashes
 /// (`max-clients = 100`); a flag overrides the file. See `verso.toml.example`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+Every option can also be set in the --config file under the same name (`max-clients = 100`); \
+a flag overrides the file. verso.toml.example lists them all with their defaults.
+
+Logs go to stderr, filtered by RUST_LOG (default `info`: the startup line and protocol \
+errors; `RUST_LOG=debug` adds client connects and disconnects).")]
 pub struct ServeArgs {
     /// A TOML file of settings (the keys are the flag names below, e.g. `port = 6380`);
     /// flags override it, and an unknown key is an error.
