@@ -120,9 +120,21 @@ impl Drop for Counted {
     }
 }
 
-fn collect_garbage() {
-    for _ in 0..256 {
-        crossbeam_epoch::pin().flush();
+/// Flushes the epoch until `drops` reaches `want` or 30 s pass, and returns the count.
+/// Other tests in this binary pin the global epoch on their own threads, so a fixed number
+/// of flushes may end before the garbage is reclaimable; waiting for the count (and then
+/// asserting it is exactly `want`) keeps the check strict without depending on scheduling.
+fn collect_garbage_until(drops: &AtomicUsize, want: usize) -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        for _ in 0..256 {
+            crossbeam_epoch::pin().flush();
+        }
+        let n = drops.load(Ordering::SeqCst);
+        if n >= want || std::time::Instant::now() > deadline {
+            return n;
+        }
+        std::thread::yield_now();
     }
 }
 
@@ -169,12 +181,11 @@ fn map_values_are_dropped_exactly_once() {
         );
         assert_eq!(seen, ["x", "w1", "w3", "w5"]);
         assert_eq!(m.len(), 251);
-        collect_garbage();
         // 500 overwritten + 250 removed values are gone; 251 live ones are not.
-        assert_eq!(drops.load(Ordering::SeqCst), 750);
+        assert_eq!(collect_garbage_until(&drops, 750), 750);
     }
-    collect_garbage();
-    assert_eq!(drops.load(Ordering::SeqCst), made.load(Ordering::SeqCst));
+    let made = made.load(Ordering::SeqCst);
+    assert_eq!(collect_garbage_until(&drops, made), made);
 }
 
 #[test]
