@@ -87,7 +87,7 @@ pub struct Stats {
 ///
 /// Share it between threads by reference (`std::thread::scope`) or in an `Arc`.
 pub struct Db {
-    uid: u64,
+    pub(crate) uid: u64,
     pub(crate) options: Options,
     pub(crate) timestamps: Timestamps,
     tables: Box<[OnceLock<TableState>]>,
@@ -97,6 +97,8 @@ pub struct Db {
     /// Precision locking's recently-committed list (unused under MVTO).
     pub(crate) commit_log: crate::validation::CommitLog,
     next_site: StdAtomicU64,
+    /// The redo log and data directory (`None` when memory-only).
+    pub(crate) durable: Option<crate::durability::Durable>,
 }
 
 static NEXT_DB_UID: StdAtomicU64 = StdAtomicU64::new(1);
@@ -107,9 +109,21 @@ thread_local! {
 }
 
 impl Db {
-    /// Opens an empty in-memory database.
+    /// Opens a database. Memory-only (the default) starts empty; with a
+    /// [`Durability`](crate::Durability) mode it locks `Options::data_dir`, recovers what
+    /// is there (newest checkpoint, then the logs up to their consistent cut), and logs
+    /// every commit from then on.
     pub fn open(options: Options) -> Result<Db, Error> {
         options.validate()?;
+        let durable = options.durability != crate::Durability::None;
+        let mut db = Db::open_in_memory(options)?;
+        if durable {
+            db.open_durable()?;
+        }
+        Ok(db)
+    }
+
+    fn open_in_memory(options: Options) -> Result<Db, Error> {
         let timestamps = Timestamps::new(options.timestamps)?;
         let sites = timestamps.site_count();
         Ok(Db {
@@ -126,11 +140,22 @@ impl Db {
                 .collect(),
             commit_log: crate::validation::CommitLog::default(),
             next_site: StdAtomicU64::new(0),
+            durable: None,
         })
     }
 
-    /// The table called `name`, created empty if it does not exist.
+    /// The table called `name`, created empty if it does not exist (and, when durable,
+    /// recorded in the data directory's catalog before this returns).
     pub fn table(&self, name: &str) -> Result<Table, Error> {
+        self.table_inner(name, true)
+    }
+
+    /// Recovery: recreates a catalog table without writing the catalog.
+    pub(crate) fn create_table_in_memory(&self, name: &str) -> Result<Table, Error> {
+        self.table_inner(name, false)
+    }
+
+    fn table_inner(&self, name: &str, log: bool) -> Result<Table, Error> {
         if name.is_empty() {
             return Err(Error::InvalidTableName { reason: "empty" });
         }
@@ -146,6 +171,9 @@ impl Db {
         let id = ids.len();
         if id >= TABLES_MAX {
             return Err(Error::TooManyTables { max: TABLES_MAX });
+        }
+        if log {
+            self.log_new_table(id as u32, name)?;
         }
         let state = TableState {
             name: name.into(),
@@ -348,6 +376,8 @@ fn backoff(attempt: u32) {
 
 impl Drop for Db {
     fn drop(&mut self) {
+        // Stop the flusher first (it writes what is buffered): it reads no record.
+        self.durable = None;
         // Every `Txn` borrows the `Db`, so none is alive: nothing can reach a record now.
         for table in self.tables.iter().filter_map(OnceLock::get) {
             // SAFETY: exclusive access (`&mut self`); the index holds each record once.

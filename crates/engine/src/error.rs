@@ -95,6 +95,14 @@ pub enum Error {
         /// What is not supported, and what to use instead.
         what: &'static str,
     },
+    /// The data directory or redo log failed (named in the message): the transaction was
+    /// not committed, or (from a durability wait) may not be durable. After a write or
+    /// `fsync` error every later write is refused until the database is reopened.
+    #[error("durability: {reason}")]
+    Durability {
+        /// What failed, with the file (and offset) involved.
+        reason: String,
+    },
     /// `Options` that cannot work.
     #[error("invalid options: {reason}")]
     InvalidOptions {
@@ -107,5 +115,13 @@ impl Error {
     /// Whether retrying the whole transaction may succeed.
     pub fn is_conflict(&self) -> bool {
         matches!(self, Error::Conflict { .. })
+    }
+}
+
+impl From<verso_log::LogError> for Error {
+    fn from(e: verso_log::LogError) -> Self {
+        Error::Durability {
+            reason: e.to_string(),
+        }
     }
 }

@@ -32,6 +32,7 @@
 //! ```
 
 mod db;
+mod durability;
 mod error;
 mod gc;
 mod index;
@@ -46,15 +47,19 @@ mod validation;
 mod write_set;
 
 pub use db::{Db, Stats, Table, TABLES_MAX, TABLE_NAME_LEN_MAX};
+pub use durability::{CheckpointReport, DurabilityTicket, RecoveryReport, CHECKPOINT_PARTS};
 pub use error::{ConflictReason, Error};
 pub use index::IndexKind;
 pub use options::{
-    Concurrency, Isolation, Options, TimestampSource, KEY_SIZE_MAX_DEFAULT, RUN_ATTEMPTS_DEFAULT,
-    SIZE_LIMIT_CEILING, VALUE_SIZE_MAX_DEFAULT,
+    Concurrency, Durability, Isolation, Options, TimestampSource, DATA_DIR_DEFAULT,
+    FSYNC_INTERVAL_DEFAULT, KEY_SIZE_MAX_DEFAULT, RUN_ATTEMPTS_DEFAULT, SIZE_LIMIT_CEILING,
+    VALUE_SIZE_MAX_DEFAULT,
 };
 pub use range::Range;
 pub use timestamp::{tsc_is_invariant, TRANSACTIONS_ACTIVE_MAX};
 pub use txn::{CommitTs, Txn};
+/// The durability layer, for its fault-injecting storage and format constants.
+pub use verso_log as log;
 
 // A `Db` is shared between threads; a `Txn` may move to another thread (one at a time).
 const _: () = {

@@ -98,6 +98,49 @@ pub enum Isolation {
     Snapshot,
 }
 
+/// Whether and how commits reach the disk (see `verso_log` for the log's design).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Memory only: everything is lost when the process ends.
+    #[default]
+    None,
+    /// Commits are acknowledged at once and written to the redo log in the background,
+    /// made durable at least every `Options::fsync_interval`: a crash loses at most that
+    /// window, and what survives is a prefix of the commit order.
+    Lazy,
+    /// `commit` returns only once the transaction is on disk (group commit: one
+    /// `fdatasync` per log covers every commit that arrived meanwhile).
+    Sync,
+}
+
+impl FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(Durability::None),
+            "lazy" => Ok(Durability::Lazy),
+            "sync" => Ok(Durability::Sync),
+            other => Err(format!("unknown durability {other:?} (none|lazy|sync)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Durability::None => "none",
+            Durability::Lazy => "lazy",
+            Durability::Sync => "sync",
+        })
+    }
+}
+
+/// Default data directory, relative to the working directory.
+pub const DATA_DIR_DEFAULT: &str = "verso-data";
+/// Default longest wait before a `lazy` commit reaches the disk.
+pub const FSYNC_INTERVAL_DEFAULT: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Configuration for [`Db::open`](crate::Db::open). Build it with `Options::default()` and
 /// the setters.
 #[derive(Clone, Debug)]
@@ -109,6 +152,12 @@ pub struct Options {
     pub(crate) index: crate::IndexKind,
     pub(crate) concurrency: Concurrency,
     pub(crate) isolation: Isolation,
+    pub(crate) durability: Durability,
+    pub(crate) data_dir: std::path::PathBuf,
+    pub(crate) fsync_interval: std::time::Duration,
+    pub(crate) logs: usize,
+    pub(crate) recovery_truncate: bool,
+    pub(crate) storage: std::sync::Arc<dyn verso_log::Storage>,
 }
 
 impl Default for Options {
@@ -121,6 +170,12 @@ impl Default for Options {
             index: crate::IndexKind::Masstree,
             concurrency: Concurrency::Mvto,
             isolation: Isolation::Serializable,
+            durability: Durability::None,
+            data_dir: DATA_DIR_DEFAULT.into(),
+            fsync_interval: FSYNC_INTERVAL_DEFAULT,
+            logs: std::thread::available_parallelism().map_or(1, usize::from),
+            recovery_truncate: false,
+            storage: std::sync::Arc::new(verso_log::OsStorage),
         }
     }
 }
@@ -169,6 +224,45 @@ impl Options {
         self
     }
 
+    /// Whether commits reach the disk (default [`Durability::None`]: memory only).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Where logs and checkpoints live when durable (default `./verso-data`). One process
+    /// at a time: a second `Db::open` of the same directory fails.
+    pub fn data_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.data_dir = dir.into();
+        self
+    }
+
+    /// `lazy` durability: the longest a commit waits in memory (default 10 ms, 1 ms-10 s).
+    pub fn fsync_interval(mut self, interval: std::time::Duration) -> Self {
+        self.fsync_interval = interval;
+        self
+    }
+
+    /// Number of redo log files written in parallel (default: one per core, 1-64).
+    pub fn logs(mut self, logs: usize) -> Self {
+        self.logs = logs;
+        self
+    }
+
+    /// At recovery, cut a damaged log at the damage instead of refusing to open (what
+    /// follows the damage in that log is lost). Torn tails from a crash are always cut.
+    pub fn recovery_truncate(mut self, truncate: bool) -> Self {
+        self.recovery_truncate = truncate;
+        self
+    }
+
+    /// The file system the write path uses (tests inject faults with
+    /// `verso_log::FaultyStorage`).
+    pub fn storage(mut self, storage: std::sync::Arc<dyn verso_log::Storage>) -> Self {
+        self.storage = storage;
+        self
+    }
+
     pub(crate) fn validate(&self) -> Result<(), crate::Error> {
         let bad = |reason: String| Err(crate::Error::InvalidOptions { reason });
         if self.isolation == Isolation::Snapshot
@@ -187,6 +281,13 @@ impl Options {
                 "value_size_max {} > {SIZE_LIMIT_CEILING}",
                 self.value_size_max
             ));
+        }
+        let ms = self.fsync_interval.as_millis();
+        if !(1..=10_000).contains(&ms) {
+            return bad(format!("fsync_interval {ms} ms is outside 1 ms-10 s"));
+        }
+        if !(1..=64).contains(&self.logs) {
+            return bad(format!("logs = {} is outside 1-64", self.logs));
         }
         if self.run_attempts == 0 {
             return bad("run_attempts must be at least 1".into());

@@ -127,6 +127,10 @@ pub(crate) struct Timestamps {
     sites_used: CachePadded<AtomicU64>,
     counter: CachePadded<AtomicU64>,
     mutex: std::sync::Mutex<u64>,
+    /// Added to every counter reading: after a recovery, timestamps continue above those
+    /// recovered even if the machine's counter restarted (a reboot resets the TSC).
+    /// Invariant: only raised before the first transaction begins.
+    tsc_offset: u64,
     /// Under loom the hardware counter is modelled by an atomic that ticks on every read.
     #[cfg(loom)]
     fake_tsc: AtomicU64,
@@ -170,9 +174,30 @@ impl Timestamps {
             sites_used: CachePadded::new(AtomicU64::new(0)),
             counter: CachePadded::new(AtomicU64::new(0)),
             mutex: std::sync::Mutex::new(0),
+            tsc_offset: 0,
             #[cfg(loom)]
             fake_tsc: AtomicU64::new(1 << site_bits),
         })
+    }
+
+    /// Makes every later timestamp at least `floor`. Called by recovery before any
+    /// transaction begins (`&mut`: nobody else holds the generator).
+    pub(crate) fn raise_floor(&mut self, floor: u64) {
+        match self.algorithm {
+            Algorithm::Rdtsc => {
+                let now = self.tsc();
+                if now < floor {
+                    self.tsc_offset += floor - now;
+                }
+            }
+            Algorithm::Atomic => {
+                self.counter.fetch_max(floor, Ordering::SeqCst);
+            }
+            Algorithm::Mutex => {
+                let n = self.mutex.get_mut().unwrap_or_else(|e| e.into_inner());
+                *n = (*n).max(floor);
+            }
+        }
     }
 
     /// Number of sites (a power of two).
@@ -338,13 +363,13 @@ impl Timestamps {
     #[cfg(not(loom))]
     #[inline]
     fn tsc(&self) -> u64 {
-        read_tsc()
+        read_tsc() + self.tsc_offset
     }
 
     #[cfg(not(loom))]
     #[inline]
     fn tsc_fenced(&self) -> u64 {
-        read_tsc_fenced()
+        read_tsc_fenced() + self.tsc_offset
     }
 
     #[cfg(loom)]

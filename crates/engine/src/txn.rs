@@ -29,6 +29,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering as StdOrdering;
 
 use crate::db::{Db, SiteStats, Table, TableState};
+use crate::durability::DurabilityTicket;
 use crate::index::{OrderedIndex, RecordPtr};
 use crate::range::{Range, ReadMode, Reader};
 use crate::record::{Record, Version};
@@ -77,6 +78,8 @@ pub struct Txn<'db> {
     writes: Option<WriteSet>,
     /// Invariant: `true` once the slot is released; nothing may be read after that.
     ended: bool,
+    /// The redo log epoch this commit joined (0: nothing logged).
+    log_epoch: std::cell::Cell<u64>,
 }
 
 impl<'db> Txn<'db> {
@@ -103,6 +106,7 @@ impl<'db> Txn<'db> {
             read_records: RefCell::new(None),
             writes: None,
             ended: false,
+            log_epoch: std::cell::Cell::new(0),
         }
     }
 
@@ -353,8 +357,30 @@ impl<'db> Txn<'db> {
         Ok(())
     }
 
-    /// Commits: afterwards every transaction with a larger timestamp sees the writes.
-    pub fn commit(mut self) -> Result<CommitTs, Error> {
+    /// Commits: afterwards every transaction with a larger timestamp sees the writes. With
+    /// [`Durability::Sync`](crate::Durability) it returns once the commit is on disk (an
+    /// `Error::Durability` then means it is visible but may not survive a crash).
+    pub fn commit(self) -> Result<CommitTs, Error> {
+        let db = self.db;
+        let sync = db.durable.as_ref().is_some_and(|d| d.sync);
+        let (ts, ticket) = self.commit_with_ticket()?;
+        if sync {
+            db.wait_durable(ticket)?;
+        }
+        Ok(ts)
+    }
+
+    /// Commits without waiting for the disk: returns the durability ticket to wait on
+    /// later ([`Db::wait_durable`], [`Db::is_durable`]), so one thread can keep committing
+    /// while earlier commits are being written (Silo's group commit).
+    pub fn commit_with_ticket(mut self) -> Result<(CommitTs, DurabilityTicket), Error> {
+        let result = self.commit_counted();
+        let ticket = DurabilityTicket(self.log_epoch.get());
+        self.end();
+        result.map(|ts| (ts, ticket))
+    }
+
+    fn commit_counted(&mut self) -> Result<CommitTs, Error> {
         let result = self.commit_writes();
         let stats = self.site_stats();
         // One counter per outcome: `Db::stats` sums them, so a commit pays one increment.
@@ -371,8 +397,37 @@ impl<'db> Txn<'db> {
             Err(_) => &stats.conflicts_written_by_younger,
         };
         counter.fetch_add(1, StdOrdering::Relaxed);
-        self.end();
         result
+    }
+
+    /// Before a commit locks anything: refuses it if the log cannot take it.
+    fn log_precheck(&self) -> Result<(), Error> {
+        let (Some(d), Some(ws)) = (&self.db.durable, &self.writes) else {
+            return Ok(());
+        };
+        d.logger.check_writable()?;
+        d.logger.check_size(
+            ws.entries()
+                .iter()
+                .map(|e| (e.table, ws.key(e), ws.value(e))),
+        )?;
+        Ok(())
+    }
+
+    /// Appends the write set to this site's log, holding every write lock and before
+    /// installing (the epoch order argument in `verso_log::logger` needs both).
+    fn log_append(&self, ts: u64) {
+        let (Some(d), Some(ws)) = (&self.db.durable, &self.writes) else {
+            return;
+        };
+        let ticket = d.logger.append(
+            self.slot.site as usize,
+            ts,
+            ws.entries()
+                .iter()
+                .map(|e| (e.table, ws.key(e), ws.value(e))),
+        );
+        self.log_epoch.set(ticket.epoch);
     }
 
     /// Aborts, discarding the writes. Dropping the transaction does the same.
@@ -388,14 +443,18 @@ impl<'db> Txn<'db> {
     fn commit_writes(&mut self) -> Result<CommitTs, Error> {
         match self.db.options.concurrency {
             Concurrency::PrecisionLocking => return self.commit_precision(),
-            Concurrency::TwoPhaseLocking => return Ok(self.commit_locked()),
+            Concurrency::TwoPhaseLocking => return self.commit_locked(),
             _ => {}
         }
         let ts = self.ts;
         let reads_cell = self.read_records.borrow();
         let reads = reads_cell.as_ref();
-        let Some(ws) = self.writes.as_mut().filter(|w| !w.is_empty()) else {
+        if self.writes.as_ref().is_none_or(|w| w.is_empty()) {
             return Ok(CommitTs(ts));
+        }
+        self.log_precheck()?;
+        let Some(ws) = self.writes.as_mut() else {
+            unreachable!("checked above")
         };
         ws.sort_for_commit();
         // Prepare outside any lock: find or insert each record, allocate each version.
@@ -407,8 +466,14 @@ impl<'db> Txn<'db> {
         }
         let site = self.slot.site as usize;
         let mut superseded = std::mem::take(&mut ws.superseded);
-        let result = lock_and_install(&prepared, ts, |record| superseded.push(record));
+        let result = lock_and_install(
+            &prepared,
+            ts,
+            || self.log_append(ts),
+            |record| superseded.push(record),
+        );
         let installed = prepared.len() as u64;
+        let ws = self.writes.as_mut().expect("checked above");
         if result.is_err() {
             for (_, version) in prepared.drain(..) {
                 // SAFETY: the versions were never published.
@@ -436,16 +501,19 @@ impl<'db> Txn<'db> {
 
     /// Two-phase-locking commit: every written record is locked exclusively already, so it
     /// cannot fail; installs at a fresh timestamp (locks are released by `end`).
-    fn commit_locked(&mut self) -> CommitTs {
+    fn commit_locked(&mut self) -> Result<CommitTs, Error> {
         let site = self.slot.site as usize;
         // Serialized at a point where it holds all its locks: now, not at begin (a reader
         // may have read what committed after it began).
         let cts = self.db.timestamps.fresh(site);
         let reads_cell = self.read_records.borrow();
         let reads = reads_cell.as_ref();
-        let Some(ws) = self.writes.as_mut().filter(|w| !w.is_empty()) else {
-            return CommitTs(cts);
-        };
+        if self.writes.as_ref().is_none_or(|w| w.is_empty()) {
+            return Ok(CommitTs(cts));
+        }
+        self.log_precheck()?;
+        self.log_append(cts);
+        let ws = self.writes.as_mut().expect("checked above");
         let mut superseded = std::mem::take(&mut ws.superseded);
         let mut installed = 0;
         for e in ws.entries() {
@@ -471,7 +539,7 @@ impl<'db> Txn<'db> {
         if collect {
             self.db.collect_site(site);
         }
-        CommitTs(cts)
+        Ok(CommitTs(cts))
     }
 
     /// Precision-locking commit (module docs, steps 1-5).
@@ -479,10 +547,12 @@ impl<'db> Txn<'db> {
         let start = self.ts;
         let reads_cell = self.read_records.borrow();
         let reads = reads_cell.as_ref();
-        let Some(ws) = self.writes.as_mut().filter(|w| !w.is_empty()) else {
+        if self.writes.as_ref().is_none_or(|w| w.is_empty()) {
             // Nothing written: serialized at its snapshot, nothing to validate.
             return Ok(CommitTs(start));
-        };
+        }
+        self.log_precheck()?;
+        let ws = self.writes.as_mut().expect("checked above");
         ws.sort_for_commit();
         let mut prepared = std::mem::take(&mut ws.prepared);
         for e in ws.entries() {
@@ -560,6 +630,7 @@ impl<'db> Txn<'db> {
             }
         }
         // Validated: the transaction is serialized at `cts`.
+        self.log_append(cts);
         for &(record, version) in prepared {
             // SAFETY: still private to this commit.
             unsafe { Version::set_ts(version, cts) };
@@ -602,6 +673,7 @@ impl<'db> Txn<'db> {
 fn lock_and_install(
     prepared: &[(RecordPtr, NonNull<Version>)],
     ts: u64,
+    before_install: impl FnOnce(),
     mut superseded: impl FnMut(RecordPtr),
 ) -> Result<(), ConflictReason> {
     let mut held = HeldRecords {
@@ -615,6 +687,7 @@ fn lock_and_install(
         held.to += 1;
     }
     // Every record is held and validated: the transaction is now serialized at `ts`.
+    before_install();
     for &(record, version) in prepared {
         if record.get().install(version) {
             superseded(record);
