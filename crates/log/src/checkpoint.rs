@@ -299,9 +299,13 @@ fn damaged(path: &Path, offset: usize, kind: crate::frame::DamageKind) -> LogErr
 }
 
 fn read_manifest(path: &Path) -> Result<CheckpointMeta, LogError> {
-    use crate::frame::DamageKind::BadRecord;
     let bytes = fs::read(path).map_err(LogError::io(path))?;
-    let (payload, _) = read_frame(&bytes, 0).map_err(|d| damaged(path, 0, d.kind))?;
+    parse_manifest(path, &bytes)
+}
+
+pub(crate) fn parse_manifest(path: &Path, bytes: &[u8]) -> Result<CheckpointMeta, LogError> {
+    use crate::frame::DamageKind::BadRecord;
+    let (payload, _) = read_frame(bytes, 0).map_err(|d| damaged(path, 0, d.kind))?;
     let mut f = Fields::new(payload);
     let parse = |f: &mut Fields<'_>| -> Result<CheckpointMeta, crate::frame::Malformed> {
         if f.take(8)? != MANIFEST_MAGIC {
@@ -344,9 +348,21 @@ fn load_part(
     index: usize,
     apply: &(dyn Fn(u64, &mut Entries<'_>) + Sync),
 ) -> Result<(), LogError> {
-    use crate::frame::DamageKind::BadRecord;
     let bytes = fs::read(path).map_err(LogError::io(path))?;
-    let (header, mut at) = read_frame(&bytes, 0).map_err(|d| damaged(path, 0, d.kind))?;
+    let entries = parse_part(path, &bytes, meta, index)?;
+    apply(meta.ts, &mut entries.into_iter());
+    Ok(())
+}
+
+/// Checks every frame of a part and decodes its entries.
+pub(crate) fn parse_part<'b>(
+    path: &Path,
+    bytes: &'b [u8],
+    meta: &CheckpointMeta,
+    index: usize,
+) -> Result<Vec<(u32, &'b [u8], &'b [u8])>, LogError> {
+    use crate::frame::DamageKind::BadRecord;
+    let (header, mut at) = read_frame(bytes, 0).map_err(|d| damaged(path, 0, d.kind))?;
     let mut h = Fields::new(header);
     let ok = h.u8().ok() == Some(KIND_HEADER)
         && h.take(8).ok() == Some(&PART_MAGIC[..])
@@ -360,7 +376,7 @@ fn load_part(
     let mut batches = Vec::new();
     let mut seen = 0u64;
     loop {
-        let (payload, next) = read_frame(&bytes, at).map_err(|d| damaged(path, at, d.kind))?;
+        let (payload, next) = read_frame(bytes, at).map_err(|d| damaged(path, at, d.kind))?;
         let mut f = Fields::new(payload);
         match f.u8() {
             Ok(KIND_BATCH) => {
@@ -392,6 +408,5 @@ fn load_part(
             return Err(damaged(path, offset, BadRecord));
         }
     }
-    apply(meta.ts, &mut entries.into_iter());
-    Ok(())
+    Ok(entries)
 }
