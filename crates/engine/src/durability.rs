@@ -77,7 +77,8 @@ impl Db {
     pub(crate) fn open_durable(&mut self) -> Result<(), Error> {
         let started = Instant::now();
         let options = self.options.clone();
-        let (dir, catalog) = DataDir::open(&options.data_dir, options.storage.clone())?;
+        let (dir, catalog) =
+            DataDir::open(&options.data_dir, options.storage.clone()).map_err(Error::durability)?;
         for name in &catalog {
             self.create_table_in_memory(name)?;
         }
@@ -102,7 +103,8 @@ impl Db {
                 }
                 self.recover_write(w.table, w.key, w.value, ts);
             },
-        )?;
+        )
+        .map_err(Error::durability)?;
         if let Some(t) = bad_table {
             return Err(Error::Durability {
                 reason: format!(
@@ -130,7 +132,8 @@ impl Db {
             logs: options.logs,
             generation,
             first_epoch: report.logs.max_epoch.max(ckpt_epoch) + 1,
-        })?;
+        })
+        .map_err(Error::durability)?;
         report.duration = started.elapsed();
         if report.logs.txns_replayed > 0 || report.checkpoint_ts.is_some() {
             tracing::info!(
@@ -173,7 +176,8 @@ impl Db {
                 n += 1;
             }
             entries.fetch_add(n, Ordering::Relaxed);
-        })?;
+        })
+        .map_err(Error::durability)?;
         if bad_table.load(Ordering::Relaxed) != u64::MAX {
             return Err(Error::Durability {
                 reason: "a checkpoint names a table the catalog does not have".into(),
@@ -207,7 +211,9 @@ impl Db {
     /// Records a new table in the catalog (durably) before it is used.
     pub(crate) fn log_new_table(&self, id: u32, name: &str) -> Result<(), Error> {
         match &self.durable {
-            Some(d) => Ok(lock(&d.dir).add_table(id, name)?),
+            Some(d) => Ok(lock(&d.dir)
+                .add_table(id, name)
+                .map_err(Error::durability)?),
             None => Ok(()),
         }
     }
@@ -215,7 +221,10 @@ impl Db {
     /// Waits until the commit that returned `ticket` is on disk.
     pub fn wait_durable(&self, ticket: DurabilityTicket) -> Result<(), Error> {
         match &self.durable {
-            Some(d) if ticket.0 > 0 => Ok(d.logger.wait(Ticket { epoch: ticket.0 })?),
+            Some(d) if ticket.0 > 0 => Ok(d
+                .logger
+                .wait(Ticket { epoch: ticket.0 })
+                .map_err(Error::durability)?),
             _ => Ok(()),
         }
     }
@@ -231,7 +240,7 @@ impl Db {
     /// Makes every commit so far durable (a no-op when memory-only).
     pub fn flush(&self) -> Result<(), Error> {
         match &self.durable {
-            Some(d) => Ok(d.logger.flush()?),
+            Some(d) => Ok(d.logger.flush().map_err(Error::durability)?),
             None => Ok(()),
         }
     }
@@ -275,14 +284,14 @@ impl Db {
         d.checkpoint_log_bytes
             .store(d.logger.bytes_written(), Ordering::Relaxed);
         // Rotate first: the old files then hold only transactions below the snapshot.
-        let seq = d.logger.rotate()?;
+        let seq = d.logger.rotate().map_err(Error::durability)?;
         let txn = self.begin_read_only()?;
         let ts = txn.timestamp();
         let tables = self.table_names();
-        let builder = CheckpointBuilder::create(&lock(&d.dir), ts)?;
+        let builder = CheckpointBuilder::create(&lock(&d.dir), ts).map_err(Error::durability)?;
         let mut parts = Vec::with_capacity(CHECKPOINT_PARTS);
         for i in 0..CHECKPOINT_PARTS {
-            parts.push(builder.part(i as u32)?);
+            parts.push(builder.part(i as u32).map_err(Error::durability)?);
         }
         let (per_part, bytes) = std::thread::scope(|s| -> Result<(Vec<u64>, u64), Error> {
             let mut senders = Vec::new();
@@ -332,14 +341,18 @@ impl Db {
             drop(senders);
             let mut per_part = Vec::new();
             for w in writers {
-                per_part.push(w.join().expect("checkpoint writer panicked")?);
+                per_part.push(
+                    w.join()
+                        .expect("checkpoint writer panicked")
+                        .map_err(Error::durability)?,
+                );
             }
             Ok((per_part, bytes))
         })?;
         // Every transaction the scan saw read an epoch <= this before installing.
         let epoch = d.logger.current_epoch();
         drop(txn);
-        d.logger.wait(Ticket { epoch })?;
+        d.logger.wait(Ticket { epoch }).map_err(Error::durability)?;
         let meta = CheckpointMeta {
             ts,
             generation: d.generation,
@@ -348,7 +361,9 @@ impl Db {
             tables,
             parts: per_part,
         };
-        builder.finish(&lock(&d.dir), &meta)?;
+        builder
+            .finish(&lock(&d.dir), &meta)
+            .map_err(Error::durability)?;
         Ok(CheckpointReport {
             ts,
             entries: meta.parts.iter().sum(),

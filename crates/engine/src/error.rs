@@ -118,8 +118,10 @@ impl Error {
     }
 }
 
-impl From<verso_log::LogError> for Error {
-    fn from(e: verso_log::LogError) -> Self {
+impl Error {
+    /// The durability layer's errors, as the engine reports them. Not a `From` impl: that
+    /// would make `?` in users' closures ambiguous about the error type.
+    pub(crate) fn durability(e: verso_log::LogError) -> Self {
         Error::Durability {
             reason: e.to_string(),
         }

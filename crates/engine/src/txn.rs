@@ -405,12 +405,14 @@ impl<'db> Txn<'db> {
         let (Some(d), Some(ws)) = (&self.db.durable, &self.writes) else {
             return Ok(());
         };
-        d.logger.check_writable()?;
-        d.logger.check_size(
-            ws.entries()
-                .iter()
-                .map(|e| (e.table, ws.key(e), ws.value(e))),
-        )?;
+        d.logger.check_writable().map_err(Error::durability)?;
+        d.logger
+            .check_size(
+                ws.entries()
+                    .iter()
+                    .map(|e| (e.table, ws.key(e), ws.value(e))),
+            )
+            .map_err(Error::durability)?;
         Ok(())
     }
 

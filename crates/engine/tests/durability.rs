@@ -170,7 +170,10 @@ fn a_torn_tail_is_cut_and_damage_elsewhere_is_named() {
         let db = Db::open(options(dir.path(), Durability::Sync)).unwrap();
         assert_eq!(contents(&db), model);
         let report = db.recovery_report().unwrap();
-        assert_eq!(report.logs.truncated, vec![(biggest.clone(), good_len as u64)]);
+        assert_eq!(
+            report.logs.truncated,
+            vec![(biggest.clone(), good_len as u64)]
+        );
     }
     assert_eq!(std::fs::metadata(&biggest).unwrap().len(), good_len as u64);
     // Damage in the middle (valid marks follow it): refused, naming the file and offset.
@@ -197,10 +200,8 @@ fn a_full_disk_turns_into_errors_and_loses_nothing_acknowledged() {
         let faulty = FaultyStorage::default();
         let mut acked = Model::new();
         {
-            let db = Db::open(
-                options(dir.path(), durability).storage(Arc::new(faulty.clone())),
-            )
-            .unwrap();
+            let db = Db::open(options(dir.path(), durability).storage(Arc::new(faulty.clone())))
+                .unwrap();
             let t = db.table("a").unwrap();
             faulty.plan.bytes_left.store(20_000, Ordering::SeqCst);
             let mut refused = 0;
@@ -216,7 +217,10 @@ fn a_full_disk_turns_into_errors_and_loses_nothing_acknowledged() {
                         }
                     }
                     Err(Error::Durability { reason }) => {
-                        assert!(reason.contains("No space") || reason.contains("refused"), "{reason}");
+                        assert!(
+                            reason.contains("No space") || reason.contains("refused"),
+                            "{reason}"
+                        );
                         refused += 1;
                     }
                     Err(e) => panic!("{e}"),
@@ -225,7 +229,10 @@ fn a_full_disk_turns_into_errors_and_loses_nothing_acknowledged() {
                     let _ = db.flush();
                 }
             }
-            assert!(refused > 0, "{durability}: the full disk was never reported");
+            assert!(
+                refused > 0,
+                "{durability}: the full disk was never reported"
+            );
             // Once failed, writes stay refused.
             let mut txn = db.begin().unwrap();
             txn.put(&t, b"after", b"1").unwrap();
@@ -243,8 +250,8 @@ fn a_full_disk_turns_into_errors_and_loses_nothing_acknowledged() {
 fn an_fsync_failure_refuses_the_waiting_commit() {
     let dir = tempfile::tempdir().unwrap();
     let faulty = FaultyStorage::default();
-    let db = Db::open(options(dir.path(), Durability::Sync).storage(Arc::new(faulty.clone())))
-        .unwrap();
+    let db =
+        Db::open(options(dir.path(), Durability::Sync).storage(Arc::new(faulty.clone()))).unwrap();
     let t = db.table("a").unwrap();
     faulty.plan.syncs_left.store(0, Ordering::SeqCst);
     let mut txn = db.begin().unwrap();
