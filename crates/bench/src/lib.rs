@@ -25,6 +25,7 @@
 pub mod core_workloads;
 pub mod dist;
 pub mod index_bench;
+pub mod persist;
 pub mod protocol;
 pub mod raw;
 pub mod report;
@@ -37,6 +38,7 @@ pub mod tpcc;
 pub mod ycsb;
 
 pub use dist::Dist;
+pub use persist::Persist;
 pub use protocol::Protocol;
 pub use report::Report;
 pub use runner::Progress;

@@ -118,6 +118,8 @@ pub struct Report {
     pub index: &'static str,
     /// Concurrency control ("mvto", "precision-locking", "snapshot").
     pub cc: crate::Protocol,
+    /// Redo logging: "none", "lazy" or "sync" (under sync, a commit counts when durable).
+    pub durability: String,
     /// Long-reader threads.
     pub long_readers: usize,
     /// Long-reader transactions that ran wholly inside the window.
@@ -197,6 +199,7 @@ impl Report {
             timestamps: timestamps.to_string(),
             raw_index: cfg.raw_index,
             cc: cfg.cc,
+            durability: cfg.persist.durability.to_string(),
             index: match cfg.index {
                 verso_engine::IndexKind::LockedBTree => "btree",
                 _ => "masstree",

@@ -166,12 +166,24 @@ struct WorkerOut {
     latency: Histogram<u64>,
 }
 
+/// Commits waiting for their durability tickets (sync mode): the oldest first.
+const UNACKED_MAX: usize = 1 << 16;
+
 /// The hot loop. No allocation, no locks, no syscalls except the sampled clock reads.
+///
+/// With `acks` (sync durability), a transaction counts when its ticket is durable, not when
+/// its commit returns; its latency runs to that moment. Up to [`UNACKED_MAX`] wait at once.
 fn worker_loop<W: Workload>(
     w: &mut W,
     ctl: &Control,
     publ: &Published,
+    acks: Option<&verso_engine::Db>,
 ) -> Result<WorkerOut, BenchError> {
+    let mut unacked: std::collections::VecDeque<(
+        verso_engine::DurabilityTicket,
+        Option<Instant>,
+        u64,
+    )> = std::collections::VecDeque::new();
     let mut latency = new_histogram();
     let (mut commits, mut aborts) = (0u64, 0u64);
     let (mut base_commits, mut base_aborts) = (0u64, 0u64);
@@ -195,14 +207,36 @@ fn worker_loop<W: Workload>(
         }
         let started = i.is_multiple_of(LATENCY_SAMPLE_EVERY).then(Instant::now);
         match w.txn(ctl)? {
-            Some(a) => {
+            Some(a) => match (acks, crate::persist::take_ticket()) {
+                (Some(db), Some(ticket)) if !db.is_durable(ticket) => {
+                    unacked.push_back((ticket, started, a));
+                }
+                _ => {
+                    commits += 1;
+                    aborts += a;
+                    if let Some(t) = started {
+                        latency.saturating_record(t.elapsed().as_nanos() as u64);
+                    }
+                }
+            },
+            None => break,
+        }
+        if let Some(db) = acks {
+            if unacked.len() >= UNACKED_MAX {
+                let (oldest, _, _) = unacked[0];
+                db.wait_durable(oldest)?;
+            }
+            while let Some(&(ticket, started, a)) = unacked.front() {
+                if !db.is_durable(ticket) {
+                    break;
+                }
+                unacked.pop_front();
                 commits += 1;
                 aborts += a;
                 if let Some(t) = started {
                     latency.saturating_record(t.elapsed().as_nanos() as u64);
                 }
             }
-            None => break,
         }
         i += 1;
     }
@@ -267,16 +301,25 @@ fn guarded<T>(
 /// `on_phase(false)` right after it closes (for engine counter snapshots).
 pub(crate) fn measure<W: Workload, L: LongReader>(
     cfg: &YcsbConfig,
+    acks: Option<&verso_engine::Db>,
     make_worker: &(dyn Fn(usize) -> W + Sync),
     make_reader: &(dyn Fn(usize) -> L + Sync),
     on_phase: &mut dyn FnMut(bool),
 ) -> Result<Measured, BenchError> {
-    measure_shape(&RunShape::from(cfg), make_worker, make_reader, on_phase)
+    measure_shape(
+        &RunShape::from(cfg),
+        acks,
+        make_worker,
+        make_reader,
+        on_phase,
+    )
 }
 
 /// [`measure`] for any benchmark: the run's shape instead of a YCSB configuration.
+/// `acks`: the database, when commits are acknowledged by the disk (sync durability).
 pub(crate) fn measure_shape<W: Workload, L: LongReader>(
     cfg: &RunShape,
+    acks: Option<&verso_engine::Db>,
     make_worker: &(dyn Fn(usize) -> W + Sync),
     make_reader: &(dyn Fn(usize) -> L + Sync),
     on_phase: &mut dyn FnMut(bool),
@@ -298,7 +341,7 @@ pub(crate) fn measure_shape<W: Workload, L: LongReader>(
                 .spawn_scoped(s, move || {
                     guarded(ctl, || {
                         let mut w = make_worker(i);
-                        worker_loop(&mut w, ctl, publ)
+                        worker_loop(&mut w, ctl, publ, acks)
                     })
                 });
             match spawned {
@@ -658,6 +701,7 @@ mod tests {
         let chooser = KeyChooser::new(cfg.dist, cfg.keys, cfg.theta).unwrap();
         measure(
             cfg,
+            None,
             &|i| Noop(PointOps::new(cfg, chooser, i as u64)),
             &|_| NoReader,
             &mut |_| {},

@@ -82,6 +82,8 @@ pub struct YcsbConfig {
     pub index: IndexKind,
     /// Concurrency control and isolation (`--cc`).
     pub cc: crate::Protocol,
+    /// Redo logging (`--durability`, `--data-dir`, `--fsync-interval`).
+    pub persist: crate::Persist,
     /// Plain index lookups instead of transactions.
     pub raw_index: bool,
     /// Seed for every thread's generator.
@@ -108,6 +110,7 @@ impl Default for YcsbConfig {
             timestamps: TimestampSource::Auto,
             index: IndexKind::Masstree,
             cc: crate::Protocol::Mvto,
+            persist: crate::Persist::default(),
             raw_index: false,
             seed: 0x5eed_1234_abcd_0001,
             progress: Progress::Auto,
@@ -236,13 +239,14 @@ pub fn run(cfg: &YcsbConfig) -> Result<Report, BenchError> {
 }
 
 fn run_engine(cfg: &YcsbConfig, chooser: KeyChooser) -> Result<Report, BenchError> {
-    let db = Db::open(
+    let (options, _dir) = cfg.persist.apply(
         cfg.cc.apply(
             Options::default()
                 .timestamps(cfg.timestamps)
                 .index(cfg.index),
         ),
     )?;
+    let db = Db::open(options)?;
     let table = db.table(TABLE)?;
     let load = runner::load(
         cfg.keys,
@@ -251,6 +255,8 @@ fn run_engine(cfg: &YcsbConfig, chooser: KeyChooser) -> Result<Report, BenchErro
         cfg.progress,
         &|lo, hi| load_engine(&db, &table, cfg, lo, hi),
     )?;
+    // A durable run measures the workload's logging, not the load's backlog.
+    db.flush()?;
 
     let mut before = None;
     let mut after = None;
@@ -263,6 +269,7 @@ fn run_engine(cfg: &YcsbConfig, chooser: KeyChooser) -> Result<Report, BenchErro
     };
     let measured = runner::measure(
         cfg,
+        crate::persist::acks(&db),
         &|i| {
             let ops = PointOps::with_key_counter(cfg, chooser, i as u64, next_key.clone(), latest);
             EngineWorker::new(&db, table, ops, cfg.scan_length)
@@ -314,6 +321,7 @@ fn run_raw(cfg: &YcsbConfig, chooser: KeyChooser) -> Result<Report, BenchError> 
     )?;
     let measured = runner::measure(
         cfg,
+        None,
         &|i| RawWorker::new(&raw, PointOps::new(cfg, chooser, i as u64), cfg.scan_length),
         &|i| RawLongReader {
             db: &raw,
@@ -344,7 +352,7 @@ fn load_engine(
             stamp_value(&mut value, k);
             txn.put(table, k.to_be_bytes(), &value)?;
         }
-        match txn.commit() {
+        match crate::persist::commit(txn) {
             Ok(_) => return Ok(()),
             // Loads write disjoint keys, so this should not happen; retrying is still right.
             Err(e) if e.is_conflict() => spin.spin(),
@@ -632,7 +640,7 @@ impl<'db> EngineWorker<'db> {
                 }
             }
         }
-        txn.commit().map(drop)
+        crate::persist::commit(txn).map(drop)
     }
 
     /// One attempt at a range read of `scan_length` keys from `start`.
@@ -650,7 +658,7 @@ impl<'db> EngineWorker<'db> {
             acc ^= first_word(v);
         }
         self.sink ^= std::hint::black_box(acc);
-        txn.commit().map(drop)
+        crate::persist::commit(txn).map(drop)
     }
 }
 
@@ -717,7 +725,7 @@ impl LongReader for EngineLongReader<'_> {
         let txn = self.db.begin_read_only()?;
         let finished = self.read_all(&txn, ctl)?;
         if finished {
-            txn.commit()?;
+            crate::persist::commit(txn)?;
         }
         Ok(finished)
     }

@@ -47,7 +47,7 @@ fn check_image(image: &Path, durability: Durability, cc: Concurrency, acked: &[u
     let mut seen_accounts = 0;
     for a in 0..ACCOUNTS {
         if let Some(v) = txn.get(&t, format!("acct{a:03}")).unwrap() {
-            total += u64::from_str_radix(std::str::from_utf8(v).unwrap(), 10).unwrap();
+            total += std::str::from_utf8(v).unwrap().parse::<u64>().unwrap();
             seen_accounts += 1;
         }
     }
@@ -67,7 +67,7 @@ fn check_image(image: &Path, durability: Durability, cc: Concurrency, acked: &[u
             .get(&t, format!("count{thread}"))
             .unwrap()
             .map_or(0, |v| {
-                u64::from_str_radix(std::str::from_utf8(v).unwrap(), 10).unwrap()
+                std::str::from_utf8(v).unwrap().parse::<u64>().unwrap()
             });
         if durability == Durability::Sync {
             assert!(

@@ -258,6 +258,9 @@ fn list(data: &Path) -> Result<Vec<(u64, PathBuf)>, LogError> {
     Ok(out)
 }
 
+/// One checkpoint entry: (table, key, value).
+pub type Entry<'a> = (u32, &'a [u8], &'a [u8]);
+
 /// Entries handed to a checkpoint loader: `(table, key, value)`.
 pub type Entries<'a> = dyn Iterator<Item = (u32, &'a [u8], &'a [u8])> + 'a;
 
@@ -360,7 +363,7 @@ pub(crate) fn parse_part<'b>(
     bytes: &'b [u8],
     meta: &CheckpointMeta,
     index: usize,
-) -> Result<Vec<(u32, &'b [u8], &'b [u8])>, LogError> {
+) -> Result<Vec<Entry<'b>>, LogError> {
     use crate::frame::DamageKind::BadRecord;
     let (header, mut at) = read_frame(bytes, 0).map_err(|d| damaged(path, 0, d.kind))?;
     let mut h = Fields::new(header);
@@ -396,7 +399,7 @@ pub(crate) fn parse_part<'b>(
         at = next;
     }
     // Decode fully once to validate, then hand the entries over.
-    let mut entries: Vec<(u32, &[u8], &[u8])> = Vec::with_capacity(seen as usize);
+    let mut entries: Vec<Entry<'_>> = Vec::with_capacity(seen as usize);
     for (offset, n, payload) in batches {
         let mut f = Fields::new(&payload[5..]);
         for _ in 0..n {

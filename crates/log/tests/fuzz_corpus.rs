@@ -29,7 +29,10 @@ fn stored_inputs() {
     eprintln!("{n} stored inputs");
 }
 
-fn valid_log(writes: &[(u32, Vec<u8>, Option<Vec<u8>>)]) -> Vec<u8> {
+/// (table, key, value or `None` for a delete).
+type OwnedWrite = (u32, Vec<u8>, Option<Vec<u8>>);
+
+fn valid_log(writes: &[OwnedWrite]) -> Vec<u8> {
     let mut out = Vec::new();
     append_header(
         &mut out,

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+mod persist_args;
 mod results_cmd;
 mod serve_cmd;
 mod tatp_cmd;
@@ -186,6 +187,9 @@ struct YcsbArgs {
     #[arg(long, default_value = "mvto", value_name = "CC", value_parser = ["mvto", "precision-locking", "snapshot", "2pl"])]
     cc: String,
 
+    #[command(flatten)]
+    persist: persist_args::PersistArgs,
+
     /// Ordered index: masstree (the engine's), or btree (a BTreeMap behind a RwLock, the
     /// placeholder kept for comparison). Applies to --raw-index too.
     #[arg(long, default_value = "masstree", value_name = "INDEX", value_parser = ["masstree", "btree"])]
@@ -244,6 +248,7 @@ impl YcsbArgs {
             long_readers: self.long_readers,
             timestamps,
             cc: self.cc.parse().map_err(BenchError::Config)?,
+            persist: self.persist.to_persist()?,
             index,
             raw_index: self.raw_index,
             seed: self.seed.unwrap_or(defaults.seed),
@@ -458,6 +463,9 @@ struct TpccArgs {
     #[arg(long, default_value = "mvto", value_name = "CC", value_parser = ["mvto", "precision-locking", "snapshot", "2pl"])]
     cc: String,
 
+    #[command(flatten)]
+    persist: persist_args::PersistArgs,
+
     /// Seed for population, transaction inputs and NURand's C constants.
     #[arg(long, value_name = "S")]
     seed: Option<u64>,
@@ -484,6 +492,7 @@ impl TpccArgs {
             stock_scan_ms: self.stock_scan_ms,
             timestamps,
             cc: self.cc.parse().map_err(BenchError::Config)?,
+            persist: self.persist.to_persist()?,
             seed: self.seed.unwrap_or(defaults.seed),
             progress: Progress::Auto,
         })

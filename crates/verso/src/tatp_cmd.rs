@@ -47,6 +47,9 @@ pub struct TatpArgs {
     #[arg(long, default_value = "mvto", value_name = "CC", value_parser = ["mvto", "precision-locking", "snapshot", "2pl"])]
     cc: String,
 
+    #[command(flatten)]
+    persist: crate::persist_args::PersistArgs,
+
     /// Ordered index: masstree, or btree (the placeholder, for comparison).
     #[arg(long, default_value = "masstree", value_name = "INDEX", value_parser = ["masstree", "btree"])]
     index: String,
@@ -82,6 +85,7 @@ impl TatpArgs {
                 .parse::<IndexKind>()
                 .map_err(BenchError::Config)?,
             cc: self.cc.parse().map_err(BenchError::Config)?,
+            persist: self.persist.to_persist()?,
             seed: self.seed.unwrap_or(d.seed),
             progress: Progress::Auto,
         })

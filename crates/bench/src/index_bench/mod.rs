@@ -346,6 +346,7 @@ fn run_timed<I: BenchIndex>(
         (0..cfg.threads).map(|_| CachePadded::default()).collect();
     let measured = runner::measure_shape(
         &shape,
+        None,
         &|i| TimedWorker::new(index, cfg, chooser, i, &counts[i]),
         &|_| NoLongReader,
         &mut |_| {},

@@ -58,6 +58,8 @@ pub struct TatpConfig {
     pub index: IndexKind,
     /// Concurrency control and isolation (`--cc`).
     pub cc: crate::Protocol,
+    /// Redo logging (`--durability`, `--data-dir`, `--fsync-interval`).
+    pub persist: crate::Persist,
     /// Seed of every generator.
     pub seed: u64,
     /// Progress display.
@@ -74,6 +76,7 @@ impl Default for TatpConfig {
             timestamps: TimestampSource::Auto,
             index: IndexKind::Masstree,
             cc: crate::Protocol::Mvto,
+            persist: crate::Persist::default(),
             seed: 0x7a7b_0001,
             progress: Progress::Auto,
         }
@@ -206,7 +209,7 @@ fn load_range(db: &Db, t: &Tables, seed: u64, lo: u64, hi: u64) -> Result<(), Be
             }
         }
     }
-    txn.commit()?;
+    crate::persist::commit(txn)?;
     Ok(())
 }
 
@@ -394,6 +397,8 @@ pub struct TatpReport {
     pub peak_rss_bytes: u64,
     pub timestamps: String,
     pub cc: crate::Protocol,
+    /// Redo logging: "none", "lazy" or "sync" (under sync, a commit counts when durable).
+    pub durability: String,
     pub engine: Option<EngineCounters>,
     pub seed: u64,
     pub machine: Machine,
@@ -460,13 +465,14 @@ fn us(ns: u64) -> f64 {
 /// Runs the benchmark: validate, load, warm up, measure, report.
 pub fn run(cfg: &TatpConfig) -> Result<TatpReport, BenchError> {
     cfg.validate()?;
-    let db = Db::open(
+    let (options, _dir) = cfg.persist.apply(
         cfg.cc.apply(
             Options::default()
                 .timestamps(cfg.timestamps)
                 .index(cfg.index),
         ),
     )?;
+    let db = Db::open(options)?;
     let t = Tables::open(&db)?;
     let load = runner::load_units(
         cfg.subscribers,
@@ -476,6 +482,7 @@ pub fn run(cfg: &TatpConfig) -> Result<TatpReport, BenchError> {
         "subscribers",
         &|lo, hi| load_range(&db, &t, cfg.seed, lo, hi),
     )?;
+    db.flush()?;
     let shape = RunShape {
         threads: cfg.threads,
         long_readers: 0,
@@ -488,6 +495,7 @@ pub fn run(cfg: &TatpConfig) -> Result<TatpReport, BenchError> {
     let (mut before, mut after) = (None, None);
     let measured = runner::measure_shape(
         &shape,
+        crate::persist::acks(&db),
         &|i| Worker {
             db: &db,
             t,
@@ -549,6 +557,7 @@ pub fn run(cfg: &TatpConfig) -> Result<TatpReport, BenchError> {
         peak_rss_bytes: rss::peak_rss_bytes().unwrap_or(0),
         timestamps: db.timestamp_algorithm().to_string(),
         cc: cfg.cc,
+        durability: cfg.persist.durability.to_string(),
         engine: match (before, after) {
             (Some(b), Some(a)) => Some(EngineCounters::between(&b, &a)),
             _ => None,

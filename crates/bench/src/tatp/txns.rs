@@ -153,7 +153,7 @@ pub fn run(db: &Db, t: &Tables, input: &Input, sink: &mut u64) -> Result<bool, T
                     .fold(0u64, |a, &b| a.rotate_left(5) ^ u64::from(b))
             });
             *sink ^= found.unwrap_or(0);
-            txn.commit()?;
+            crate::persist::commit(txn)?;
             Ok(found.is_some())
         }
         Input::GetNewDestination {
@@ -184,7 +184,7 @@ pub fn run(db: &Db, t: &Tables, input: &Input, sink: &mut u64) -> Result<bool, T
                     }
                 }
             }
-            txn.commit()?;
+            crate::persist::commit(txn)?;
             Ok(found > 0)
         }
         Input::GetAccessData { s_id, ai_type } => {
@@ -196,7 +196,7 @@ pub fn run(db: &Db, t: &Tables, input: &Input, sink: &mut u64) -> Result<bool, T
                         .fold(0u64, |a, &b| a.rotate_left(3) ^ u64::from(b))
                 });
             *sink ^= found.unwrap_or(0);
-            txn.commit()?;
+            crate::persist::commit(txn)?;
             Ok(found.is_some())
         }
         Input::UpdateSubscriberData {
@@ -224,7 +224,7 @@ pub fn run(db: &Db, t: &Tables, input: &Input, sink: &mut u64) -> Result<bool, T
             }
             sf[DATA_A_AT] = data_a;
             txn.put(&t.special_facility, key, sf)?;
-            txn.commit()?;
+            crate::persist::commit(txn)?;
             Ok(true)
         }
         Input::UpdateLocation {
@@ -243,7 +243,7 @@ pub fn run(db: &Db, t: &Tables, input: &Input, sink: &mut u64) -> Result<bool, T
             }
             sub[VLR_AT..VLR_AT + 4].copy_from_slice(&vlr_location.to_le_bytes());
             txn.put(&t.subscriber, subscriber_key(s_id), sub)?;
-            txn.commit()?;
+            crate::persist::commit(txn)?;
             Ok(true)
         }
         Input::InsertCallForwarding {
@@ -278,7 +278,7 @@ pub fn run(db: &Db, t: &Tables, input: &Input, sink: &mut u64) -> Result<bool, T
             row[END_TIME_AT] = end_time;
             row[1..].copy_from_slice(&numberx);
             txn.put(&t.call_forwarding, key, row)?;
-            txn.commit()?;
+            crate::persist::commit(txn)?;
             Ok(true)
         }
         Input::DeleteCallForwarding {
@@ -297,7 +297,7 @@ pub fn run(db: &Db, t: &Tables, input: &Input, sink: &mut u64) -> Result<bool, T
                 return Ok(false);
             }
             txn.delete(&t.call_forwarding, key)?;
-            txn.commit()?;
+            crate::persist::commit(txn)?;
             Ok(true)
         }
     }

@@ -133,7 +133,7 @@ impl<'db> Loader<'db> {
             for u in lo..hi {
                 batch.unit(&mut txn, unit(u))?;
             }
-            match txn.commit() {
+            match crate::persist::commit(txn) {
                 Ok(_) => {
                     self.rows.fetch_add(batch.rows, Ordering::Relaxed);
                     return Ok(());

@@ -74,6 +74,8 @@ pub struct TpccConfig {
     pub timestamps: TimestampSource,
     /// Concurrency control and isolation (`--cc`).
     pub cc: crate::Protocol,
+    /// Redo logging (`--durability`, `--data-dir`, `--fsync-interval`).
+    pub persist: crate::Persist,
     /// Seed for population, inputs and the NURand constants.
     pub seed: u64,
     /// How to show progress on stderr.
@@ -90,6 +92,7 @@ impl Default for TpccConfig {
             stock_scan_ms: None,
             timestamps: TimestampSource::Auto,
             cc: crate::Protocol::Mvto,
+            persist: crate::Persist::default(),
             seed: 0x7bcc_5eed_0000_0001,
             progress: Progress::Auto,
         }
@@ -198,13 +201,18 @@ pub struct Tpcc {
     constants: Constants,
     load_seconds: f64,
     rows_loaded: u64,
+    /// The data directory of a durable run; declared after `db`, so it outlives it.
+    _dir: crate::persist::RunDir,
 }
 
 impl Tpcc {
     /// Opens a database and populates it for `cfg` (clause 4.3), in parallel.
     pub fn load(cfg: &TpccConfig) -> Result<Self, BenchError> {
         cfg.validate()?;
-        let db = Db::open(cfg.cc.apply(Options::default().timestamps(cfg.timestamps)))?;
+        let (options, dir) = cfg
+            .persist
+            .apply(cfg.cc.apply(Options::default().timestamps(cfg.timestamps)))?;
+        let db = Db::open(options)?;
         let tables = Tables::create(&db)?;
         let warehouses = cfg.warehouse_count() as u16;
         let constants = Constants::from_seed(cfg.seed);
@@ -219,6 +227,7 @@ impl Tpcc {
             &|lo, hi| loader.load(lo, hi),
         )?;
         let rows_loaded = loader.rows();
+        db.flush()?;
         Ok(Tpcc {
             db,
             tables,
@@ -226,6 +235,7 @@ impl Tpcc {
             constants,
             load_seconds: took.as_secs_f64(),
             rows_loaded,
+            _dir: dir,
         })
     }
 
@@ -278,6 +288,7 @@ impl Tpcc {
         let (mut before, mut after) = (None, None);
         let measured = runner::measure_shape(
             &shape,
+            crate::persist::acks(&self.db),
             &|i| worker::Worker::new(&self.db, self.tables, params, i, &totals),
             &|_| worker::StockScanner::new(&self.db, self.tables, scan_every),
             &mut |measuring| {

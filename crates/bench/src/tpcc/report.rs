@@ -124,6 +124,8 @@ pub struct TpccReport {
     pub timestamps: String,
     /// Concurrency control ("mvto", "precision-locking", "snapshot").
     pub cc: String,
+    /// Redo logging: "none", "lazy" or "sync" (under sync, a commit counts when durable).
+    pub durability: String,
     /// The run's seed.
     pub seed: u64,
     /// NURand's C constants of the run.
@@ -232,6 +234,7 @@ impl TpccReport {
                 .then(|| m.long_reader_time.as_secs_f64() * 1000.0 / m.long_reader_txns as f64),
             timestamps: i.timestamps.to_string(),
             cc: i.cc.to_string(),
+            durability: i.cfg.persist.durability.to_string(),
             seed: i.cfg.seed,
             nurand: i.constants,
             engine: i.engine,

@@ -291,7 +291,7 @@ impl<'db> Ctx<'db> {
         for (n, ol_row) in ol_rows[..lines.len()].iter().enumerate() {
             txn.put(&t.order_line, key::order_line(w, d, o, n as u8 + 1), ol_row)?;
         }
-        txn.commit()?;
+        crate::persist::commit(txn)?;
         Ok(Outcome::Committed)
     }
 
@@ -361,7 +361,7 @@ impl<'db> Ctx<'db> {
         txn.put(&t.customer, ck, &self.buf)?;
         let hk = key::history(self.history_writer, self.history_seq);
         txn.put(&t.history, hk, h_row)?;
-        txn.commit()?;
+        crate::persist::commit(txn)?;
         self.history_seq += 1;
         Ok(Outcome::Committed)
     }
@@ -404,7 +404,7 @@ impl<'db> Ctx<'db> {
                 ^ order_line::AMOUNT.get(ol) as u64
                 ^ order_line::DELIVERY_D.get(ol);
         }
-        txn.commit()?;
+        crate::persist::commit(txn)?;
         Ok(Outcome::Committed)
     }
 
@@ -476,7 +476,7 @@ impl<'db> Ctx<'db> {
                 .ok_or(TxnError::Missing("staged customer"))?;
             txn.put(&t.customer, key::customer(w, d, c), c_row)?;
         }
-        txn.commit()?;
+        crate::persist::commit(txn)?;
         for (below, &next) in self.delivered_below.iter_mut().zip(&self.delivering) {
             *below = (*below).max(next);
         }
@@ -512,7 +512,7 @@ impl<'db> Ctx<'db> {
             low += u64::from(stock::QUANTITY.get(s_row) < threshold);
         }
         self.sink ^= low;
-        txn.commit()?;
+        crate::persist::commit(txn)?;
         Ok(Outcome::Committed)
     }
 }
@@ -565,6 +565,6 @@ pub(crate) fn stock_scan(
         let s = schema::check(s, stock::LEN).ok_or(TxnError::Missing("stock"))?;
         sum += i64::from(stock::QUANTITY.get(s));
     }
-    txn.commit()?;
+    crate::persist::commit(txn)?;
     Ok(Some(sum))
 }
