@@ -50,7 +50,7 @@ fn run(plan: &Plan) -> Result<(), TestCaseError> {
     // Per log: the (end offset, txn) of each transaction, and (end offset, epoch) of marks.
     let mut txns: Vec<Vec<(usize, Txn)>> = vec![Vec::new(); plan.logs];
     let mut marks: Vec<Vec<(usize, u64)>> = vec![Vec::new(); plan.logs];
-    for log in 0..plan.logs {
+    for (log, log_marks) in marks.iter_mut().enumerate() {
         let mut bytes = Vec::new();
         append_header(
             &mut bytes,
@@ -62,7 +62,7 @@ fn run(plan: &Plan) -> Result<(), TestCaseError> {
             },
         );
         append_mark(&mut bytes, first_epoch - 1);
-        marks[log].push((bytes.len(), first_epoch - 1));
+        log_marks.push((bytes.len(), first_epoch - 1));
         files.push(bytes);
     }
     let mut ts = 0u64;
@@ -89,7 +89,7 @@ fn run(plan: &Plan) -> Result<(), TestCaseError> {
     let mut surviving: Vec<Txn> = Vec::new();
     for log in 0..plan.logs {
         let len = files[log].len();
-        let cut = (len * plan.cuts[log] as usize / 1000).max(0);
+        let cut = len * plan.cuts[log] as usize / 1000;
         let mut bytes = files[log][..cut].to_vec();
         bytes.extend_from_slice(&plan.garbage);
         let id = LogFileId {
