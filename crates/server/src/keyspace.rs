@@ -71,6 +71,12 @@ pub fn set(txn: &mut Txn<'_>, t: &Table, args: &[Vec<u8>]) -> CmdResult {
     if nx && xx {
         return Err(err("syntax error"));
     }
+    if !(nx || xx || get_old) {
+        // A blind write: the reply does not depend on the old value, so nothing is read
+        // (no predicate to validate at commit; first-committer-wins still orders writers).
+        txn.put(t, key, value)?;
+        return Ok(Reply::ok());
+    }
     let old = txn.get(t, key)?.map(<[u8]>::to_vec);
     let write = !(nx && old.is_some() || xx && old.is_none());
     if write {

@@ -98,6 +98,64 @@ pub struct Parser {
 /// One parsed request: its arguments (the command name first), and how many bytes it used.
 pub type Parsed = (Vec<Vec<u8>>, usize);
 
+/// Arguments kept past this many are freed, not reused, by the next request.
+const ARGS_RETAINED_MAX: usize = 64;
+/// An argument buffer that grew past this is freed, not reused, by the next request (one large
+/// value must not pin its memory for the connection's lifetime).
+const ARG_RETAINED_BYTES_MAX: usize = 16 << 10;
+
+/// One request's arguments (the command name first), in buffers reused from request to request,
+/// so parsing a request no larger than earlier ones allocates nothing.
+/// Invariants: `len <= bufs.len()`; only `bufs[..len]` belong to the current request.
+#[derive(Clone, Debug, Default)]
+pub struct Args {
+    bufs: Vec<Vec<u8>>,
+    len: usize,
+}
+
+impl Args {
+    /// The current request's arguments.
+    pub fn as_slice(&self) -> &[Vec<u8>] {
+        assert!(self.len <= self.bufs.len());
+        &self.bufs[..self.len]
+    }
+
+    /// Whether the current request has no arguments.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Forgets the current request, freeing buffers that grew past the retention bounds.
+    fn clear(&mut self) {
+        assert!(self.len <= self.bufs.len());
+        for b in &mut self.bufs[..self.len] {
+            if b.capacity() > ARG_RETAINED_BYTES_MAX {
+                *b = Vec::new();
+            }
+        }
+        self.bufs.truncate(ARGS_RETAINED_MAX);
+        self.len = 0;
+    }
+
+    /// Appends an argument, reusing a buffer when one is left from an earlier request.
+    fn push(&mut self, bytes: &[u8]) {
+        if let Some(b) = self.bufs.get_mut(self.len) {
+            b.clear();
+            b.extend_from_slice(bytes);
+        } else {
+            self.bufs.push(bytes.to_vec());
+        }
+        self.len += 1;
+        assert!(self.len <= self.bufs.len());
+    }
+
+    /// The current request's arguments, owned (the reused buffers are given up).
+    fn into_vec(mut self) -> Vec<Vec<u8>> {
+        self.bufs.truncate(self.len);
+        self.bufs
+    }
+}
+
 impl Parser {
     /// A parser enforcing `limits`.
     pub fn new(limits: Limits) -> Self {
@@ -107,14 +165,24 @@ impl Parser {
     /// The first complete request in `buf`: `Ok(None)` if more bytes are needed (and the
     /// buffer is still within limits). An empty inline line yields an empty argument list.
     pub fn parse(&self, buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
+        let mut args = Args::default();
+        Ok(self
+            .parse_into(buf, &mut args)?
+            .map(|used| (args.into_vec(), used)))
+    }
+
+    /// [`Parser::parse`] into reused buffers: on `Ok(Some(used))` the request's arguments
+    /// are in `args` (on anything else `args` holds nothing meaningful).
+    pub fn parse_into(&self, buf: &[u8], args: &mut Args) -> Result<Option<usize>, ProtocolError> {
+        args.clear();
         match buf.first() {
             None => Ok(None),
-            Some(b'*') => self.multibulk(buf),
-            Some(_) => self.inline(buf),
+            Some(b'*') => self.multibulk(buf, args),
+            Some(_) => self.inline(buf, args),
         }
     }
 
-    fn too_long(&self, buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
+    fn too_long<T>(&self, buf: &[u8]) -> Result<Option<T>, ProtocolError> {
         if buf.len() > self.limits.query_buffer_max {
             Err(ProtocolError::QueryTooLong {
                 max: self.limits.query_buffer_max,
@@ -124,13 +192,13 @@ impl Parser {
         }
     }
 
-    fn multibulk(&self, buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
+    fn multibulk(&self, buf: &[u8], args: &mut Args) -> Result<Option<usize>, ProtocolError> {
         let Some((count, mut at)) = line_number(buf, 1, "multibulk length")? else {
             return self.too_long(buf);
         };
         if count <= 0 {
             // `*0` and `*-1` are empty requests: skipped, as Redis does.
-            return Ok(Some((Vec::new(), at)));
+            return Ok(Some(at));
         }
         let count = count as usize;
         if count > self.limits.multibulk_len_max {
@@ -139,8 +207,7 @@ impl Parser {
                 max: self.limits.multibulk_len_max,
             });
         }
-        // Never trust `count` for the allocation: grow as arguments actually arrive.
-        let mut args = Vec::with_capacity(count.min(64));
+        // Never trust `count` for an allocation: arguments are stored as they actually arrive.
         for _ in 0..count {
             let Some(&first) = buf.get(at) else {
                 return self.too_long(buf);
@@ -168,13 +235,14 @@ impl Parser {
             if &buf[end..end + 2] != b"\r\n" {
                 return Err(ProtocolError::MissingCrlf);
             }
-            args.push(buf[start..end].to_vec());
+            args.push(&buf[start..end]);
             at = end + 2;
         }
-        Ok(Some((args, at)))
+        assert!(args.len == count);
+        Ok(Some(at))
     }
 
-    fn inline(&self, buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
+    fn inline(&self, buf: &[u8], args: &mut Args) -> Result<Option<usize>, ProtocolError> {
         let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
             return self.too_long(buf);
         };
@@ -184,14 +252,17 @@ impl Parser {
             });
         }
         let line = buf[..nl].strip_suffix(b"\r").unwrap_or(&buf[..nl]);
-        let args = split_inline(line)?;
-        if args.len() > self.limits.multibulk_len_max {
+        let words = split_inline(line)?;
+        if words.len() > self.limits.multibulk_len_max {
             return Err(ProtocolError::TooManyArguments {
-                count: args.len(),
+                count: words.len(),
                 max: self.limits.multibulk_len_max,
             });
         }
-        Ok(Some((args, nl + 1)))
+        for w in &words {
+            args.push(w);
+        }
+        Ok(Some(nl + 1))
     }
 }
 
@@ -371,23 +442,23 @@ impl Reply {
         match self {
             Reply::Simple(s) => line(out, b'+', s.as_bytes()),
             Reply::Error(s) => line(out, b'-', s.as_bytes()),
-            Reply::Integer(n) => line(out, b':', n.to_string().as_bytes()),
+            Reply::Integer(n) => header(out, b':', *n),
             Reply::Bulk(b) => bulk(out, b),
             Reply::Nil if v3 => out.extend_from_slice(b"_\r\n"),
             Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
             Reply::NilArray if v3 => out.extend_from_slice(b"_\r\n"),
             Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
             Reply::Array(items) => {
-                line(out, b'*', items.len().to_string().as_bytes());
+                header(out, b'*', items.len() as i64);
                 for item in items {
                     item.encode(version, out);
                 }
             }
             Reply::Map(pairs) => {
                 if v3 {
-                    line(out, b'%', pairs.len().to_string().as_bytes());
+                    header(out, b'%', pairs.len() as i64);
                 } else {
-                    line(out, b'*', (2 * pairs.len()).to_string().as_bytes());
+                    header(out, b'*', 2 * pairs.len() as i64);
                 }
                 for (k, v) in pairs {
                     k.encode(version, out);
@@ -399,7 +470,7 @@ impl Reply {
             Reply::Boolean(b) if v3 => line(out, b'#', if *b { b"t" } else { b"f" }),
             Reply::Boolean(b) => line(out, b':', if *b { b"1" } else { b"0" }),
             Reply::Verbatim(s) if v3 => {
-                line(out, b'=', (s.len() + 4).to_string().as_bytes());
+                header(out, b'=', s.len() as i64 + 4);
                 out.extend_from_slice(b"txt:");
                 out.extend_from_slice(s.as_bytes());
                 out.extend_from_slice(b"\r\n");
@@ -429,11 +500,35 @@ fn line(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-fn bulk(out: &mut Vec<u8>, b: &[u8]) {
-    out.push(b'$');
-    out.extend_from_slice(b.len().to_string().as_bytes());
-    out.extend_from_slice(b"\r\n");
+/// Appends a bulk string (`$<len>\r\n<bytes>\r\n`).
+pub fn bulk(out: &mut Vec<u8>, b: &[u8]) {
+    out.reserve(b.len() + 16);
+    header(out, b'$', b.len() as i64);
     out.extend_from_slice(b);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `<kind><n>\r\n` (a length or an integer reply), formatting `n` without allocating.
+fn header(out: &mut Vec<u8>, kind: u8, n: i64) {
+    // 20 digits hold any u64, and a sign makes 21.
+    let mut digits = [0u8; 24];
+    let mut at = digits.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        at -= 1;
+        digits[at] = b'-';
+    }
+    assert!(at >= 2, "an i64 has at most 20 characters");
+    out.push(kind);
+    out.extend_from_slice(&digits[at..]);
     out.extend_from_slice(b"\r\n");
 }
 
@@ -465,6 +560,27 @@ mod tests {
             let mut two = wire.clone();
             two.extend_from_slice(&wire);
             prop_assert_eq!(p.parse(&two), Ok(Some((args.clone(), wire.len()))));
+        }
+
+        /// Parsing request after request into one reused [`Args`] gives what fresh parses
+        /// give, whatever sizes came before (buffers are reused, never leaked between requests).
+        #[test]
+        fn reused_args_parse_like_fresh_ones(
+            requests in proptest::collection::vec(
+                proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..6),
+                1..8,
+            ),
+        ) {
+            let p = Parser::default();
+            let mut args = Args::default();
+            for req in &requests {
+                let wire = encode_request(req);
+                prop_assert_eq!(p.parse_into(&wire, &mut args), Ok(Some(wire.len())));
+                prop_assert_eq!(args.as_slice(), req.as_slice());
+                prop_assert!(!args.is_empty());
+            }
+            prop_assert_eq!(p.parse_into(b"*0\r\n", &mut args), Ok(Some(4)));
+            prop_assert!(args.is_empty());
         }
 
         /// No input panics, and what parses consumed no more than it was given.
@@ -559,6 +675,17 @@ mod tests {
         assert_eq!(enc(&m, Resp2), "*2\r\n$1\r\na\r\n:1\r\n");
         assert_eq!(enc(&m, Resp3), "%1\r\n$1\r\na\r\n:1\r\n");
         assert_eq!(enc(&Reply::Boolean(true), Resp2), ":1\r\n");
+        assert_eq!(enc(&Reply::Integer(0), Resp2), ":0\r\n");
+        assert_eq!(enc(&Reply::Integer(-42), Resp2), ":-42\r\n");
+        assert_eq!(
+            enc(&Reply::Integer(i64::MIN), Resp2),
+            format!(":{}\r\n", i64::MIN)
+        );
+        assert_eq!(
+            enc(&Reply::Integer(i64::MAX), Resp3),
+            format!(":{}\r\n", i64::MAX)
+        );
+        assert_eq!(enc(&Reply::Bulk(Vec::new()), Resp2), "$0\r\n\r\n");
         assert_eq!(enc(&Reply::Double(1.5), Resp3), ",1.5\r\n");
         assert_eq!(
             enc(&Reply::err("bad\r\nthing"), Resp2),

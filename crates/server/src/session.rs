@@ -17,6 +17,9 @@ use verso_engine::{Db, Error, Table, Txn};
 use crate::keyspace::{self, CmdError, CmdResult};
 use crate::resp::{Reply, Version};
 
+/// Longest command name the dispatcher upper-cases (longer names are unknown commands).
+const NAME_LEN_MAX: usize = 16;
+
 /// Logical databases (SELECT 0-15), each an engine table.
 pub const DATABASES: usize = 16;
 /// Open SCAN cursors kept per connection; the oldest is forgotten past this.
@@ -82,6 +85,9 @@ pub struct Session<'s> {
     next_cursor: u64,
     /// QUIT was received: close after this reply.
     pub closing: bool,
+    /// Commands run and not yet added to `Stats::commands` (one shared increment per batch,
+    /// not per command: [`Session::flush_stats`]).
+    commands_pending: u64,
 }
 
 fn arity_error(name: &[u8]) -> Reply {
@@ -89,6 +95,18 @@ fn arity_error(name: &[u8]) -> Reply {
         "wrong number of arguments for '{}' command",
         String::from_utf8_lossy(name).to_lowercase()
     ))
+}
+
+/// `name` in upper case, in `buf`; a name longer than any command comes back empty, which
+/// matches no command (the error messages quote the original).
+fn upper<'b>(name: &[u8], buf: &'b mut [u8; NAME_LEN_MAX]) -> &'b [u8] {
+    if name.len() > NAME_LEN_MAX {
+        return &[];
+    }
+    let upper = &mut buf[..name.len()];
+    upper.copy_from_slice(name);
+    upper.make_ascii_uppercase();
+    upper
 }
 
 fn unknown_command(args: &[Vec<u8>]) -> Reply {
@@ -119,6 +137,33 @@ fn data_arity(name: &[u8]) -> Option<i32> {
     })
 }
 
+/// The data commands that only read: they run as read-only transactions, which take no
+/// predicate log and never abort (serialized at their snapshot).
+fn read_only(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"GET"
+            | b"MGET"
+            | b"EXISTS"
+            | b"STRLEN"
+            | b"GETRANGE"
+            | b"TYPE"
+            | b"DBSIZE"
+            | b"KEYS"
+            | b"VRANGE"
+    )
+}
+
+/// The commands MULTI queues: the data commands, and PING and ECHO (answered in EXEC's array
+/// as Redis does), with their arities.
+fn queued_arity(name: &[u8]) -> Option<i32> {
+    match name {
+        b"PING" => Some(-1), // more than one argument is an error when it runs, as in Redis
+        b"ECHO" => Some(2),
+        _ => data_arity(name),
+    }
+}
+
 fn arity_ok(arity: i32, n: usize) -> bool {
     if arity >= 0 {
         n == arity as usize
@@ -144,6 +189,7 @@ impl<'s> Session<'s> {
             cursors: HashMap::new(),
             next_cursor: 1,
             closing: false,
+            commands_pending: 0,
         }
     }
 
@@ -153,35 +199,54 @@ impl<'s> Session<'s> {
 
     /// Runs one request and returns its reply.
     pub fn execute(&mut self, args: Vec<Vec<u8>>) -> Reply {
+        let reply = self.dispatch(&args);
+        self.flush_stats();
+        reply
+    }
+
+    /// Runs one request and appends its encoded reply to `out` (nothing for an empty
+    /// request). The server's path: the command counter is published by
+    /// [`Session::flush_stats`], which the caller runs after each batch of requests.
+    pub fn execute_into(&mut self, args: &[Vec<u8>], out: &mut Vec<u8>) {
+        if args.is_empty() {
+            return;
+        }
+        self.dispatch(args).encode(self.version, out);
+    }
+
+    /// Adds the commands run since the last call to the server-wide count.
+    pub fn flush_stats(&mut self) {
+        if self.commands_pending > 0 {
+            let n = std::mem::take(&mut self.commands_pending);
+            self.shared.stats.commands.fetch_add(n, Ordering::Relaxed);
+        }
+        assert!(self.commands_pending == 0);
+    }
+
+    fn dispatch(&mut self, args: &[Vec<u8>]) -> Reply {
         if args.is_empty() {
             return Reply::Array(Vec::new()); // an empty request gets no reply in Redis
         }
-        self.shared.stats.commands.fetch_add(1, Ordering::Relaxed);
-        let name = args[0].to_ascii_uppercase();
-        if !self.authenticated && !matches!(name.as_slice(), b"AUTH" | b"HELLO" | b"QUIT") {
+        self.commands_pending += 1;
+        let mut name_buf = [0u8; NAME_LEN_MAX];
+        let name = upper(&args[0], &mut name_buf);
+        if !self.authenticated && !matches!(name, b"AUTH" | b"HELLO" | b"QUIT") {
             return Reply::Error("NOAUTH Authentication required.".into());
         }
         if self.queue.is_some()
-            && !matches!(
-                name.as_slice(),
-                b"EXEC" | b"DISCARD" | b"MULTI" | b"WATCH" | b"QUIT"
-            )
+            && !matches!(name, b"EXEC" | b"DISCARD" | b"MULTI" | b"WATCH" | b"QUIT")
         {
-            return self.enqueue(&name, args);
+            return self.enqueue(name, args);
         }
-        match name.as_slice() {
-            b"PING" => match args.len() {
-                1 => Reply::Simple("PONG".into()),
-                2 => Reply::Bulk(args[1].clone()),
-                _ => arity_error(&args[0]),
-            },
+        match name {
+            b"PING" => ping(args),
             b"ECHO" if args.len() == 2 => Reply::Bulk(args[1].clone()),
             b"QUIT" => {
                 self.closing = true;
                 Reply::ok()
             }
-            b"AUTH" => self.auth(&args),
-            b"HELLO" => self.hello(&args),
+            b"AUTH" => self.auth(args),
+            b"HELLO" => self.hello(args),
             b"SELECT" if args.len() == 2 => self.select(&args[1]),
             b"MULTI" if args.len() == 1 => {
                 if self.queue.is_some() {
@@ -205,15 +270,18 @@ impl<'s> Session<'s> {
                 Reply::ok()
             }
             b"SCAN" if args.len() >= 2 => self.scan(&args[1..]),
-            b"CLIENT" if args.len() >= 2 => self.client(&args),
-            b"COMMAND" => self.command(&args),
-            b"CONFIG" if args.len() >= 3 => self.config(&args),
-            b"INFO" => Reply::Verbatim(crate::info::render(self.shared, &args[1..])),
-            _ => match data_arity(&name) {
-                Some(a) if arity_ok(a, args.len()) => self.run_single(&name, &args),
+            b"CLIENT" if args.len() >= 2 => self.client(args),
+            b"COMMAND" => self.command(args),
+            b"CONFIG" if args.len() >= 3 => self.config(args),
+            b"INFO" => {
+                self.flush_stats(); // this request and those before it count
+                Reply::Verbatim(crate::info::render(self.shared, &args[1..]))
+            }
+            _ => match data_arity(name) {
+                Some(a) if arity_ok(a, args.len()) => self.run_single(name, args),
                 Some(_) => arity_error(&args[0]),
                 None if matches!(
-                    name.as_slice(),
+                    name,
                     b"ECHO"
                         | b"SELECT"
                         | b"MULTI"
@@ -228,15 +296,15 @@ impl<'s> Session<'s> {
                 {
                     arity_error(&args[0])
                 }
-                None => unknown_command(&args),
+                None => unknown_command(args),
             },
         }
     }
 
-    fn enqueue(&mut self, name: &[u8], args: Vec<Vec<u8>>) -> Reply {
-        match data_arity(name) {
+    fn enqueue(&mut self, name: &[u8], args: &[Vec<u8>]) -> Reply {
+        match queued_arity(name) {
             Some(a) if arity_ok(a, args.len()) => {
-                self.queue.as_mut().expect("in MULTI").push(args);
+                self.queue.as_mut().expect("in MULTI").push(args.to_vec());
                 Reply::Simple("QUEUED".into())
             }
             Some(_) => {
@@ -245,20 +313,23 @@ impl<'s> Session<'s> {
             }
             None => {
                 self.queue_failed = true;
-                if matches!(name, b"PING" | b"ECHO") {
-                    Reply::err("only data commands can be queued in MULTI here")
-                } else {
-                    unknown_command(&args)
-                }
+                unknown_command(args)
             }
         }
     }
 
-    /// One data command as its own transaction, retried on conflict.
+    /// One data command as its own transaction, retried on conflict (a read-only command as
+    /// a read-only transaction, which cannot conflict).
     fn run_single(&mut self, name: &[u8], args: &[Vec<u8>]) -> Reply {
         let t = self.table();
+        let reads_only = read_only(name);
         for attempt in 0..RETRIES_MAX {
-            let mut txn = match self.shared.db.begin() {
+            let begun = if reads_only {
+                self.shared.db.begin_read_only()
+            } else {
+                self.shared.db.begin()
+            };
+            let mut txn = match begun {
                 Ok(txn) => txn,
                 Err(e) => return engine_error(&e),
             };
@@ -559,6 +630,7 @@ impl<'s> Session<'s> {
 
 impl Drop for Session<'_> {
     fn drop(&mut self) {
+        self.flush_stats();
         let before = self.shared.stats.clients.fetch_sub(1, Ordering::Relaxed);
         assert!(before > 0, "more sessions dropped than made");
     }
@@ -583,8 +655,13 @@ fn run_queue(
 ) -> Result<Vec<Reply>, Error> {
     let mut out = Vec::with_capacity(queue.len());
     for args in queue {
-        let name = args[0].to_ascii_uppercase();
-        match data_command(txn, t, tables, &name, args) {
+        let mut name_buf = [0u8; NAME_LEN_MAX];
+        let name = upper(&args[0], &mut name_buf);
+        if matches!(name, b"PING" | b"ECHO") {
+            out.push(ping(args)); // ECHO's arity was checked when it was queued
+            continue;
+        }
+        match data_command(txn, t, tables, name, args) {
             Ok(r) => out.push(r),
             Err(CmdError::Reply(r)) => out.push(r),
             Err(CmdError::Engine(e)) if e.is_conflict() => return Err(e),
@@ -649,6 +726,15 @@ fn data_command(
             Ok(Reply::ok())
         }
         _ => Err(CmdError::Reply(Reply::err("unknown command"))),
+    }
+}
+
+/// PING [message] (and ECHO message, whose reply is the same): no transaction.
+fn ping(args: &[Vec<u8>]) -> Reply {
+    match args.len() {
+        1 => Reply::Simple("PONG".into()),
+        2 => Reply::Bulk(args[1].clone()),
+        _ => arity_error(&args[0]),
     }
 }
 

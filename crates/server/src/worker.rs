@@ -1,7 +1,14 @@
 //! One worker thread: a poll loop over many connections (edge-triggered, so every readable
-//! socket is read until it would block). Each read is parsed at once and every complete request
-//! in it answered in order (pipelining); replies are written as far as the socket takes them
-//! and the rest when it becomes writable. The protocol itself is [`Session`], free of I/O.
+//! socket is read until it is drained). Each read is parsed at once and every complete request
+//! in it answered in order (pipelining); the replies to one read go out in one write, as far
+//! as the socket takes them, and the rest when it becomes writable. The protocol itself is
+//! [`Session`], free of I/O.
+//!
+//! System calls per request are most of a request's cost, so a read shorter than the buffer
+//! counts as draining the socket (no second read to see `WouldBlock`): with edge-triggered
+//! polling, bytes arriving after it raise a new event. The exception is a peer that already
+//! closed (its FIN came with the event, and no new edge will follow): that socket is read to
+//! the end.
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
@@ -12,7 +19,7 @@ use std::time::{Duration, Instant};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::resp::{Parser, Reply};
+use crate::resp::{Args, Parser, Reply};
 use crate::server::ServerConfig;
 use crate::session::{Session, Shared};
 
@@ -38,8 +45,13 @@ struct Conn<'s> {
     /// Invariants: `written <= output.len()`; both are 0 once everything is written.
     output: Vec<u8>,
     written: usize,
+    /// The arguments of the request being run, reused from request to request.
+    args: Args,
     /// Close once the output is written (QUIT, or a protocol error).
     closing: bool,
+    /// The peer shut down its side (an event said so): read until the end, not until a short
+    /// read, since no further event will come.
+    peer_closed: bool,
     last_active: Instant,
 }
 
@@ -54,9 +66,15 @@ enum Next {
 }
 
 impl<'s> Conn<'s> {
-    /// Reads until the socket would block (or the turn's budget is spent), answering requests
-    /// as they complete.
-    fn on_readable(&mut self, chunk: &mut [u8], parser: &Parser, cfg: &ServerConfig) -> Next {
+    /// Reads until the socket is drained (or the turn's budget is spent), answering requests
+    /// as they complete; `now` is the time of the poll that reported the event.
+    fn on_readable(
+        &mut self,
+        chunk: &mut [u8],
+        parser: &Parser,
+        cfg: &ServerConfig,
+        now: Instant,
+    ) -> Next {
         let mut reads = 0;
         while !self.closing {
             if reads == READS_PER_TURN_MAX {
@@ -66,11 +84,15 @@ impl<'s> Conn<'s> {
             match self.stream.read(chunk) {
                 Ok(0) => return Next::Close, // the client closed
                 Ok(n) => {
-                    self.last_active = Instant::now();
-                    self.input.extend_from_slice(&chunk[..n]);
-                    self.execute_input(parser);
+                    assert!(n <= chunk.len());
+                    self.last_active = now;
+                    self.execute_input(parser, &chunk[..n]);
+                    self.session.flush_stats();
                     if self.flush(cfg) == Next::Close {
                         return Next::Close;
+                    }
+                    if n < chunk.len() && !self.peer_closed {
+                        break; // drained: later bytes raise a new edge (module docs)
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
@@ -81,19 +103,39 @@ impl<'s> Conn<'s> {
         self.after_flush()
     }
 
-    /// Answers every complete request in `input`, in order.
-    fn execute_input(&mut self, parser: &Parser) {
+    /// Answers every complete request in the unparsed input followed by `fresh` (just read),
+    /// in order, and keeps what remains of an incomplete request. Parses `fresh` in place
+    /// when nothing was pending (the common case), copying only an incomplete tail.
+    fn execute_input(&mut self, parser: &Parser, fresh: &[u8]) {
+        if self.input.is_empty() {
+            let used = self.execute_buffer(parser, fresh);
+            assert!(used <= fresh.len());
+            if !self.closing {
+                self.input.extend_from_slice(&fresh[used..]);
+            }
+        } else {
+            self.input.extend_from_slice(fresh);
+            let input = std::mem::take(&mut self.input);
+            let used = self.execute_buffer(parser, &input);
+            assert!(used <= input.len());
+            self.input = input;
+            self.input.drain(..used);
+        }
+    }
+
+    /// Answers the complete requests at the start of `buf`; returns the bytes they used.
+    fn execute_buffer(&mut self, parser: &Parser, buf: &[u8]) -> usize {
         let mut used = 0;
         while !self.closing {
-            match parser.parse(&self.input[used..]) {
-                Ok(Some((args, len))) => {
-                    assert!(len > 0 && used + len <= self.input.len());
+            match parser.parse_into(&buf[used..], &mut self.args) {
+                Ok(Some(len)) => {
+                    assert!(len > 0 && used + len <= buf.len());
                     used += len;
-                    if args.is_empty() {
+                    if self.args.is_empty() {
                         continue; // an empty request gets no reply
                     }
-                    let reply = self.session.execute(args);
-                    reply.encode(self.session.version, &mut self.output);
+                    self.session
+                        .execute_into(self.args.as_slice(), &mut self.output);
                     self.closing = self.session.closing;
                 }
                 Ok(None) => break,
@@ -105,7 +147,7 @@ impl<'s> Conn<'s> {
                 }
             }
         }
-        self.input.drain(..used);
+        used
     }
 
     /// Writes as much output as the socket takes. Closes a client that leaves more than
@@ -169,6 +211,8 @@ pub(crate) fn run(
                 break;
             }
         }
+        // One clock read per round: a connection's activity time need not be finer.
+        let now = Instant::now();
         for event in events.iter() {
             let token = event.token();
             if token == WAKER {
@@ -184,8 +228,9 @@ pub(crate) fn run(
                     Next::Keep | Next::ReadAgain => conn.after_flush(),
                 };
             }
+            conn.peer_closed |= event.is_read_closed();
             if next == Next::Keep && (event.is_readable() || event.is_read_closed()) {
-                next = conn.on_readable(&mut chunk, &parser, cfg);
+                next = conn.on_readable(&mut chunk, &parser, cfg, now);
             }
             match next {
                 Next::Keep => {}
@@ -201,7 +246,7 @@ pub(crate) fn run(
             let Some(conn) = conns.get_mut(&token.0) else {
                 continue; // closed meanwhile
             };
-            match conn.on_readable(&mut chunk, &parser, cfg) {
+            match conn.on_readable(&mut chunk, &parser, cfg, now) {
                 Next::Keep => {}
                 Next::ReadAgain => again.push(token),
                 Next::Close => close(&poll, &mut conns, token, clients),
@@ -227,8 +272,10 @@ pub(crate) fn run(
                 input: Vec::new(),
                 output: Vec::new(),
                 written: 0,
+                args: Args::default(),
                 closing: false,
-                last_active: Instant::now(),
+                peer_closed: false,
+                last_active: now,
             };
             tracing::debug!(client = conn.session.id, ?peer, "client connected");
             assert!(conns.insert(token.0, conn).is_none());

@@ -105,6 +105,46 @@ fn multi_exec_runs_as_one_transaction_and_watch_detects_changes() {
 }
 
 #[test]
+fn ping_and_echo_are_queued_in_multi_and_answered_by_exec() {
+    let sh = shared(None);
+    let mut c = Session::new(&sh);
+    let queued = Reply::Simple("QUEUED".into());
+    assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
+    assert_eq!(cmd(&mut c, "PING"), queued);
+    assert_eq!(cmd(&mut c, "SET k v"), queued);
+    assert_eq!(cmd(&mut c, "ECHO hi"), queued);
+    assert_eq!(cmd(&mut c, "PING there"), queued);
+    assert_eq!(cmd(&mut c, "GET k"), queued);
+    assert_eq!(
+        cmd(&mut c, "EXEC"),
+        Reply::Array(vec![
+            Reply::Simple("PONG".into()),
+            Reply::ok(),
+            bulk("hi"),
+            bulk("there"),
+            bulk("v"),
+        ])
+    );
+    // As in Redis: ECHO's arity is checked when queued (the block aborts); PING's extra
+    // arguments are an error in EXEC's array, and the rest of the block still runs.
+    cmd(&mut c, "MULTI");
+    assert!(is_err(&cmd(&mut c, "ECHO"), "ERR wrong number"));
+    assert!(is_err(&cmd(&mut c, "EXEC"), "EXECABORT"));
+    cmd(&mut c, "MULTI");
+    assert_eq!(cmd(&mut c, "ping a b"), queued);
+    assert_eq!(cmd(&mut c, "SET k w"), queued);
+    match cmd(&mut c, "EXEC") {
+        Reply::Array(r) => {
+            assert_eq!(r.len(), 2);
+            assert!(is_err(&r[0], "ERR wrong number of arguments for 'ping'"));
+            assert_eq!(r[1], Reply::ok());
+        }
+        other => panic!("EXEC replied {other:?}"),
+    }
+    assert_eq!(cmd(&mut c, "GET k"), bulk("w"));
+}
+
+#[test]
 fn auth_select_and_hello() {
     let sh = shared(Some("s3cret"));
     let mut c = Session::new(&sh);

@@ -110,3 +110,52 @@ fn quit_replies_then_closes() {
         assert_eq!(read_n(&mut c, 1 << 10), "+OK\r\n");
     });
 }
+
+/// A read shorter than the buffer counts as draining the socket, except after the peer's
+/// FIN: a request sent together with the close must be answered and the connection closed
+/// (no further event would come to close it).
+#[test]
+fn a_request_sent_with_the_close_is_answered_then_the_connection_closes() {
+    with_server(local(), |port| {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.write_all(b"PING\r\n*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\n")
+            .unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got)
+            .expect("the server closes after answering");
+        assert_eq!(String::from_utf8_lossy(&got), "+PONG\r\n$2\r\nhi\r\n");
+    });
+}
+
+/// Requests cut anywhere across reads, and values larger than one read, come out whole:
+/// the incomplete tail of a read waits for the next one.
+#[test]
+fn requests_split_across_reads_are_answered_whole() {
+    with_server(local(), |port| {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_nodelay(true).unwrap();
+        let value: Vec<u8> = (0..200_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let mut wire = format!("*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n${}\r\n", value.len()).into_bytes();
+        wire.extend_from_slice(&value);
+        wire.extend_from_slice(b"\r\n*2\r\n$6\r\nSTRLEN\r\n$3\r\nbig\r\nPING\r\n");
+        for piece in wire.chunks(7_919) {
+            c.write_all(piece).unwrap();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let want = "+OK\r\n:200000\r\n+PONG\r\n";
+        assert_eq!(read_n(&mut c, want.len()), want);
+        // Byte by byte, with replies arriving in between.
+        for &b in b"*2\r\n$3\r\nGET\r\n$5\r\nsmall\r\nECHO x\r\n" {
+            c.write_all(&[b]).unwrap();
+        }
+        let want = "$-1\r\n$1\r\nx\r\n";
+        assert_eq!(read_n(&mut c, want.len()), want);
+        c.write_all(b"GET big\r\n").unwrap();
+        let mut want = b"$200000\r\n".to_vec();
+        want.extend_from_slice(&value);
+        want.extend_from_slice(b"\r\n");
+        assert!(read_n(&mut c, want.len()).as_bytes() == want.as_slice());
+    });
+}
