@@ -1,0 +1,157 @@
+//! The data commands as engine transactions: their arities, which only read, one command as
+//! its own transaction (retried on conflict), and the dispatch of one data command inside a
+//! transaction (shared by single commands and MULTI blocks, see `multi`).
+
+use std::sync::atomic::Ordering;
+
+use verso_engine::{Table, Txn};
+
+use super::{backoff, engine_error, Session, RETRIES_MAX};
+use crate::keyspace::{self, CmdError, CmdResult};
+use crate::resp::Reply;
+
+/// The data commands (run inside a transaction), with their arity as Redis states it:
+/// positive = exact argument count including the name, negative = at least that many.
+pub(super) fn arity(name: &[u8]) -> Option<i32> {
+    Some(match name {
+        b"GET" | b"GETDEL" | b"INCR" | b"DECR" | b"STRLEN" | b"TYPE" => 2,
+        b"SET" => -3,
+        b"SETNX" | b"GETSET" | b"INCRBY" | b"DECRBY" | b"APPEND" => 3,
+        b"GETRANGE" => 4,
+        b"MGET" | b"DEL" | b"UNLINK" | b"EXISTS" => -2,
+        b"MSET" | b"MSETNX" => -3,
+        b"VRANGE" => -3,
+        b"DBSIZE" | b"FLUSHDB" | b"FLUSHALL" => 1,
+        b"KEYS" => 2,
+        _ => return None,
+    })
+}
+
+/// The data commands that only read: they run as read-only transactions, which take no
+/// predicate log and never abort (serialized at their snapshot).
+fn read_only(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"GET"
+            | b"MGET"
+            | b"EXISTS"
+            | b"STRLEN"
+            | b"GETRANGE"
+            | b"TYPE"
+            | b"DBSIZE"
+            | b"KEYS"
+            | b"VRANGE"
+    )
+}
+
+pub(super) fn arity_ok(arity: i32, n: usize) -> bool {
+    if arity >= 0 {
+        n == arity as usize
+    } else {
+        n >= (-arity) as usize
+    }
+}
+
+impl<'s> Session<'s> {
+    /// One data command as its own transaction, retried on conflict (a read-only command as
+    /// a read-only transaction, which cannot conflict).
+    pub(super) fn run_single(&mut self, name: &[u8], args: &[Vec<u8>]) -> Reply {
+        let t = self.table();
+        let reads_only = read_only(name);
+        for attempt in 0..RETRIES_MAX {
+            let begun = if reads_only {
+                self.shared.db.begin_read_only()
+            } else {
+                self.shared.db.begin()
+            };
+            let mut txn = match begun {
+                Ok(txn) => txn,
+                Err(e) => return engine_error(&e),
+            };
+            let result = data_command(&mut txn, &t, &self.shared.tables, name, args);
+            let outcome = match result {
+                Ok(reply) => txn.commit().map(|_| reply),
+                Err(CmdError::Reply(r)) => {
+                    txn.abort();
+                    return r;
+                }
+                Err(CmdError::Engine(e)) => Err(e),
+            };
+            match outcome {
+                Ok(reply) => return reply,
+                Err(e) if e.is_conflict() => {
+                    self.shared.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    backoff(attempt);
+                }
+                Err(e) => return engine_error(&e),
+            }
+        }
+        Reply::err("transaction kept conflicting; try again")
+    }
+}
+
+/// One data command inside `txn` (arity already checked).
+pub(super) fn data_command(
+    txn: &mut Txn<'_>,
+    t: &Table,
+    tables: &[Table],
+    name: &[u8],
+    args: &[Vec<u8>],
+) -> CmdResult {
+    let a = &args[1..];
+    match name {
+        b"GET" => keyspace::get(txn, t, &a[0]),
+        b"SET" => keyspace::set(txn, t, a),
+        b"SETNX" => keyspace::setnx(txn, t, &a[0], &a[1]),
+        b"GETSET" => keyspace::getset(txn, t, &a[0], &a[1]),
+        b"GETDEL" => keyspace::getdel(txn, t, &a[0]),
+        b"MGET" => keyspace::mget(txn, t, a),
+        b"MSET" => keyspace::mset(txn, t, a, false),
+        b"MSETNX" => keyspace::mset(txn, t, a, true),
+        b"DEL" | b"UNLINK" => keyspace::del(txn, t, a),
+        b"EXISTS" => keyspace::exists(txn, t, a),
+        b"INCR" => keyspace::incr_by(txn, t, &a[0], 1),
+        b"DECR" => keyspace::incr_by(txn, t, &a[0], -1),
+        b"INCRBY" | b"DECRBY" => {
+            let by = keyspace::parse_i64(&a[1]).ok_or_else(|| {
+                CmdError::Reply(Reply::err("value is not an integer or out of range"))
+            })?;
+            let by = if name == b"DECRBY" {
+                by.checked_neg()
+                    .ok_or_else(|| CmdError::Reply(Reply::err("decrement would overflow")))?
+            } else {
+                by
+            };
+            keyspace::incr_by(txn, t, &a[0], by)
+        }
+        b"APPEND" => keyspace::append(txn, t, &a[0], &a[1]),
+        b"STRLEN" => keyspace::strlen(txn, t, &a[0]),
+        b"GETRANGE" => keyspace::getrange(txn, t, &a[0], &a[1], &a[2]),
+        b"TYPE" => keyspace::type_of(txn, t, &a[0]),
+        b"VRANGE" => keyspace::vrange(txn, t, a),
+        b"KEYS" => {
+            let (keys, _) = keyspace::scan_keys(txn, t, None, usize::MAX, Some(&a[0]))?;
+            Ok(Reply::Array(keys.into_iter().map(Reply::Bulk).collect()))
+        }
+        b"DBSIZE" => Ok(Reply::Integer(txn.range(t, ..)?.count() as i64)),
+        b"FLUSHDB" => {
+            flush(txn, t)?;
+            Ok(Reply::ok())
+        }
+        b"FLUSHALL" => {
+            for table in tables {
+                flush(txn, table)?;
+            }
+            Ok(Reply::ok())
+        }
+        _ => Err(CmdError::Reply(Reply::err("unknown command"))),
+    }
+}
+
+fn flush(txn: &mut Txn<'_>, t: &Table) -> Result<(), CmdError> {
+    let keys: Vec<Vec<u8>> = txn.range(t, ..)?.map(|(k, _)| k.to_vec()).collect();
+    for k in keys {
+        txn.delete(t, &k)?;
+    }
+    Ok(())
+}

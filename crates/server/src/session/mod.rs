@@ -1,0 +1,283 @@
+//! One client connection's state and command dispatch, free of I/O (quinn-proto style): the
+//! network loop feeds parsed requests to [`Session::execute_into`], which appends the encoded
+//! replies to the connection's output ([`Session::execute`] returns a [`Reply`] instead).
+//!
+//! Every data command is one serializable engine transaction, retried on conflict. MULTI
+//! queues commands and EXEC runs them as one transaction. WATCH begins a transaction and
+//! reads the watched keys in it; EXEC then runs the queue *in that transaction*, so under
+//! precision locking its commit validation fails exactly when a watched key (or anything else
+//! the block read) was changed by a commit after the WATCH, and EXEC replies nil. That needs
+//! precision locking, the server's protocol (MVTO would serialize the block at the WATCH and
+//! let it commit); so the server's database always runs it.
+//!
+//! One job per file: this one holds the connection's state and the dispatcher (the one
+//! `match` over command names); `data` runs the data commands as transactions, `multi` is
+//! MULTI/EXEC/DISCARD/WATCH, `connection` the connection and server commands (AUTH, HELLO,
+//! SELECT, CLIENT, COMMAND, CONFIG), and `scan` SCAN's cursors.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use verso_engine::{Db, Error, Table, Txn};
+
+use crate::resp::{Reply, Version};
+
+mod connection;
+mod data;
+mod multi;
+mod scan;
+
+pub use connection::constant_time_eq;
+
+/// Longest command name the dispatcher upper-cases (longer names are unknown commands).
+const NAME_LEN_MAX: usize = 16;
+
+/// Logical databases (SELECT 0-15), each an engine table.
+pub const DATABASES: usize = 16;
+/// Times a command (or an unwatched MULTI block) is retried after a conflict before the
+/// client gets an error.
+const RETRIES_MAX: u32 = 64;
+
+/// What every connection shares.
+pub struct Shared {
+    pub db: Db,
+    pub tables: Vec<Table>,
+    /// `--requirepass`: connections must AUTH first.
+    pub password: Option<String>,
+    pub stats: Stats,
+    next_client: AtomicU64,
+}
+
+/// Server-wide counters (INFO stats, the metrics endpoint).
+#[derive(Default)]
+pub struct Stats {
+    pub commands: AtomicU64,
+    pub connections: AtomicU64,
+    pub retries: AtomicU64,
+    pub exec_aborts: AtomicU64,
+    /// Clients connected now (sessions alive).
+    pub clients: AtomicU64,
+    /// Resident set size in bytes, as the network side last measured it (0: not measured).
+    pub used_memory: AtomicU64,
+}
+
+impl Shared {
+    /// A shared state over `db` (which must run precision locking: see the module docs).
+    pub fn new(db: Db, password: Option<String>) -> Result<Shared, Error> {
+        let tables = (0..DATABASES)
+            .map(|i| db.table(&format!("db{i}")))
+            .collect::<Result<_, _>>()?;
+        Ok(Shared {
+            db,
+            tables,
+            password,
+            stats: Stats::default(),
+            next_client: AtomicU64::new(1),
+        })
+    }
+}
+
+/// One connection.
+pub struct Session<'s> {
+    shared: &'s Shared,
+    pub id: u64,
+    pub version: Version,
+    db_index: usize,
+    authenticated: bool,
+    pub name: Option<String>,
+    /// Commands queued by MULTI; `Some` while in MULTI.
+    queue: Option<Vec<Vec<Vec<u8>>>>,
+    /// A command in the MULTI block was rejected: EXEC must fail.
+    queue_failed: bool,
+    /// The transaction WATCH began (it read the watched keys).
+    watch: Option<Txn<'s>>,
+    /// SCAN cursor id -> last key returned.
+    cursors: HashMap<u64, Vec<u8>>,
+    next_cursor: u64,
+    /// QUIT was received: close after this reply.
+    pub closing: bool,
+    /// Commands run and not yet added to `Stats::commands` (one shared increment per batch,
+    /// not per command: [`Session::flush_stats`]).
+    commands_pending: u64,
+}
+
+pub(super) fn arity_error(name: &[u8]) -> Reply {
+    Reply::err(format!(
+        "wrong number of arguments for '{}' command",
+        String::from_utf8_lossy(name).to_lowercase()
+    ))
+}
+
+/// `name` in upper case, in `buf`; a name longer than any command comes back empty, which
+/// matches no command (the error messages quote the original).
+pub(super) fn upper<'b>(name: &[u8], buf: &'b mut [u8; NAME_LEN_MAX]) -> &'b [u8] {
+    if name.len() > NAME_LEN_MAX {
+        return &[];
+    }
+    let upper = &mut buf[..name.len()];
+    upper.copy_from_slice(name);
+    upper.make_ascii_uppercase();
+    upper
+}
+
+pub(super) fn unknown_command(args: &[Vec<u8>]) -> Reply {
+    let mut msg = format!(
+        "unknown command '{}', with args beginning with: ",
+        String::from_utf8_lossy(&args[0])
+    );
+    for a in args.iter().skip(1).take(20) {
+        msg.push_str(&format!("'{}' ", String::from_utf8_lossy(a)));
+    }
+    Reply::err(msg)
+}
+
+impl<'s> Session<'s> {
+    pub fn new(shared: &'s Shared) -> Self {
+        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+        shared.stats.clients.fetch_add(1, Ordering::Relaxed);
+        Session {
+            shared,
+            id: shared.next_client.fetch_add(1, Ordering::Relaxed),
+            version: Version::Resp2,
+            db_index: 0,
+            authenticated: shared.password.is_none(),
+            name: None,
+            queue: None,
+            queue_failed: false,
+            watch: None,
+            cursors: HashMap::new(),
+            next_cursor: 1,
+            closing: false,
+            commands_pending: 0,
+        }
+    }
+
+    fn table(&self) -> Table {
+        self.shared.tables[self.db_index]
+    }
+
+    /// Runs one request and returns its reply.
+    pub fn execute(&mut self, args: Vec<Vec<u8>>) -> Reply {
+        let reply = self.dispatch(&args);
+        self.flush_stats();
+        reply
+    }
+
+    /// Runs one request and appends its encoded reply to `out` (nothing for an empty
+    /// request). The server's path: the command counter is published by
+    /// [`Session::flush_stats`], which the caller runs after each batch of requests.
+    pub fn execute_into(&mut self, args: &[Vec<u8>], out: &mut Vec<u8>) {
+        if args.is_empty() {
+            return;
+        }
+        self.dispatch(args).encode(self.version, out);
+    }
+
+    /// Adds the commands run since the last call to the server-wide count.
+    pub fn flush_stats(&mut self) {
+        if self.commands_pending > 0 {
+            let n = std::mem::take(&mut self.commands_pending);
+            self.shared.stats.commands.fetch_add(n, Ordering::Relaxed);
+        }
+        assert!(self.commands_pending == 0);
+    }
+
+    fn dispatch(&mut self, args: &[Vec<u8>]) -> Reply {
+        if args.is_empty() {
+            return Reply::Array(Vec::new()); // an empty request gets no reply in Redis
+        }
+        self.commands_pending += 1;
+        let mut name_buf = [0u8; NAME_LEN_MAX];
+        let name = upper(&args[0], &mut name_buf);
+        if !self.authenticated && !matches!(name, b"AUTH" | b"HELLO" | b"QUIT") {
+            return Reply::Error("NOAUTH Authentication required.".into());
+        }
+        if self.queue.is_some()
+            && !matches!(name, b"EXEC" | b"DISCARD" | b"MULTI" | b"WATCH" | b"QUIT")
+        {
+            return self.enqueue(name, args);
+        }
+        match name {
+            b"PING" => multi::ping(args),
+            b"ECHO" if args.len() == 2 => Reply::Bulk(args[1].clone()),
+            b"QUIT" => {
+                self.closing = true;
+                Reply::ok()
+            }
+            b"AUTH" => self.auth(args),
+            b"HELLO" => self.hello(args),
+            b"SELECT" if args.len() == 2 => self.select(&args[1]),
+            b"MULTI" if args.len() == 1 => self.multi(),
+            b"EXEC" if args.len() == 1 => self.exec(),
+            b"DISCARD" if args.len() == 1 => self.discard(),
+            b"WATCH" if args.len() >= 2 => self.watch(&args[1..]),
+            b"UNWATCH" if args.len() == 1 => {
+                self.watch = None;
+                Reply::ok()
+            }
+            b"SCAN" if args.len() >= 2 => self.scan(&args[1..]),
+            b"CLIENT" if args.len() >= 2 => self.client(args),
+            b"COMMAND" => self.command(args),
+            b"CONFIG" if args.len() >= 3 => self.config(args),
+            b"INFO" => {
+                self.flush_stats(); // this request and those before it count
+                Reply::Verbatim(crate::info::render(self.shared, &args[1..]))
+            }
+            _ => match data::arity(name) {
+                Some(a) if data::arity_ok(a, args.len()) => self.run_single(name, args),
+                Some(_) => arity_error(&args[0]),
+                None if matches!(
+                    name,
+                    b"ECHO"
+                        | b"SELECT"
+                        | b"MULTI"
+                        | b"EXEC"
+                        | b"DISCARD"
+                        | b"WATCH"
+                        | b"UNWATCH"
+                        | b"SCAN"
+                        | b"CLIENT"
+                        | b"CONFIG"
+                ) =>
+                {
+                    arity_error(&args[0])
+                }
+                None => unknown_command(args),
+            },
+        }
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        self.flush_stats();
+        let before = self.shared.stats.clients.fetch_sub(1, Ordering::Relaxed);
+        assert!(before > 0, "more sessions dropped than made");
+    }
+}
+
+/// Every command the server knows (COMMAND COUNT and the plain COMMAND list).
+pub const COMMANDS: &[&str] = &[
+    "PING", "ECHO", "HELLO", "AUTH", "SELECT", "QUIT", "GET", "SET", "SETNX", "GETSET", "GETDEL",
+    "MGET", "MSET", "MSETNX", "DEL", "UNLINK", "EXISTS", "INCR", "INCRBY", "DECR", "DECRBY",
+    "APPEND", "STRLEN", "GETRANGE", "SCAN", "KEYS", "DBSIZE", "FLUSHDB", "FLUSHALL", "TYPE",
+    "MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH", "INFO", "CONFIG", "CLIENT", "COMMAND",
+    "VRANGE",
+];
+
+pub(super) fn engine_error(e: &Error) -> Reply {
+    match e {
+        Error::ValueTooLarge { .. } => Reply::err("string exceeds maximum allowed size"),
+        Error::KeyTooLarge { .. } => Reply::err("key exceeds maximum allowed size"),
+        other => Reply::err(other),
+    }
+}
+
+pub(super) fn backoff(attempt: u32) {
+    for _ in 0..(1u32 << attempt.min(8)) {
+        std::hint::spin_loop();
+    }
+    if attempt > 4 {
+        std::thread::yield_now();
+    }
+}
