@@ -24,6 +24,7 @@
 
 pub mod core_workloads;
 pub mod dist;
+pub mod durability_bench;
 pub mod index_bench;
 pub mod persist;
 pub mod protocol;

@@ -15,10 +15,14 @@ use verso_log::{
     Ticket,
 };
 
+use std::ops::Bound;
+
+use verso_index::Direction;
+
 use crate::db::Db;
 use crate::index::{OrderedIndex, RecordPtr};
 use crate::record::{Record, Version};
-use crate::{Durability, Error, Table};
+use crate::{Durability, Error};
 
 /// A commit's place in the redo log: wait for it with [`Db::wait_durable`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -64,6 +68,9 @@ pub(crate) struct Durable {
     /// Log bytes written when the last checkpoint started (see `log_bytes_since_checkpoint`).
     checkpoint_log_bytes: AtomicU64,
 }
+
+/// Records taken from the index per step of a checkpoint scan.
+const SCAN_CHUNK: usize = 64;
 
 /// Parts a checkpoint is written in, in parallel.
 pub const CHECKPOINT_PARTS: usize = 2;
@@ -165,14 +172,14 @@ impl Db {
     ) -> Result<Option<CheckpointMeta>, Error> {
         let entries = AtomicU64::new(0);
         let bad_table = AtomicU64::new(u64::MAX);
-        let meta = verso_log::load_newest_checkpoint(dir, &|ts, part| {
+        let meta = verso_log::load_newest_checkpoint(dir, &|_, part| {
             let mut n = 0;
-            for (table, key, value) in part {
+            for (table, ts, key, value) in part {
                 if table as usize >= tables {
                     bad_table.store(u64::from(table), Ordering::Relaxed);
                     return;
                 }
-                self.recover_write(table, key, Some(value), ts - 1);
+                self.recover_write(table, key, Some(value), ts);
                 n += 1;
             }
             entries.fetch_add(n, Ordering::Relaxed);
@@ -276,6 +283,17 @@ impl Db {
     /// transaction while others keep committing, written in parallel parts, published
     /// atomically; then deletes the logs and older checkpoints it covers.
     pub fn checkpoint(&self) -> Result<CheckpointReport, Error> {
+        self.checkpoint_paced(None)
+    }
+
+    /// As [`checkpoint`](Self::checkpoint), reading at most `bytes_per_sec` of keys and
+    /// values per second on average: a background checkpoint that leaves the cores to the
+    /// workload (on a 2-core machine a full-speed checkpoint takes about half of them).
+    pub fn checkpoint_throttled(&self, bytes_per_sec: u64) -> Result<CheckpointReport, Error> {
+        self.checkpoint_paced(Some(bytes_per_sec.max(1)))
+    }
+
+    fn checkpoint_paced(&self, rate: Option<u64>) -> Result<CheckpointReport, Error> {
         let d = self.durable.as_ref().ok_or(Error::Unsupported {
             what: "checkpoints of a memory-only database (open it with a durability mode)",
         })?;
@@ -285,8 +303,10 @@ impl Db {
             .store(d.logger.bytes_written(), Ordering::Relaxed);
         // Rotate first: the old files then hold only transactions below the snapshot.
         let seq = d.logger.rotate().map_err(Error::durability)?;
+        // Registers `ts` so GC keeps every version visible at it until the scan is done.
         let txn = self.begin_read_only()?;
         let ts = txn.timestamp();
+        let walk = txn.walk_word();
         let tables = self.table_names();
         let builder = CheckpointBuilder::create(&lock(&d.dir), ts).map_err(Error::durability)?;
         let mut parts = Vec::with_capacity(CHECKPOINT_PARTS);
@@ -310,8 +330,15 @@ impl Db {
             let mut batch = Vec::with_capacity(verso_log::CHECKPOINT_BATCH_BYTES + 4096);
             let mut n = 0u32;
             let mut next = 0usize;
+            let scan_started = Instant::now();
             let mut send = |batch: &mut Vec<u8>, n: &mut u32| -> bool {
                 bytes += batch.len() as u64;
+                if let Some(rate) = rate {
+                    let due = Duration::from_secs_f64(bytes as f64 / rate as f64);
+                    if let Some(wait) = due.checked_sub(scan_started.elapsed()) {
+                        std::thread::sleep(wait);
+                    }
+                }
                 let full = std::mem::replace(
                     batch,
                     Vec::with_capacity(verso_log::CHECKPOINT_BATCH_BYTES + 4096),
@@ -321,17 +348,40 @@ impl Db {
                 *n = 0;
                 ok
             };
-            'scan: for (id, _) in tables.iter().enumerate() {
-                let table = Table {
-                    id: id as u32,
-                    db: self.uid,
-                };
-                for (key, value) in txn.range(&table, ..)? {
-                    verso_log::PartWriter::encode(&mut batch, id as u32, key, value);
-                    n += 1;
+            'scan: for id in 0..tables.len() as u32 {
+                let state = self.table_state_by_id(id);
+                let mut lo: Option<Vec<u8>> = None;
+                let mut chunk: Vec<RecordPtr> = Vec::with_capacity(SCAN_CHUNK);
+                loop {
+                    chunk.clear();
+                    let start = lo.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+                    // Stamp 0: the checkpoint leaves no gap stamps (it reads invisibly).
+                    let done =
+                        state
+                            .index
+                            .scan(start, Bound::Unbounded, Direction::Forward, 0, |r| {
+                                chunk.push(r);
+                                chunk.len() < SCAN_CHUNK
+                            });
+                    for r in &chunk {
+                        let record = r.get();
+                        // A snapshot read at `ts`: waits out an in-flight older commit.
+                        let Some(v) = record.read_snapshot(ts, walk) else {
+                            continue;
+                        };
+                        let Some(value) = v.value() else { continue };
+                        verso_log::PartWriter::encode(&mut batch, id, v.ts(), record.key(), value);
+                        n += 1;
+                    }
+                    if let Some(last) = chunk.last() {
+                        lo = Some(last.get().key().to_vec());
+                    }
                     if batch.len() >= verso_log::CHECKPOINT_BATCH_BYTES && !send(&mut batch, &mut n)
                     {
                         break 'scan;
+                    }
+                    if done || chunk.is_empty() {
+                        break;
                     }
                 }
             }

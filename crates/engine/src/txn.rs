@@ -132,7 +132,7 @@ impl<'db> Txn<'db> {
         self.read_only
     }
 
-    fn walk_word(&self) -> &'db crate::sync::AtomicU64 {
+    pub(crate) fn walk_word(&self) -> &'db crate::sync::AtomicU64 {
         self.db.timestamps.walk_word(self.slot)
     }
 

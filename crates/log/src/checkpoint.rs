@@ -9,8 +9,12 @@
 //! directory is synced and renamed, and the data directory synced. A directory without
 //! `.tmp` is complete; a `.tmp` one is debris of a crash and is removed.
 //!
-//! A checkpoint at `ts` holds exactly the transactions with timestamps `< ts`; replay skips
-//! those (`ReplayFrom`). Every entry recovers at timestamp `ts - 1`.
+//! A checkpoint holds, for every live key, the version a snapshot read at `ts` saw, with
+//! that version's timestamp. It is taken while transactions commit, so a transaction below
+//! `ts` may still land after the scan passed its keys; it is then in the log files written
+//! after the checkpoint's rotation point, which recovery replays in full, each write kept
+//! only if newer than what its key holds. (The checkpoint is published only once the log is
+//! durable past every transaction the scan saw, so it never holds one the logs lose.)
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -49,11 +53,13 @@ pub struct CheckpointMeta {
 }
 
 impl CheckpointMeta {
+    /// Where log replay starts: every transaction in the files from the rotation point,
+    /// whatever its timestamp (see the module docs).
     pub fn replay_from(&self) -> ReplayFrom {
         ReplayFrom {
             generation: self.generation,
             seq: self.seq,
-            ts: self.ts,
+            ts: 0,
         }
     }
 }
@@ -153,8 +159,8 @@ impl CheckpointBuilder {
 }
 
 impl PartWriter {
-    pub fn add(&mut self, table: u32, key: &[u8], value: &[u8]) -> Result<(), LogError> {
-        Self::encode(&mut self.batch, table, key, value);
+    pub fn add(&mut self, table: u32, ts: u64, key: &[u8], value: &[u8]) -> Result<(), LogError> {
+        Self::encode(&mut self.batch, table, ts, key, value);
         self.batch_entries += 1;
         self.entries += 1;
         if self.batch.len() >= CHECKPOINT_BATCH_BYTES {
@@ -164,8 +170,9 @@ impl PartWriter {
     }
 
     /// Appends one entry's encoding to `out` (to build batches on another thread).
-    pub fn encode(out: &mut Vec<u8>, table: u32, key: &[u8], value: &[u8]) {
+    pub fn encode(out: &mut Vec<u8>, table: u32, ts: u64, key: &[u8], value: &[u8]) {
         put_u32(out, table);
+        put_u64(out, ts);
         put_bytes(out, key);
         put_bytes(out, value);
     }
@@ -258,11 +265,11 @@ fn list(data: &Path) -> Result<Vec<(u64, PathBuf)>, LogError> {
     Ok(out)
 }
 
-/// One checkpoint entry: (table, key, value).
-pub type Entry<'a> = (u32, &'a [u8], &'a [u8]);
+/// One checkpoint entry: (table, version timestamp, key, value).
+pub type Entry<'a> = (u32, u64, &'a [u8], &'a [u8]);
 
-/// Entries handed to a checkpoint loader: `(table, key, value)`.
-pub type Entries<'a> = dyn Iterator<Item = (u32, &'a [u8], &'a [u8])> + 'a;
+/// Entries handed to a checkpoint loader.
+pub type Entries<'a> = dyn Iterator<Item = Entry<'a>> + 'a;
 
 /// Loads the newest complete checkpoint, if any: calls `apply(ts, entries)` for each part,
 /// in parallel (one thread per part), after checking every checksum of the part.
@@ -403,8 +410,10 @@ pub(crate) fn parse_part<'b>(
     for (offset, n, payload) in batches {
         let mut f = Fields::new(&payload[5..]);
         for _ in 0..n {
-            let e = (|| Ok::<_, crate::frame::Malformed>((f.u32()?, f.bytes()?, f.bytes()?)))()
-                .map_err(|_| damaged(path, offset, BadRecord))?;
+            let e = (|| {
+                Ok::<_, crate::frame::Malformed>((f.u32()?, f.u64()?, f.bytes()?, f.bytes()?))
+            })()
+            .map_err(|_| damaged(path, offset, BadRecord))?;
             entries.push(e);
         }
         if !f.is_empty() {

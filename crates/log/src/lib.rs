@@ -16,8 +16,8 @@ mod recovery;
 mod storage;
 
 pub use checkpoint::{
-    load_newest as load_newest_checkpoint, CheckpointBuilder, CheckpointMeta, Entries, PartWriter,
-    CHECKPOINT_BATCH_BYTES, CHECKPOINT_FORMAT_VERSION,
+    load_newest as load_newest_checkpoint, CheckpointBuilder, CheckpointMeta, Entries, Entry,
+    PartWriter, CHECKPOINT_BATCH_BYTES, CHECKPOINT_FORMAT_VERSION,
 };
 pub use dir::{DataDir, LogFileId, DATA_FORMAT_VERSION};
 pub use error::LogError;

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+mod durability_cmd;
 mod persist_args;
 mod results_cmd;
 mod serve_cmd;
@@ -73,6 +74,12 @@ enum Bench {
     /// the specification expects. --json prints one JSON object as the last stdout line.
     #[command(verbatim_doc_comment)]
     Tatp(tatp_cmd::TatpArgs),
+    /// Durability costs: loads --keys keys into a durable database (--durability lazy by
+    /// default, or sync), measures update throughput without and then with checkpoints
+    /// running back to back, writes a log tail, then closes and reopens it and reports the
+    /// recovery time (checkpoint load + log replay) and checks every key is back.
+    #[command(verbatim_doc_comment)]
+    Durability(durability_cmd::DurabilityArgs),
     /// Index micro-benchmark: Verso's Masstree against other concurrent ordered maps.
     ///
     /// The index alone, no transactions: byte keys to u64 values. rw1 (masstree-beta's
@@ -265,6 +272,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Ycsb(args)) => bench_ycsb(&args),
         Command::Bench(Bench::Tpcc(args)) => bench_tpcc(&args),
         Command::Bench(Bench::Tatp(args)) => tatp_cmd::run(&args),
+        Command::Bench(Bench::Durability(args)) => durability_cmd::run(&args),
         Command::Bench(Bench::Index(args)) => bench_index(&args),
         Command::Bench(Bench::Compare(args)) => results_cmd::run_compare(&args),
         Command::Bench(Bench::Plot(args)) => results_cmd::run_plot(&args),
