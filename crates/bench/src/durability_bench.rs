@@ -1,10 +1,12 @@
 //! `verso bench durability`: what the redo log and checkpoints cost, and how fast recovery is.
 //!
 //! One run: load `keys` keys (values of `value_size` bytes) into a durable database, then
-//! 1. updates for `duration_s` with no checkpoint: the base throughput;
+//! 1. updates for `duration_s` with no checkpoint (after a warm-up), then
 //! 2. the same updates while checkpoints run back to back on one more thread: the
-//!    throughput during checkpoints, and each checkpoint's time;
-//! 3. more updates (`extra_updates`), so recovery has a log to replay after the checkpoint;
+//!    throughput during checkpoints, and each checkpoint's time, then 1 again: the base
+//!    throughput is the mean of the runs before and after;
+//! 3. a last checkpoint and `extra_updates` more updates, so recovery loads a checkpoint
+//!    and replays a log of known length;
 //! 4. close and reopen: recovery time, checkpoint entries loaded, transactions replayed,
 //!    and a check that every key is back.
 //!
@@ -165,7 +167,14 @@ pub fn run(cfg: &DurabilityConfig) -> Result<DurabilityReport, BenchError> {
         })?;
         db.flush()?;
         let load_seconds = started.elapsed().as_secs_f64();
-        let base = timed_updates(&db, t, cfg, 1);
+        // Warm up (the first updates allocate versions on fresh pages), then measure the
+        // base before and after the checkpoint phase and average: drift cancels out.
+        let warm = DurabilityConfig {
+            duration_s: (cfg.duration_s / 2.0).min(2.0),
+            ..cfg.clone()
+        };
+        timed_updates(&db, t, &warm, 0);
+        let base_before = timed_updates(&db, t, cfg, 1);
         let stop = AtomicBool::new(false);
         let (during, ckpts) = std::thread::scope(|s| -> Result<_, BenchError> {
             let ck = s.spawn(
@@ -184,7 +193,9 @@ pub fn run(cfg: &DurabilityConfig) -> Result<DurabilityReport, BenchError> {
             stop.store(true, Ordering::Relaxed);
             Ok((during, ck.join().expect("checkpointer")?))
         })?;
-        // A log tail after the last checkpoint, for recovery to replay.
+        let base = (base_before + timed_updates(&db, t, cfg, 3)) / 2.0;
+        // One more checkpoint, then a log tail of known length for recovery to replay.
+        db.checkpoint()?;
         let mut rng = Rng::for_stream(cfg.seed, 99);
         for n in 0..cfg.extra_updates {
             let k = rng.next_u64() % cfg.keys;

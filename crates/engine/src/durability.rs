@@ -40,6 +40,8 @@ pub struct RecoveryReport {
     /// The checkpoint loaded: its snapshot timestamp and entry count.
     pub checkpoint_ts: Option<u64>,
     pub checkpoint_entries: u64,
+    /// The newest version timestamp in the checkpoint (0 without one).
+    pub checkpoint_max_ts: u64,
     /// What log replay found and did.
     pub logs: ReplaySummary,
     pub duration: Duration,
@@ -124,8 +126,12 @@ impl Db {
         let (ckpt_ts, ckpt_gen, ckpt_epoch) = checkpoint
             .as_ref()
             .map_or((0, 0, 0), |m| (m.ts, m.generation, m.epoch));
-        self.timestamps
-            .raise_floor(report.logs.max_ts.max(ckpt_ts) + 1);
+        let newest = report
+            .logs
+            .max_ts
+            .max(ckpt_ts)
+            .max(report.checkpoint_max_ts);
+        self.timestamps.raise_floor(newest + 1);
         let generation = report.logs.max_generation.max(ckpt_gen) + 1;
         let logger = Logger::start(LoggerConfig {
             dir: options.data_dir.clone(),
@@ -171,9 +177,10 @@ impl Db {
         report: &mut RecoveryReport,
     ) -> Result<Option<CheckpointMeta>, Error> {
         let entries = AtomicU64::new(0);
+        let max_ts = AtomicU64::new(0);
         let bad_table = AtomicU64::new(u64::MAX);
         let meta = verso_log::load_newest_checkpoint(dir, &|_, part| {
-            let mut n = 0;
+            let (mut n, mut top) = (0, 0);
             for (table, ts, key, value) in part {
                 if table as usize >= tables {
                     bad_table.store(u64::from(table), Ordering::Relaxed);
@@ -181,8 +188,10 @@ impl Db {
                 }
                 self.recover_write(table, key, Some(value), ts);
                 n += 1;
+                top = top.max(ts);
             }
             entries.fetch_add(n, Ordering::Relaxed);
+            max_ts.fetch_max(top, Ordering::Relaxed);
         })
         .map_err(Error::durability)?;
         if bad_table.load(Ordering::Relaxed) != u64::MAX {
@@ -191,6 +200,7 @@ impl Db {
             });
         }
         report.checkpoint_ts = meta.as_ref().map(|m| m.ts);
+        report.checkpoint_max_ts = max_ts.load(Ordering::Relaxed);
         report.checkpoint_entries = entries.load(Ordering::Relaxed);
         Ok(meta)
     }
@@ -279,9 +289,12 @@ impl Db {
         })
     }
 
-    /// Writes a checkpoint: every table at one snapshot timestamp, read by a read-only
-    /// transaction while others keep committing, written in parallel parts, published
-    /// atomically; then deletes the logs and older checkpoints it covers.
+    /// Writes a checkpoint while others keep committing: every live key's newest committed
+    /// version with its timestamp, read in chunks (each under a short read-only
+    /// transaction, so garbage collection is not held back), written in parallel parts,
+    /// published atomically once the log is durable past everything it read; then deletes
+    /// the logs and older checkpoints it covers. Recovery = this + every logged transaction
+    /// after its rotation point (newest timestamp per key wins), up to the log's cut.
     pub fn checkpoint(&self) -> Result<CheckpointReport, Error> {
         self.checkpoint_paced(None)
     }
@@ -303,10 +316,8 @@ impl Db {
             .store(d.logger.bytes_written(), Ordering::Relaxed);
         // Rotate first: the old files then hold only transactions below the snapshot.
         let seq = d.logger.rotate().map_err(Error::durability)?;
-        // Registers `ts` so GC keeps every version visible at it until the scan is done.
-        let txn = self.begin_read_only()?;
-        let ts = txn.timestamp();
-        let walk = txn.walk_word();
+        // Names the checkpoint; every version it holds is at most as new as the last chunk's.
+        let ts = self.timestamps.fresh(0);
         let tables = self.table_names();
         let builder = CheckpointBuilder::create(&lock(&d.dir), ts).map_err(Error::durability)?;
         let mut parts = Vec::with_capacity(CHECKPOINT_PARTS);
@@ -363,16 +374,22 @@ impl Db {
                                 chunk.push(r);
                                 chunk.len() < SCAN_CHUNK
                             });
+                    // A fuzzy checkpoint: each chunk reads the newest committed versions under
+                    // its own short read-only transaction, so GC is held back by one chunk,
+                    // not by the whole scan (module docs: why recovery stays consistent).
+                    let txn = self.begin_read_only()?;
+                    let (chunk_ts, walk) = (txn.timestamp(), txn.walk_word());
                     for r in &chunk {
                         let record = r.get();
-                        // A snapshot read at `ts`: waits out an in-flight older commit.
-                        let Some(v) = record.read_snapshot(ts, walk) else {
+                        // Waits out an in-flight commit below `chunk_ts`.
+                        let Some(v) = record.read_snapshot(chunk_ts, walk) else {
                             continue;
                         };
                         let Some(value) = v.value() else { continue };
                         verso_log::PartWriter::encode(&mut batch, id, v.ts(), record.key(), value);
                         n += 1;
                     }
+                    drop(txn);
                     if let Some(last) = chunk.last() {
                         lo = Some(last.get().key().to_vec());
                     }
@@ -401,7 +418,6 @@ impl Db {
         })?;
         // Every transaction the scan saw read an epoch <= this before installing.
         let epoch = d.logger.current_epoch();
-        drop(txn);
         d.logger.wait(Ticket { epoch }).map_err(Error::durability)?;
         let meta = CheckpointMeta {
             ts,

@@ -9,12 +9,13 @@
 //! directory is synced and renamed, and the data directory synced. A directory without
 //! `.tmp` is complete; a `.tmp` one is debris of a crash and is removed.
 //!
-//! A checkpoint holds, for every live key, the version a snapshot read at `ts` saw, with
-//! that version's timestamp. It is taken while transactions commit, so a transaction below
-//! `ts` may still land after the scan passed its keys; it is then in the log files written
-//! after the checkpoint's rotation point, which recovery replays in full, each write kept
-//! only if newer than what its key holds. (The checkpoint is published only once the log is
-//! durable past every transaction the scan saw, so it never holds one the logs lose.)
+//! A checkpoint is fuzzy: it holds, for every live key, a committed version the scan saw,
+//! with that version's timestamp, read while transactions keep committing. Consistency
+//! comes from the log: the logs rotate before the scan, recovery replays every transaction
+//! in the files after that point (each write kept only if newer than what its key holds),
+//! and the checkpoint is published only once the log is durable past every transaction the
+//! scan saw, so it never holds one the logs lose. The recovered state is then exactly the
+//! transactions inside the log's cut. `ts` names the checkpoint (taken when it began).
 
 use std::fs;
 use std::path::{Path, PathBuf};
