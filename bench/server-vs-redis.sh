@@ -30,7 +30,8 @@ start_redis() {
   echo $!
 }
 start_verso() {
-  target/release/verso serve --port "$1" >/dev/null 2>"$out/verso.log" &
+  # Redis runs with persistence off; so does Verso.
+  target/release/verso serve --port "$1" --durability none >/dev/null 2>"$out/verso.log" &
   echo $!
 }
 

@@ -14,9 +14,10 @@ fi
 cargo build --release -p verso --quiet
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 LOG=$(mktemp)
-target/release/verso serve --port "$PORT" 2>"$LOG" &
+DATA=$(mktemp -d)
+target/release/verso serve --port "$PORT" --data-dir "$DATA" 2>"$LOG" &
 PID=$!
-cleanup() { kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -f "$LOG"; }
+cleanup() { kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -f "$LOG"; rm -rf "$DATA"; }
 trap cleanup EXIT
 for _ in $(seq 200); do
   redis-cli -p "$PORT" PING >/dev/null 2>&1 && break
@@ -37,6 +38,8 @@ expect() { # expect WANT redis-cli-args...
   fi
 }
 expect PONG PING
+expect OK SAVE
+expect "Background saving started" BGSAVE
 expect OK SET greeting "hello world"
 expect "hello world" GET greeting
 expect "hello world" --raw GET greeting

@@ -6,8 +6,10 @@ target/release/verso from the repository root).
 """
 
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,8 +29,10 @@ def free_port():
 class Server:
     def __init__(self, *extra):
         self.port = free_port()
+        # The default durability (lazy) with a data directory of its own.
+        self.dir = tempfile.mkdtemp(prefix="verso-py-")
         self.proc = subprocess.Popen(
-            [VERSO, "serve", "--port", str(self.port), *extra],
+            [VERSO, "serve", "--port", str(self.port), "--data-dir", self.dir, *extra],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
@@ -55,6 +59,7 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
         return self.proc.returncode
 
 

@@ -270,6 +270,13 @@ impl Db {
         }
     }
 
+    /// Why the redo log stopped accepting writes (an I/O or `fsync` error), if it did:
+    /// every write is refused from then on, and tickets not yet durable never will be.
+    pub fn durability_failure(&self) -> Option<String> {
+        let d = self.durable.as_ref()?;
+        d.logger.check_writable().err().map(|e| e.to_string())
+    }
+
     /// The durability mode in force.
     pub fn durability(&self) -> Durability {
         self.options.durability

@@ -400,7 +400,12 @@ impl Flusher {
         loop {
             let shutdown = self.shared.shutdown.load(Ordering::SeqCst);
             let due = match self.shared.mode {
-                SyncMode::Sync => self.shared.pending.load(Ordering::SeqCst),
+                // Anyone waiting (a checkpoint waiting out the current epoch, say) needs a
+                // round even when no buffer has bytes.
+                SyncMode::Sync => {
+                    self.shared.pending.load(Ordering::SeqCst)
+                        || self.shared.waiters.load(Ordering::SeqCst) > 0
+                }
                 SyncMode::Lazy { interval } => {
                     last_round.elapsed() >= interval
                         || self.shared.waiters.load(Ordering::SeqCst) > 0
@@ -493,5 +498,65 @@ impl Flusher {
         for f in lock(&self.shared.listeners).iter() {
             f(durable);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(dir: &std::path::Path, mode: SyncMode) -> Logger {
+        Logger::start(LoggerConfig {
+            dir: dir.into(),
+            storage: Arc::new(crate::OsStorage),
+            mode,
+            logs: 2,
+            generation: 1,
+            first_epoch: 1,
+        })
+        .unwrap()
+    }
+
+    /// A regression: in sync mode, waiting for an epoch with nothing logged in it (what a
+    /// checkpoint does) never ran a round, so the wait never ended.
+    #[test]
+    fn waiting_for_an_empty_epoch_ends_in_every_mode() {
+        for mode in [
+            SyncMode::Sync,
+            SyncMode::Lazy {
+                interval: Duration::from_secs(5),
+            },
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let log = start(dir.path(), mode);
+            let epoch = log.current_epoch();
+            let started = Instant::now();
+            log.wait(Ticket { epoch }).unwrap();
+            assert!(log.durable_epoch() >= epoch);
+            // Lazy waits do not sit out the interval either.
+            assert!(started.elapsed() < Duration::from_secs(4), "{mode:?}");
+            let seq = log.rotate().unwrap();
+            assert_eq!(log.seq(), seq);
+        }
+    }
+
+    #[test]
+    fn tickets_become_durable_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = start(dir.path(), SyncMode::Sync);
+        let mut last = Ticket { epoch: 0 };
+        for i in 0..50u32 {
+            let key = i.to_be_bytes();
+            let t = log.append(
+                i as usize,
+                u64::from(i) + 1,
+                [(0, &key[..], None)].into_iter(),
+            );
+            assert!(t >= last);
+            last = t;
+        }
+        log.wait(last).unwrap();
+        assert!(log.is_durable(last));
+        assert!(log.bytes_written() > 0);
     }
 }

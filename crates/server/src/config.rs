@@ -4,7 +4,8 @@
 //! them all with their defaults. An unknown key is an error that names it.
 
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -41,6 +42,21 @@ pub struct Settings {
     pub max_output_buffer: Option<usize>,
     /// Port of the Prometheus metrics endpoint (`GET /metrics`) on `bind` (default: off).
     pub metrics_port: Option<u16>,
+    /// none, lazy or sync (default lazy: acknowledged at once, on disk within
+    /// `fsync-interval`).
+    pub durability: Option<String>,
+    /// Where the redo logs and checkpoints live (default `verso-data`).
+    pub data_dir: Option<PathBuf>,
+    /// Lazy durability: most milliseconds a commit waits in memory (default 10).
+    pub fsync_interval: Option<u64>,
+    /// Seconds between automatic checkpoints while writes arrive (default 300; 0: off).
+    pub checkpoint_interval: Option<u64>,
+    /// Checkpoint once the log grew by this many MiB (default 256; 0: off).
+    pub checkpoint_log_mb: Option<u64>,
+    /// Read rate of background checkpoints in MiB/s (default 32; 0: full speed).
+    pub checkpoint_rate: Option<u64>,
+    /// Start even if a log is damaged in the middle, cutting it there (default false).
+    pub recovery_truncate: Option<bool>,
 }
 
 /// Why the settings could not be used.
@@ -101,6 +117,13 @@ impl Settings {
             max_query_buffer: over.max_query_buffer.or(self.max_query_buffer),
             max_output_buffer: over.max_output_buffer.or(self.max_output_buffer),
             metrics_port: over.metrics_port.or(self.metrics_port),
+            durability: over.durability.or(self.durability),
+            data_dir: over.data_dir.or(self.data_dir),
+            fsync_interval: over.fsync_interval.or(self.fsync_interval),
+            checkpoint_interval: over.checkpoint_interval.or(self.checkpoint_interval),
+            checkpoint_log_mb: over.checkpoint_log_mb.or(self.checkpoint_log_mb),
+            checkpoint_rate: over.checkpoint_rate.or(self.checkpoint_rate),
+            recovery_truncate: over.recovery_truncate.or(self.recovery_truncate),
         }
     }
 
@@ -137,6 +160,33 @@ impl Settings {
                 "metrics-port must differ from port".into(),
             ));
         }
+        let durability = match &self.durability {
+            Some(d) => d.parse().map_err(ConfigError::Invalid)?,
+            None => d.durability,
+        };
+        let fsync_ms = self
+            .fsync_interval
+            .unwrap_or(d.fsync_interval.as_millis() as u64);
+        if !(1..=10_000).contains(&fsync_ms) {
+            return Err(ConfigError::Invalid(format!(
+                "fsync-interval must be 1-10000 ms, not {fsync_ms}"
+            )));
+        }
+        let checkpoints = crate::persistence::CheckpointPolicy {
+            interval: match self.checkpoint_interval {
+                Some(0) => None,
+                Some(s) => Some(Duration::from_secs(s)),
+                None => d.checkpoints.interval,
+            },
+            log_bytes: self
+                .checkpoint_log_mb
+                .map_or(d.checkpoints.log_bytes, |mb| mb.saturating_mul(1 << 20)),
+            rate: match self.checkpoint_rate {
+                Some(0) => None,
+                Some(mb) => Some(mb.saturating_mul(1 << 20)),
+                None => d.checkpoints.rate,
+            },
+        };
         if self.requirepass.as_deref() == Some("") {
             return Err(ConfigError::Invalid("requirepass must not be empty".into()));
         }
@@ -154,6 +204,11 @@ impl Settings {
             )?,
             idle_timeout_s: self.timeout.unwrap_or(d.idle_timeout_s),
             metrics_port: self.metrics_port,
+            durability,
+            data_dir: self.data_dir.clone().unwrap_or(d.data_dir),
+            fsync_interval: Duration::from_millis(fsync_ms),
+            checkpoints,
+            recovery_truncate: self.recovery_truncate.unwrap_or(false),
         };
         assert!(cfg.threads >= 1 && cfg.threads <= THREADS_MAX);
         assert!(cfg.limits.bulk_len_max > 0 && cfg.output_buffer_max > 0);

@@ -8,7 +8,14 @@ use std::sync::atomic::Ordering;
 use crate::session::{Shared, Stats};
 
 /// INFO's sections in the order INFO prints them.
-pub const SECTIONS: &[&str] = &["server", "clients", "stats", "memory", "keyspace"];
+pub const SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "stats",
+    "memory",
+    "persistence",
+    "keyspace",
+];
 
 /// Every counter both INFO stats and the metrics endpoint report: (name, help, value).
 fn counters(shared: &Shared) -> Vec<(&'static str, &'static str, u64)> {
@@ -115,6 +122,12 @@ fn section_text(shared: &Shared, name: &str, out: &mut String) {
                 "# Memory\r\nused_memory:{}\r\n",
                 s.used_memory.load(Ordering::Relaxed)
             );
+        }
+        "persistence" => {
+            out.push_str("# Persistence\r\n");
+            for (key, value) in shared.persistence.info_lines(&shared.db) {
+                let _ = write!(out, "{key}:{value}\r\n");
+            }
         }
         "keyspace" => {
             out.push_str("# Keyspace\r\n");

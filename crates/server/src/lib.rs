@@ -15,6 +15,7 @@ pub mod glob;
 pub mod info;
 pub mod keyspace;
 pub mod metrics;
+pub mod persistence;
 pub mod resp;
 pub mod server;
 pub mod session;

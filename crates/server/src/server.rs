@@ -6,6 +6,7 @@ use std::io::{ErrorKind, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -30,6 +31,25 @@ pub struct ServerConfig {
     pub idle_timeout_s: u64,
     /// Port of the Prometheus endpoint on `bind` (`None`: off); see [`crate::metrics`].
     pub metrics_port: Option<u16>,
+    /// Redo logging of the server's database.
+    pub durability: verso_engine::Durability,
+    pub data_dir: std::path::PathBuf,
+    pub fsync_interval: Duration,
+    pub checkpoints: crate::persistence::CheckpointPolicy,
+    pub recovery_truncate: bool,
+}
+
+impl ServerConfig {
+    /// The engine options of the server's database: precision locking (WATCH needs its
+    /// validation) and the durability settings.
+    pub fn db_options(&self) -> verso_engine::Options {
+        verso_engine::Options::default()
+            .concurrency(verso_engine::Concurrency::PrecisionLocking)
+            .durability(self.durability)
+            .data_dir(&self.data_dir)
+            .fsync_interval(self.fsync_interval)
+            .recovery_truncate(self.recovery_truncate)
+    }
 }
 
 impl Default for ServerConfig {
@@ -47,6 +67,11 @@ impl Default for ServerConfig {
             output_buffer_max: 256 << 20,
             idle_timeout_s: 0,
             metrics_port: None,
+            durability: verso_engine::Durability::Lazy,
+            data_dir: verso_engine::DATA_DIR_DEFAULT.into(),
+            fsync_interval: verso_engine::FSYNC_INTERVAL_DEFAULT,
+            checkpoints: crate::persistence::CheckpointPolicy::default(),
+            recovery_truncate: false,
         }
     }
 }
@@ -113,16 +138,23 @@ pub fn serve(listener: TcpListener, shared: &Shared, cfg: &ServerConfig, stop: &
     {
         return;
     }
+    // Workers holding replies for the disk are woken when the log makes progress.
+    let wakes: Vec<Arc<crate::worker::Wake>> = workers.iter().map(|w| w.wake.clone()).collect();
+    shared.db.on_durable(move || {
+        for w in &wakes {
+            w.durable_progress();
+        }
+    });
     std::thread::scope(|s| {
         let mut handles = Vec::with_capacity(workers.len());
         for (i, w) in workers.into_iter().enumerate() {
-            let (poll, rx) = (w.poll, w.rx);
+            let (poll, rx, wake) = (w.poll, w.rx, w.wake.clone());
             let clients = &clients;
-            handles.push((w.tx, w.waker));
+            handles.push((w.tx, w.wake));
             let spawned = std::thread::Builder::new()
                 .name(format!("verso-worker-{i}"))
                 .spawn_scoped(s, move || {
-                    crate::worker::run(poll, rx, shared, cfg, stop, clients)
+                    crate::worker::run(poll, rx, shared, cfg, stop, clients, &wake)
                 });
             if spawned.is_err() {
                 stop.store(true, Ordering::Relaxed); // the scope joins those already started
@@ -157,14 +189,14 @@ pub fn serve(listener: TcpListener, shared: &Shared, cfg: &ServerConfig, stop: &
                 clients.fetch_add(1, Ordering::Relaxed);
                 let (tx, waker) = &handles[next % handles.len()];
                 next = next.wrapping_add(1);
-                if tx.send(stream).is_err() || waker.wake().is_err() {
+                if tx.send(stream).is_err() || waker.waker.wake().is_err() {
                     break;
                 }
             }
         }
         stop.store(true, Ordering::Relaxed);
         for (_, waker) in &handles {
-            let _ = waker.wake();
+            let _ = waker.waker.wake();
         }
     });
 }
@@ -172,7 +204,7 @@ pub fn serve(listener: TcpListener, shared: &Shared, cfg: &ServerConfig, stop: &
 /// A worker's poll instance and its inbox of new connections, made before it starts.
 struct Worker {
     poll: Poll,
-    waker: Waker,
+    wake: Arc<crate::worker::Wake>,
     tx: Sender<mio::net::TcpStream>,
     rx: Receiver<mio::net::TcpStream>,
 }
@@ -184,7 +216,7 @@ impl Worker {
         let (tx, rx) = std::sync::mpsc::channel();
         Ok(Worker {
             poll,
-            waker,
+            wake: Arc::new(crate::worker::Wake::new(waker)),
             tx,
             rx,
         })

@@ -9,15 +9,22 @@
 //! polling, bytes arriving after it raise a new event. The exception is a peer that already
 //! closed (its FIN came with the event, and no new edge will follow): that socket is read to
 //! the end.
+//!
+//! Durability: a reply whose commit is not on disk yet is *held*, with every later reply of
+//! its connection (replies stay in order), until the log reports the commit durable; the
+//! worker serves other connections meanwhile and is woken by the log ([`Wake`]). If the log
+//! fails instead, a connection with held replies is closed: those writes were never
+//! acknowledged.
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Token, Waker};
+use verso_engine::{Db, DurabilityTicket};
 
 use crate::resp::{Args, Parser, Reply};
 use crate::server::ServerConfig;
@@ -35,6 +42,41 @@ const EVENTS_MAX: usize = 1024;
 /// keeps its socket full cannot starve the rest). It is read again in the next round.
 const READS_PER_TURN_MAX: usize = 16;
 
+/// How the log wakes a worker that holds replies for the disk.
+pub(crate) struct Wake {
+    pub(crate) waker: Waker,
+    /// Set while the worker holds replies. Store-buffer pattern with the log's durable
+    /// epoch: the worker sets this, fences, then checks durability; the log publishes
+    /// durability, fences, then reads this. One of them sees the other.
+    waiting: AtomicBool,
+}
+
+impl Wake {
+    pub(crate) fn new(waker: Waker) -> Self {
+        Wake {
+            waker,
+            waiting: AtomicBool::new(false),
+        }
+    }
+
+    /// Called by the log's flusher after each round.
+    pub(crate) fn durable_progress(&self) {
+        fence(Ordering::SeqCst);
+        if self.waiting.load(Ordering::Relaxed) {
+            let _ = self.waker.wake();
+        }
+    }
+}
+
+/// Replies held until a commit is durable.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    /// Offset in `output` where the held replies begin (everything after is held too).
+    from: usize,
+    /// The newest ticket among them.
+    ticket: DurabilityTicket,
+}
+
 /// One client connection on a worker.
 struct Conn<'s> {
     stream: TcpStream,
@@ -49,6 +91,8 @@ struct Conn<'s> {
     args: Args,
     /// Close once the output is written (QUIT, or a protocol error).
     closing: bool,
+    /// Invariant: `held.from >= written` and `<= output.len()`.
+    held: Option<Held>,
     /// The peer shut down its side (an event said so): read until the end, not until a short
     /// read, since no further event will come.
     peer_closed: bool,
@@ -74,6 +118,7 @@ impl<'s> Conn<'s> {
         parser: &Parser,
         cfg: &ServerConfig,
         now: Instant,
+        db: &Db,
     ) -> Next {
         let mut reads = 0;
         while !self.closing {
@@ -86,9 +131,9 @@ impl<'s> Conn<'s> {
                 Ok(n) => {
                     assert!(n <= chunk.len());
                     self.last_active = now;
-                    self.execute_input(parser, &chunk[..n]);
+                    self.execute_input(parser, &chunk[..n], db);
                     self.session.flush_stats();
-                    if self.flush(cfg) == Next::Close {
+                    if self.flush(cfg, db) == Next::Close {
                         return Next::Close;
                     }
                     if n < chunk.len() && !self.peer_closed {
@@ -106,9 +151,9 @@ impl<'s> Conn<'s> {
     /// Answers every complete request in the unparsed input followed by `fresh` (just read),
     /// in order, and keeps what remains of an incomplete request. Parses `fresh` in place
     /// when nothing was pending (the common case), copying only an incomplete tail.
-    fn execute_input(&mut self, parser: &Parser, fresh: &[u8]) {
+    fn execute_input(&mut self, parser: &Parser, fresh: &[u8], db: &Db) {
         if self.input.is_empty() {
-            let used = self.execute_buffer(parser, fresh);
+            let used = self.execute_buffer(parser, fresh, db);
             assert!(used <= fresh.len());
             if !self.closing {
                 self.input.extend_from_slice(&fresh[used..]);
@@ -116,7 +161,7 @@ impl<'s> Conn<'s> {
         } else {
             self.input.extend_from_slice(fresh);
             let input = std::mem::take(&mut self.input);
-            let used = self.execute_buffer(parser, &input);
+            let used = self.execute_buffer(parser, &input, db);
             assert!(used <= input.len());
             self.input = input;
             self.input.drain(..used);
@@ -124,7 +169,7 @@ impl<'s> Conn<'s> {
     }
 
     /// Answers the complete requests at the start of `buf`; returns the bytes they used.
-    fn execute_buffer(&mut self, parser: &Parser, buf: &[u8]) -> usize {
+    fn execute_buffer(&mut self, parser: &Parser, buf: &[u8], db: &Db) -> usize {
         let mut used = 0;
         while !self.closing {
             match parser.parse_into(&buf[used..], &mut self.args) {
@@ -134,8 +179,12 @@ impl<'s> Conn<'s> {
                     if self.args.is_empty() {
                         continue; // an empty request gets no reply
                     }
+                    let before = self.output.len();
                     self.session
                         .execute_into(self.args.as_slice(), &mut self.output);
+                    if let Some(ticket) = self.session.take_ticket() {
+                        self.hold(before, ticket, db);
+                    }
                     self.closing = self.session.closing;
                 }
                 Ok(None) => break,
@@ -150,12 +199,32 @@ impl<'s> Conn<'s> {
         used
     }
 
-    /// Writes as much output as the socket takes. Closes a client that leaves more than
-    /// `output_buffer_max` bytes unread (it pipelines faster than it reads, as Redis does).
-    fn flush(&mut self, cfg: &ServerConfig) -> Next {
+    /// Holds the replies from `from` on until `ticket` is durable (module docs).
+    fn hold(&mut self, from: usize, ticket: DurabilityTicket, db: &Db) {
+        match &mut self.held {
+            Some(h) => h.ticket = h.ticket.max(ticket),
+            None if db.is_durable(ticket) => {}
+            None => self.held = Some(Held { from, ticket }),
+        }
+    }
+
+    /// Releases held replies whose commit became durable.
+    fn release_durable(&mut self, db: &Db) {
+        if self.held.is_some_and(|h| db.is_durable(h.ticket)) {
+            self.held = None;
+        }
+    }
+
+    /// Writes as much output as the socket takes, up to the held replies. Closes a client
+    /// that leaves more than `output_buffer_max` bytes unread (it pipelines faster than it
+    /// reads, as Redis does).
+    fn flush(&mut self, cfg: &ServerConfig, db: &Db) -> Next {
         assert!(self.written <= self.output.len());
-        while self.written < self.output.len() {
-            match self.stream.write(&self.output[self.written..]) {
+        self.release_durable(db);
+        let limit = self.held.map_or(self.output.len(), |h| h.from);
+        assert!(self.written <= limit && limit <= self.output.len());
+        while self.written < limit {
+            match self.stream.write(&self.output[self.written..limit]) {
                 Ok(0) => return Next::Close,
                 Ok(n) => self.written += n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
@@ -166,7 +235,15 @@ impl<'s> Conn<'s> {
         if self.written == self.output.len() {
             self.output.clear();
             self.written = 0;
-        } else if self.output.len() - self.written > cfg.output_buffer_max {
+        } else if let Some(h) = &mut self.held {
+            if self.written == h.from && self.written > 0 {
+                // Everything before the held replies is out: keep only them.
+                self.output.drain(..self.written);
+                h.from = 0;
+                self.written = 0;
+            }
+        }
+        if self.output.len() - self.written > cfg.output_buffer_max {
             return Next::Close;
         }
         Next::Keep
@@ -191,7 +268,11 @@ pub(crate) fn run(
     cfg: &ServerConfig,
     stop: &AtomicBool,
     clients: &AtomicUsize,
+    wake: &Wake,
 ) {
+    let db = &shared.db;
+    // Connections holding replies until a commit is durable.
+    let mut holding: Vec<Token> = Vec::new();
     let parser = Parser::new(cfg.limits);
     let mut conns: HashMap<usize, Conn<'_>> = HashMap::new();
     let mut next_token = WAKER.0 + 1;
@@ -223,14 +304,17 @@ pub(crate) fn run(
             };
             let mut next = Next::Keep;
             if event.is_writable() || event.is_write_closed() {
-                next = match conn.flush(cfg) {
+                next = match conn.flush(cfg, db) {
                     Next::Close => Next::Close,
                     Next::Keep | Next::ReadAgain => conn.after_flush(),
                 };
             }
             conn.peer_closed |= event.is_read_closed();
             if next == Next::Keep && (event.is_readable() || event.is_read_closed()) {
-                next = conn.on_readable(&mut chunk, &parser, cfg, now);
+                next = conn.on_readable(&mut chunk, &parser, cfg, now, db);
+            }
+            if next != Next::Close && conn.held.is_some() {
+                holding.push(token);
             }
             match next {
                 Next::Keep => {}
@@ -246,12 +330,17 @@ pub(crate) fn run(
             let Some(conn) = conns.get_mut(&token.0) else {
                 continue; // closed meanwhile
             };
-            match conn.on_readable(&mut chunk, &parser, cfg, now) {
+            let next = conn.on_readable(&mut chunk, &parser, cfg, now, db);
+            if next != Next::Close && conn.held.is_some() {
+                holding.push(token);
+            }
+            match next {
                 Next::Keep => {}
                 Next::ReadAgain => again.push(token),
                 Next::Close => close(&poll, &mut conns, token, clients),
             }
         }
+        release_held(&mut holding, &mut conns, wake, &poll, cfg, clients, db);
         while let Ok(mut stream) = inbox.try_recv() {
             let token = Token(next_token);
             next_token += 1;
@@ -274,6 +363,7 @@ pub(crate) fn run(
                 written: 0,
                 args: Args::default(),
                 closing: false,
+                held: None,
                 peer_closed: false,
                 last_active: now,
             };
@@ -296,6 +386,56 @@ pub(crate) fn run(
     for (t, _) in std::mem::take(&mut conns) {
         assert!(t != WAKER.0);
         clients.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Sends the held replies of connections whose commits became durable; closes those whose
+/// commits never will (the log failed). Leaves `wake` set while anything is still held.
+fn release_held(
+    holding: &mut Vec<Token>,
+    conns: &mut HashMap<usize, Conn<'_>>,
+    wake: &Wake,
+    poll: &Poll,
+    cfg: &ServerConfig,
+    clients: &AtomicUsize,
+    db: &Db,
+) {
+    if holding.is_empty() {
+        return;
+    }
+    holding.sort_unstable();
+    holding.dedup();
+    // Announce first, then look (the store-buffer pattern in `Wake`).
+    wake.waiting.store(true, Ordering::Relaxed);
+    fence(Ordering::SeqCst);
+    let failed = db.durability_failure().is_some();
+    let mut closed = Vec::new();
+    holding.retain(|&token| {
+        let Some(conn) = conns.get_mut(&token.0) else {
+            return false;
+        };
+        let Some(held) = conn.held else { return false };
+        if db.is_durable(held.ticket) {
+            let next = match conn.flush(cfg, db) {
+                Next::Close => Next::Close,
+                _ => conn.after_flush(),
+            };
+            if next == Next::Close {
+                closed.push(token);
+            }
+            return conn.held.is_some();
+        }
+        if failed {
+            closed.push(token);
+            return false;
+        }
+        true
+    });
+    for token in closed {
+        close(poll, conns, token, clients);
+    }
+    if holding.is_empty() {
+        wake.waiting.store(false, Ordering::Relaxed);
     }
 }
 

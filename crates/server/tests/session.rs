@@ -206,3 +206,46 @@ fn scan_returns_every_key_once_across_cursors() {
     assert!(is_err(&cmd(&mut c, "SCAN 999"), "ERR invalid cursor"));
     assert_eq!(cmd(&mut c, "KEYS oth*"), Reply::Array(vec![bulk("other")]));
 }
+
+/// Under `sync` a write leaves a durability ticket for the network loop to hold its reply
+/// on; reads leave none, and under `lazy` nothing is held. SAVE, BGSAVE and LASTSAVE work on
+/// a durable server and are refused on a memory-only one.
+#[test]
+fn durability_tickets_and_save_commands() {
+    use verso_engine::Durability;
+    let args =
+        |line: &str| -> Vec<Vec<u8>> { line.split(' ').map(|w| w.as_bytes().to_vec()).collect() };
+    for (mode, held) in [(Durability::Sync, true), (Durability::Lazy, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(
+            Options::default()
+                .concurrency(Concurrency::PrecisionLocking)
+                .durability(mode)
+                .data_dir(dir.path()),
+        )
+        .unwrap();
+        let shared = Shared::new(db, None).unwrap();
+        let mut s = Session::new(&shared);
+        let mut out = Vec::new();
+        s.execute_into(&args("SET k v"), &mut out);
+        let ticket = s.take_ticket();
+        assert_eq!(ticket.is_some(), held, "{mode}");
+        if let Some(t) = ticket {
+            shared.db.wait_durable(t).unwrap();
+            assert!(shared.db.is_durable(t));
+        }
+        s.execute_into(&args("GET k"), &mut out);
+        assert!(s.take_ticket().is_none(), "reads hold nothing");
+        assert_eq!(cmd(&mut s, "LASTSAVE"), Reply::Integer(0));
+        assert_eq!(cmd(&mut s, "SAVE"), Reply::ok());
+        assert!(matches!(cmd(&mut s, "LASTSAVE"), Reply::Integer(t) if t > 0));
+        let bg = cmd(&mut s, "BGSAVE");
+        assert_eq!(bg, Reply::Simple("Background saving started".into()));
+    }
+    let mem = shared(None);
+    let mut s = Session::new(&mem);
+    assert!(is_err(
+        &cmd(&mut s, "SAVE"),
+        "ERR SAVE needs a durable server"
+    ));
+}

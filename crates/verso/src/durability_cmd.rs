@@ -50,7 +50,7 @@ pub fn run(args: &DurabilityArgs) -> ExitCode {
         if args.persist.durability == "none" {
             persist.durability = verso_engine::Durability::Lazy;
         }
-        if args.keys == 0 || args.threads == 0 || !(args.duration > 0.0) {
+        if args.keys == 0 || args.threads == 0 || args.duration.is_nan() || args.duration <= 0.0 {
             return Err(BenchError::Config(
                 "--keys, --threads and --duration must be positive".into(),
             ));

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use clap::Args;
-use verso_engine::{Concurrency, Db, Options};
+use verso_engine::Db;
 use verso_server::config::{ConfigError, Settings};
 use verso_server::metrics;
 use verso_server::server::{self, ServerConfig};
@@ -74,6 +74,37 @@ pub struct ServeArgs {
     /// Serve Prometheus metrics at http://BIND:PORT/metrics [default: off].
     #[arg(long, value_name = "PORT")]
     metrics_port: Option<u16>,
+
+    /// none (memory only), lazy (acknowledge at once, on disk within --fsync-interval), or
+    /// sync (reply only once the write is on disk) [default: lazy].
+    #[arg(long, value_name = "MODE", value_parser = ["none", "lazy", "sync"])]
+    durability: Option<String>,
+
+    /// Directory of the redo logs and checkpoints, locked while the server runs
+    /// [default: ./verso-data].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+
+    /// Lazy durability: most milliseconds a commit waits in memory [default: 10].
+    #[arg(long, value_name = "MS")]
+    fsync_interval: Option<u64>,
+
+    /// Seconds between automatic checkpoints while writes arrive [default: 300; 0: off].
+    #[arg(long, value_name = "S")]
+    checkpoint_interval: Option<u64>,
+
+    /// Checkpoint once the log grew by this many MiB [default: 256; 0: off].
+    #[arg(long, value_name = "MIB")]
+    checkpoint_log_mb: Option<u64>,
+
+    /// Read rate of background checkpoints in MiB/s [default: 32; 0: full speed].
+    #[arg(long, value_name = "MIB_S")]
+    checkpoint_rate: Option<u64>,
+
+    /// Start even if a log is damaged in the middle, dropping it from the damage on
+    /// (a torn tail from a crash is always cut; this is for real corruption).
+    #[arg(long)]
+    recovery_truncate: bool,
 }
 
 impl ServeArgs {
@@ -90,6 +121,13 @@ impl ServeArgs {
             max_query_buffer: self.max_query_buffer,
             max_output_buffer: self.max_output_buffer,
             metrics_port: self.metrics_port,
+            durability: self.durability.clone(),
+            data_dir: self.data_dir.clone(),
+            fsync_interval: self.fsync_interval,
+            checkpoint_interval: self.checkpoint_interval,
+            checkpoint_log_mb: self.checkpoint_log_mb,
+            checkpoint_rate: self.checkpoint_rate,
+            recovery_truncate: self.recovery_truncate.then_some(true),
         }
     }
 
@@ -120,15 +158,27 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Precision locking: WATCH/EXEC relies on its commit validation (verso-server docs).
-    let db = match Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)) {
+    // Precision locking (WATCH/EXEC relies on its commit validation) and the durability
+    // settings; a durable database recovers its data directory here.
+    let db = match Db::open(cfg.db_options()) {
         Ok(db) => db,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let shared = match Shared::new(db, cfg.password.clone()) {
+    if let Some(r) = db.recovery_report() {
+        tracing::info!(
+            data_dir = %cfg.data_dir.display(),
+            durability = %cfg.durability,
+            checkpoint_keys = r.checkpoint_entries,
+            log_txns = r.logs.txns_replayed,
+            dropped_txns = r.logs.txns_dropped,
+            ms = r.duration.as_millis() as u64,
+            "recovered"
+        );
+    }
+    let shared = match Shared::with_policy(db, cfg.password.clone(), cfg.checkpoints.clone()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -169,9 +219,16 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             let (shared, stop) = (&shared, &*stop);
             s.spawn(move || metrics::serve(m, shared, stop));
         }
+        let shared_ref = &shared;
+        s.spawn(move || shared_ref.persistence.run(&shared_ref.db));
         server::serve(listener, &shared, &cfg, &stop);
         stop.store(true, Ordering::Relaxed); // ends the metrics thread too
+        shared.persistence.stop();
     });
+    // Dropping the database flushes the redo log.
+    if let Err(e) = shared.db.flush() {
+        tracing::error!(error = %e, "the last commits could not be written");
+    }
     tracing::info!("verso stopped");
     ExitCode::SUCCESS
 }

@@ -161,3 +161,29 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     }
     diff == 0
 }
+
+impl Session<'_> {
+    /// `SAVE`: a checkpoint now, on this connection's worker (as Redis's SAVE blocks).
+    pub(super) fn save(&mut self) -> Reply {
+        if self.shared.db.durability() == verso_engine::Durability::None {
+            return Reply::err("SAVE needs a durable server (--durability lazy or sync)");
+        }
+        match self.shared.persistence.save(&self.shared.db) {
+            Ok(_) => Reply::ok(),
+            Err(e) => super::engine_error(&e),
+        }
+    }
+
+    /// `BGSAVE [SCHEDULE]`: a checkpoint on the background thread.
+    pub(super) fn bgsave(&mut self) -> Reply {
+        if self.shared.db.durability() == verso_engine::Durability::None {
+            return Reply::err("BGSAVE needs a durable server (--durability lazy or sync)");
+        }
+        match self.shared.persistence.request() {
+            Ok(()) => Reply::Simple("Background saving started".into()),
+            Err(crate::persistence::AlreadyRunning) => {
+                Reply::err("Background save already in progress")
+            }
+        }
+    }
+}

@@ -70,7 +70,7 @@ impl<'s> Session<'s> {
             };
             let result = data_command(&mut txn, &t, &self.shared.tables, name, args);
             let outcome = match result {
-                Ok(reply) => txn.commit().map(|_| reply),
+                Ok(reply) => self.commit(txn).map(|_| reply),
                 Err(CmdError::Reply(r)) => {
                     txn.abort();
                     return r;

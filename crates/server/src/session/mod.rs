@@ -14,11 +14,16 @@
 //! `match` over command names); `data` runs the data commands as transactions, `multi` is
 //! MULTI/EXEC/DISCARD/WATCH, `connection` the connection and server commands (AUTH, HELLO,
 //! SELECT, CLIENT, COMMAND, CONFIG), and `scan` SCAN's cursors.
+//!
+//! Durability: commits never wait for the disk here. Each leaves its durability ticket in
+//! the session ([`Session::take_ticket`]); the network loop holds the reply (and every later
+//! one on the connection) until the ticket is durable, serving other clients meanwhile.
+//! [`Session::execute`] (tests, simple callers) waits itself.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use verso_engine::{Db, Error, Table, Txn};
+use verso_engine::{Db, DurabilityTicket, Error, Table, Txn};
 
 use crate::resp::{Reply, Version};
 
@@ -45,6 +50,8 @@ pub struct Shared {
     /// `--requirepass`: connections must AUTH first.
     pub password: Option<String>,
     pub stats: Stats,
+    /// Checkpoints: automatic, `BGSAVE`, `SAVE`, and their status.
+    pub persistence: crate::persistence::Persistence,
     next_client: AtomicU64,
 }
 
@@ -64,6 +71,19 @@ pub struct Stats {
 impl Shared {
     /// A shared state over `db` (which must run precision locking: see the module docs).
     pub fn new(db: Db, password: Option<String>) -> Result<Shared, Error> {
+        Self::with_policy(
+            db,
+            password,
+            crate::persistence::CheckpointPolicy::default(),
+        )
+    }
+
+    /// As [`Shared::new`], with the checkpoint policy of the server's settings.
+    pub fn with_policy(
+        db: Db,
+        password: Option<String>,
+        policy: crate::persistence::CheckpointPolicy,
+    ) -> Result<Shared, Error> {
         let tables = (0..DATABASES)
             .map(|i| db.table(&format!("db{i}")))
             .collect::<Result<_, _>>()?;
@@ -72,6 +92,7 @@ impl Shared {
             tables,
             password,
             stats: Stats::default(),
+            persistence: crate::persistence::Persistence::new(policy),
             next_client: AtomicU64::new(1),
         })
     }
@@ -99,6 +120,10 @@ pub struct Session<'s> {
     /// Commands run and not yet added to `Stats::commands` (one shared increment per batch,
     /// not per command: [`Session::flush_stats`]).
     commands_pending: u64,
+    /// The newest durability ticket of the commits since the last [`Session::take_ticket`].
+    ticket: Option<DurabilityTicket>,
+    /// The database acknowledges commits only once they are on disk.
+    sync: bool,
 }
 
 pub(super) fn arity_error(name: &[u8]) -> Reply {
@@ -149,6 +174,8 @@ impl<'s> Session<'s> {
             next_cursor: 1,
             closing: false,
             commands_pending: 0,
+            ticket: None,
+            sync: shared.db.durability() == verso_engine::Durability::Sync,
         }
     }
 
@@ -156,11 +183,32 @@ impl<'s> Session<'s> {
         self.shared.tables[self.db_index]
     }
 
-    /// Runs one request and returns its reply.
+    /// Runs one request and returns its reply, once its commit (if any) is durable.
     pub fn execute(&mut self, args: Vec<Vec<u8>>) -> Reply {
         let reply = self.dispatch(&args);
         self.flush_stats();
+        if let Some(ticket) = self.take_ticket() {
+            if let Err(e) = self.shared.db.wait_durable(ticket) {
+                return engine_error(&e);
+            }
+        }
         reply
+    }
+
+    /// The durability ticket the replies since the last call wait for, if the database logs
+    /// and they committed anything (module docs).
+    pub fn take_ticket(&mut self) -> Option<DurabilityTicket> {
+        self.ticket.take()
+    }
+
+    /// Commits `txn`, noting its ticket instead of waiting for the disk.
+    fn commit(&mut self, txn: Txn<'_>) -> Result<(), Error> {
+        let (_, ticket) = txn.commit_with_ticket()?;
+        // Only `sync` acknowledges on the disk; `lazy` replies at once.
+        if self.sync && ticket != DurabilityTicket::DURABLE {
+            self.ticket = self.ticket.max(Some(ticket));
+        }
+        Ok(())
     }
 
     /// Runs one request and appends its encoded reply to `out` (nothing for an empty
@@ -219,6 +267,11 @@ impl<'s> Session<'s> {
             b"CLIENT" if args.len() >= 2 => self.client(args),
             b"COMMAND" => self.command(args),
             b"CONFIG" if args.len() >= 3 => self.config(args),
+            b"SAVE" if args.len() == 1 => self.save(),
+            b"BGSAVE" => self.bgsave(),
+            b"LASTSAVE" if args.len() == 1 => {
+                Reply::Integer(self.shared.persistence.last_save_unix() as i64)
+            }
             b"INFO" => {
                 self.flush_stats(); // this request and those before it count
                 Reply::Verbatim(crate::info::render(self.shared, &args[1..]))
@@ -238,6 +291,8 @@ impl<'s> Session<'s> {
                         | b"SCAN"
                         | b"CLIENT"
                         | b"CONFIG"
+                        | b"SAVE"
+                        | b"LASTSAVE"
                 ) =>
                 {
                     arity_error(&args[0])
@@ -262,13 +317,17 @@ pub const COMMANDS: &[&str] = &[
     "MGET", "MSET", "MSETNX", "DEL", "UNLINK", "EXISTS", "INCR", "INCRBY", "DECR", "DECRBY",
     "APPEND", "STRLEN", "GETRANGE", "SCAN", "KEYS", "DBSIZE", "FLUSHDB", "FLUSHALL", "TYPE",
     "MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH", "INFO", "CONFIG", "CLIENT", "COMMAND",
-    "VRANGE",
+    "VRANGE", "SAVE", "BGSAVE", "LASTSAVE",
 ];
 
 pub(super) fn engine_error(e: &Error) -> Reply {
     match e {
         Error::ValueTooLarge { .. } => Reply::err("string exceeds maximum allowed size"),
         Error::KeyTooLarge { .. } => Reply::err("key exceeds maximum allowed size"),
+        // Redis's error for "persistence is broken, writes are refused".
+        Error::Durability { reason } => Reply::Error(format!(
+            "MISCONF the redo log failed, so writes are refused until the server restarts: {reason}"
+        )),
         other => Reply::err(other),
     }
 }

@@ -73,7 +73,7 @@ impl<'s> Session<'s> {
             // One attempt: a conflict means something the block saw (a watched key above
             // all) changed since WATCH.
             let replies = run_queue(&mut txn, &t, &self.shared.tables, &queue);
-            return match replies.and_then(|r| txn.commit().map(|_| r)) {
+            return match replies.and_then(|r| self.commit(txn).map(|_| r)) {
                 Ok(r) => Reply::Array(r),
                 Err(e) if e.is_conflict() => {
                     self.shared
@@ -91,7 +91,7 @@ impl<'s> Session<'s> {
                 Err(e) => return engine_error(&e),
             };
             match run_queue(&mut txn, &t, &self.shared.tables, &queue)
-                .and_then(|r| txn.commit().map(|_| r))
+                .and_then(|r| self.commit(txn).map(|_| r))
             {
                 Ok(r) => return Reply::Array(r),
                 Err(e) if e.is_conflict() => {
