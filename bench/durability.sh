@@ -28,7 +28,7 @@ for run in $(seq 1 "$n"); do
     done
   done
   echo "run $run: bench durability (1 M keys)" >&2
-  "$verso" bench durability --keys 1000000 --duration "$secs" --checkpoint-rate 32 --json \
+  "$verso" bench durability --keys 1000000 --duration "$secs" --checkpoint-rate 16 --json \
     2>/dev/null | tail -1 >"$out/ckpt-$run.json"
 done
 

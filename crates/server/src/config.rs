@@ -53,7 +53,7 @@ pub struct Settings {
     pub checkpoint_interval: Option<u64>,
     /// Checkpoint once the log grew by this many MiB (default 256; 0: off).
     pub checkpoint_log_mb: Option<u64>,
-    /// Read rate of background checkpoints in MiB/s (default 32; 0: full speed).
+    /// Read rate of background checkpoints in MiB/s (default 16; 0: full speed).
     pub checkpoint_rate: Option<u64>,
     /// Start even if a log is damaged in the middle, cutting it there (default false).
     pub recovery_truncate: Option<bool>,

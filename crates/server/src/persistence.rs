@@ -27,7 +27,7 @@ impl Default for CheckpointPolicy {
         CheckpointPolicy {
             interval: Some(Duration::from_secs(300)),
             log_bytes: 256 << 20,
-            rate: Some(32 << 20),
+            rate: Some(16 << 20),
         }
     }
 }

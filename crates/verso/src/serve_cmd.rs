@@ -97,7 +97,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MIB")]
     checkpoint_log_mb: Option<u64>,
 
-    /// Read rate of background checkpoints in MiB/s [default: 32; 0: full speed].
+    /// Read rate of background checkpoints in MiB/s [default: 16; 0: full speed].
     #[arg(long, value_name = "MIB_S")]
     checkpoint_rate: Option<u64>,
 
