@@ -280,3 +280,33 @@ fn tickets_let_one_thread_keep_committing() {
     db.wait_durable(*tickets.last().unwrap()).unwrap();
     assert!(tickets.iter().all(|t| db.is_durable(*t)));
 }
+
+#[test]
+fn the_catalog_cuts_a_torn_tail_and_names_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(options(dir.path(), Durability::Lazy)).unwrap();
+        for name in ["one", "two", "three"] {
+            db.table(name).unwrap();
+        }
+    }
+    let catalog = dir.path().join("catalog.vcat");
+    let good = std::fs::read(&catalog).unwrap();
+    // A torn last entry: cut, and the tables before it are back.
+    let mut torn = good.clone();
+    torn.extend_from_slice(&[9, 0, 0, 0, 1, 2]);
+    std::fs::write(&catalog, &torn).unwrap();
+    {
+        let db = Db::open(options(dir.path(), Durability::Lazy)).unwrap();
+        assert_eq!(db.table_names(), ["one", "two", "three"]);
+    }
+    assert_eq!(std::fs::read(&catalog).unwrap(), good);
+    // A flipped byte in the first entry, with intact ones after it: refused.
+    let mut bad = good.clone();
+    // Entries: an 8-byte frame header, the id, the name length and the name.
+    let first_entry = bad.len() - [3, 3, 5].iter().map(|n| 16 + n).sum::<usize>();
+    bad[first_entry + 9] ^= 0x20;
+    std::fs::write(&catalog, &bad).unwrap();
+    let err = Db::open(options(dir.path(), Durability::Lazy)).unwrap_err();
+    assert!(err.to_string().contains("damaged at byte"), "{err}");
+}

@@ -214,7 +214,15 @@ fn open_catalog(
             Some((id, name, next))
         });
         let Some((id, name, next)) = entry else {
-            // Only the last entry can be torn: each is synced before the next is written.
+            // Only the last entry can be torn (each is synced before the next is written):
+            // a bad entry with an intact one after it is damage, not a crash.
+            if (at + 1..bytes.len()).any(|o| read_frame(&bytes, o).is_ok()) {
+                return Err(LogError::Damaged {
+                    path: path.clone(),
+                    offset: at as u64,
+                    kind: crate::frame::DamageKind::BadRecord,
+                });
+            }
             tracing::warn!(path = %path.display(), offset = at, "truncating a torn catalog entry");
             let file = OpenOptions::new()
                 .write(true)
