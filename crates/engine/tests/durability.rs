@@ -108,7 +108,7 @@ fn checkpoints_cover_the_logs_they_delete() {
             name.to_str().unwrap().starts_with("checkpoint-")
         })
         .count();
-    assert_eq!(checkpoints, 1, "older checkpoints are removed");
+    assert_eq!(checkpoints, 2, "the newest and the one before it are kept");
     let db = Db::open(options(dir.path(), Durability::Lazy)).unwrap();
     let report = db.recovery_report().unwrap();
     assert!(report.checkpoint_ts.is_some());
@@ -309,4 +309,63 @@ fn the_catalog_cuts_a_torn_tail_and_names_damage() {
     std::fs::write(&catalog, &bad).unwrap();
     let err = Db::open(options(dir.path(), Durability::Lazy)).unwrap_err();
     assert!(err.to_string().contains("damaged at byte"), "{err}");
+}
+
+fn checkpoint_dirs(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("checkpoint-")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_damaged_checkpoint_falls_back_to_the_one_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    {
+        let db = Db::open(options(dir.path(), Durability::Lazy)).unwrap();
+        write_some(&db, &mut model, 21, 300);
+        db.checkpoint().unwrap();
+        write_some(&db, &mut model, 22, 300);
+        db.checkpoint().unwrap();
+        write_some(&db, &mut model, 23, 300);
+        db.checkpoint().unwrap();
+        write_some(&db, &mut model, 24, 100);
+    }
+    let ckpts = checkpoint_dirs(dir.path());
+    assert_eq!(ckpts.len(), 2);
+    let part = ckpts[1].join("part-0000.vckp");
+    let mut bytes = std::fs::read(&part).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    std::fs::write(&part, &bytes).unwrap();
+    {
+        let db = Db::open(options(dir.path(), Durability::Lazy)).unwrap();
+        assert_eq!(
+            contents(&db),
+            model,
+            "the older checkpoint and the logs after it"
+        );
+        let older: u64 = ckpts[0].file_name().unwrap().to_str().unwrap()["checkpoint-".len()..]
+            .parse()
+            .unwrap();
+        assert_eq!(db.recovery_report().unwrap().checkpoint_ts, Some(older));
+    }
+    // Both damaged: refused, naming the newest's damage.
+    let part = ckpts[0].join("part-0001.vckp");
+    let mut bytes = std::fs::read(&part).unwrap();
+    let last = bytes.len() - 3;
+    bytes[last] ^= 0x10;
+    std::fs::write(&part, &bytes).unwrap();
+    let err = Db::open(options(dir.path(), Durability::Lazy)).unwrap_err();
+    assert!(err.to_string().contains("part-0000.vckp"), "{err}");
 }

@@ -16,6 +16,9 @@
 //! and the checkpoint is published only once the log is durable past every transaction the
 //! scan saw, so it never holds one the logs lose. The recovered state is then exactly the
 //! transactions inside the log's cut. `ts` names the checkpoint (taken when it began).
+//!
+//! The newest checkpoint and the one before it are kept, with the logs from the older one's
+//! rotation point: if the newest turns out damaged, recovery falls back to the older one.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -226,15 +229,26 @@ impl PartWriter {
     }
 }
 
-/// Removes checkpoints older than `meta`'s and the log files before its position.
+/// Keeps `meta`'s checkpoint and the one before it, which recovery falls back to if the
+/// newest turns out damaged; removes older checkpoints and the log files neither needs.
 fn remove_covered(dir: &DataDir, meta: &CheckpointMeta) -> Result<(), LogError> {
-    for (ts, path) in list(dir.path())? {
-        if ts < meta.ts {
+    let all = list(dir.path())?;
+    let previous = all
+        .iter()
+        .rev()
+        .find(|(ts, _)| *ts < meta.ts)
+        .and_then(|(ts, path)| Some((*ts, read_manifest(&path.join("MANIFEST")).ok()?)));
+    let (keep_from, log_from) = match &previous {
+        Some((ts, prev)) => (*ts, (prev.generation, prev.seq)),
+        None => (meta.ts, (meta.generation, meta.seq)),
+    };
+    for (ts, path) in all {
+        if ts < keep_from {
             fs::remove_dir_all(&path).map_err(LogError::io(&path))?;
         }
     }
     for id in dir.log_files()? {
-        if (id.generation, id.seq) < (meta.generation, meta.seq) {
+        if (id.generation, id.seq) < log_from {
             let p = dir.log_path(id);
             fs::remove_file(&p).map_err(LogError::io(&p))?;
         }
@@ -272,33 +286,61 @@ pub type Entry<'a> = (u32, u64, &'a [u8], &'a [u8]);
 /// Entries handed to a checkpoint loader.
 pub type Entries<'a> = dyn Iterator<Item = Entry<'a>> + 'a;
 
-/// Loads the newest complete checkpoint, if any: calls `apply(ts, entries)` for each part,
-/// in parallel (one thread per part), after checking every checksum of the part.
+/// Loads the newest valid checkpoint, if any: checks every checksum of every part (in
+/// parallel), then calls `apply(ts, entries)` for each part (in parallel). A damaged
+/// checkpoint is skipped with a warning for the one before it (kept for this: see
+/// `remove_covered`); if none is valid, the newest one's damage is the error.
 pub fn load_newest(
     dir: &DataDir,
     apply: &(dyn Fn(u64, &mut Entries<'_>) + Sync),
 ) -> Result<Option<CheckpointMeta>, LogError> {
-    let Some((_, path)) = list(dir.path())?.pop() else {
-        return Ok(None);
-    };
+    let mut first_error = None;
+    for (_, path) in list(dir.path())?.iter().rev() {
+        match load(path, apply) {
+            Ok(meta) => return Ok(Some(meta)),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "checkpoint unusable; trying an older one");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    first_error.map_or(Ok(None), Err)
+}
+
+/// Reads and checks one checkpoint whole; applies it only if every part is intact.
+fn load(
+    path: &Path,
+    apply: &(dyn Fn(u64, &mut Entries<'_>) + Sync),
+) -> Result<CheckpointMeta, LogError> {
     let meta = read_manifest(&path.join("MANIFEST"))?;
-    let results: Vec<Result<(), LogError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..meta.parts.len())
-            .map(|i| {
-                let part = path.join(format!("part-{i:04}.vckp"));
+    let files: Vec<(PathBuf, Vec<u8>)> = (0..meta.parts.len())
+        .map(|i| {
+            let p = path.join(format!("part-{i:04}.vckp"));
+            let bytes = fs::read(&p).map_err(LogError::io(&p))?;
+            Ok((p, bytes))
+        })
+        .collect::<Result<_, LogError>>()?;
+    std::thread::scope(|s| -> Result<(), LogError> {
+        let parsers: Vec<_> = files
+            .iter()
+            .enumerate()
+            .map(|(i, (p, bytes))| {
                 let meta = &meta;
-                s.spawn(move || load_part(&part, meta, i, apply))
+                s.spawn(move || parse_part(p, bytes, meta, i))
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("checkpoint loader panicked"))
-            .collect()
-    });
-    for r in results {
-        r?;
-    }
-    Ok(Some(meta))
+        let mut parts = Vec::with_capacity(parsers.len());
+        for h in parsers {
+            parts.push(h.join().expect("checkpoint parser panicked")?);
+        }
+        // Every part is intact: now install them.
+        for entries in parts {
+            let ts = meta.ts;
+            s.spawn(move || apply(ts, &mut entries.into_iter()));
+        }
+        Ok(())
+    })?;
+    Ok(meta)
 }
 
 fn damaged(path: &Path, offset: usize, kind: crate::frame::DamageKind) -> LogError {
@@ -351,18 +393,6 @@ pub(crate) fn parse_manifest(path: &Path, bytes: &[u8]) -> Result<CheckpointMeta
         })
     };
     parse(&mut f).map_err(|_| damaged(path, 0, BadRecord))
-}
-
-fn load_part(
-    path: &Path,
-    meta: &CheckpointMeta,
-    index: usize,
-    apply: &(dyn Fn(u64, &mut Entries<'_>) + Sync),
-) -> Result<(), LogError> {
-    let bytes = fs::read(path).map_err(LogError::io(path))?;
-    let entries = parse_part(path, &bytes, meta, index)?;
-    apply(meta.ts, &mut entries.into_iter());
-    Ok(())
 }
 
 /// Checks every frame of a part and decodes its entries.
