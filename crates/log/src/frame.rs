@@ -1,7 +1,7 @@
 //! Frames: the checksummed unit of every file Verso writes (logs, checkpoints, catalog).
 //!
 //! ```text
-//! | payload_len: u32 LE | crc32: u32 LE (over payload_len's 4 bytes + payload) | payload |
+//! | payload_len: u32 LE | crc32c: u32 LE (over payload_len's 4 bytes + payload) | payload |
 //! ```
 //!
 //! Integers on disk are little-endian `u32`/`u64`, never `usize`. A reader that finds a frame it
@@ -48,11 +48,10 @@ pub struct Damage {
     pub kind: DamageKind,
 }
 
+/// CRC-32C (Castagnoli): the SSE 4.2 `crc32` instruction computes it, which matters for the
+/// small records every commit writes.
 fn checksum(len: [u8; 4], payload: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(&len);
-    h.update(payload);
-    h.finalize()
+    crc32c::crc32c_append(crc32c::crc32c(&len), payload)
 }
 
 /// Appends one frame holding whatever `fill` writes to `out`.
