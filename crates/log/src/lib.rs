@@ -32,7 +32,7 @@ pub use storage::{AppendFile, FaultPlan, FaultyStorage, OsStorage, Storage};
 
 /// The log format's encoders (what the logger writes), for tools and tests that build logs.
 pub mod encode {
-    pub use crate::record::{append_header, append_mark, append_txn, LogHeader};
+    pub use crate::record::{append_header, append_mark, append_pad_to, append_txn, LogHeader};
 }
 
 /// Decoders of untrusted bytes, for the fuzz targets and their corpus tests.

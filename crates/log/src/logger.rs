@@ -26,7 +26,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::dir::LogFileId;
-use crate::record::{append_header, append_mark, append_txn, txn_record_len, LogHeader};
+use crate::record::{
+    append_header, append_mark, append_pad_to, append_txn, txn_record_len, LogHeader,
+};
 use crate::storage::{AppendFile, Storage};
 use crate::{LogError, LOG_FORMAT_VERSION};
 
@@ -44,6 +46,8 @@ pub enum SyncMode {
 pub const LOG_BUFFER_BYTES_MAX: usize = 64 << 20;
 /// A log file rolls over to the next one after this many bytes.
 pub const LOG_FILE_BYTES_MAX: u64 = 256 << 20;
+/// Every log write is whole blocks of this size from memory aligned to it (direct I/O).
+pub const LOG_BLOCK_BYTES: usize = 4096;
 /// Largest transaction record (the frame limit).
 pub const TXN_RECORD_BYTES_MAX: u64 = crate::frame::FRAME_PAYLOAD_MAX as u64;
 
@@ -168,6 +172,7 @@ impl Logger {
                         shared,
                         config,
                         files,
+                        staging: Vec::new(),
                     }
                     .run()
                 })
@@ -368,7 +373,10 @@ fn open_log_file(
     mark: u64,
 ) -> Result<(LogFileId, Box<dyn AppendFile>, u64), LogError> {
     let path = config.dir.join(id.file_name());
-    let mut f = config.storage.create(&path).map_err(LogError::io(&path))?;
+    let mut f = config
+        .storage
+        .create_direct(&path)
+        .map_err(LogError::io(&path))?;
     let mut bytes = Vec::new();
     append_header(
         &mut bytes,
@@ -380,17 +388,34 @@ fn open_log_file(
         },
     );
     append_mark(&mut bytes, mark);
-    f.write_all(&bytes)
+    append_pad_to(&mut bytes, LOG_BLOCK_BYTES);
+    let mut staging = Vec::new();
+    f.write_all(aligned_copy(&mut staging, &bytes))
         .and_then(|()| f.sync_data())
         .map_err(LogError::io(&path))?;
     Ok((id, f, bytes.len() as u64))
+}
+
+/// `bytes` copied into `staging` at a [`LOG_BLOCK_BYTES`]-aligned address (direct I/O needs
+/// aligned memory; a `Vec<u8>` is only byte-aligned, so the copy starts inside it).
+fn aligned_copy<'s>(staging: &'s mut Vec<u8>, bytes: &[u8]) -> &'s [u8] {
+    assert_eq!(bytes.len() % LOG_BLOCK_BYTES, 0);
+    staging.clear();
+    staging.resize(bytes.len() + LOG_BLOCK_BYTES, 0);
+    let offset = staging.as_ptr().align_offset(LOG_BLOCK_BYTES);
+    assert!(offset < LOG_BLOCK_BYTES);
+    staging[offset..offset + bytes.len()].copy_from_slice(bytes);
+    &staging[offset..offset + bytes.len()]
 }
 
 struct Flusher {
     shared: Arc<Shared>,
     config: LoggerConfig,
     /// Per log: the file being written, and its length.
+    /// Invariant: every length is a multiple of [`LOG_BLOCK_BYTES`].
     files: Vec<(LogFileId, Box<dyn AppendFile>, u64)>,
+    /// Where a round's bytes are copied to be written from aligned memory.
+    staging: Vec<u8>,
 }
 
 impl Flusher {
@@ -447,9 +472,10 @@ impl Flusher {
         }
         for (i, bytes) in spare.iter_mut().enumerate() {
             append_mark(bytes, closed);
+            append_pad_to(bytes, LOG_BLOCK_BYTES);
             let (id, file, len) = &mut self.files[i];
             let path = self.config.dir.join(id.file_name());
-            file.write_all(bytes)
+            file.write_all(aligned_copy(&mut self.staging, bytes))
                 .map_err(|e| format!("{}: write: {e}", path.display()))?;
             *len += bytes.len() as u64;
             shared

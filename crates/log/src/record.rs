@@ -13,6 +13,7 @@ pub const LOG_FORMAT_VERSION: u32 = 1;
 const KIND_HEADER: u8 = 1;
 const KIND_TXN: u8 = 2;
 const KIND_MARK: u8 = 3;
+const KIND_PAD: u8 = 4;
 
 const OP_PUT: u8 = 0;
 const OP_DELETE: u8 = 1;
@@ -54,6 +55,8 @@ pub enum LogRecord<'a> {
     Mark {
         epoch: u64,
     },
+    /// Filler up to a block boundary (direct I/O writes whole blocks).
+    Pad,
 }
 
 /// Bytes a transaction record with these writes takes, frame header included.
@@ -113,6 +116,25 @@ pub fn append_mark(out: &mut Vec<u8>, epoch: u64) {
     });
 }
 
+/// Appends a padding record so `out.len()` becomes a multiple of `block` (a power of two).
+pub fn append_pad_to(out: &mut Vec<u8>, block: usize) {
+    assert!(block.is_power_of_two() && block >= 64);
+    let rem = out.len() % block;
+    if rem == 0 {
+        return;
+    }
+    const PAD_MIN: usize = crate::frame::FRAME_HEADER_LEN + 1;
+    let mut len = block - rem;
+    if len < PAD_MIN {
+        len += block;
+    }
+    append_frame(out, |o| {
+        o.push(KIND_PAD);
+        o.resize(o.len() + len - PAD_MIN, 0);
+    });
+    debug_assert_eq!(out.len() % block, 0);
+}
+
 /// Decodes one record's payload (its frame's checksum already matched).
 pub fn decode(payload: &[u8]) -> Result<LogRecord<'_>, Malformed> {
     let mut f = Fields::new(payload);
@@ -152,6 +174,10 @@ pub fn decode(payload: &[u8]) -> Result<LogRecord<'_>, Malformed> {
             LogRecord::Txn { epoch, ts, writes }
         }
         KIND_MARK => LogRecord::Mark { epoch: f.u64()? },
+        KIND_PAD => {
+            f.take(payload.len() - 1)?;
+            LogRecord::Pad
+        }
         _ => return Err(Malformed),
     };
     if !f.is_empty() {

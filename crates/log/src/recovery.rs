@@ -224,6 +224,7 @@ fn scan_file(path: &Path, id: LogFileId, bytes: &[u8]) -> Result<Scanned, LogErr
         match decode(payload) {
             Ok(LogRecord::Txn { .. }) => txns.push((at + FRAME_HEADER_LEN, next)),
             Ok(LogRecord::Mark { epoch }) => mark = mark.max(epoch),
+            Ok(LogRecord::Pad) => {}
             Ok(LogRecord::Header(_)) | Err(_) => {
                 let d = Damage {
                     offset: at as u64,
