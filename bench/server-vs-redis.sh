@@ -19,7 +19,9 @@ if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/nu
 fi
 cargo build --release -q -p verso
 out=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$out"' EXIT
+# The servers are started inside $(...), so they are not this shell's jobs: kill them by PID.
+rpid=""; vpid=""
+trap 'kill $rpid $vpid 2>/dev/null || true; rm -rf "$out"' EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 100); do redis-cli -p "$1" PING >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
