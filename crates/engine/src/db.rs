@@ -87,7 +87,7 @@ pub struct Stats {
 ///
 /// Share it between threads by reference (`std::thread::scope`) or in an `Arc`.
 pub struct Db {
-    pub(crate) uid: u64,
+    uid: u64,
     pub(crate) options: Options,
     pub(crate) timestamps: Timestamps,
     tables: Box<[OnceLock<TableState>]>,

@@ -42,6 +42,26 @@ fn plan() -> impl Strategy<Value = Plan> {
 /// One logged transaction: (log, epoch, ts) identifies it; its one write names its ts.
 type Txn = (usize, u64, u64);
 
+/// Replays every log from the start (skipping timestamps below `skip_below_ts`); returns
+/// the timestamps replayed, each checked to appear once.
+fn replay(
+    data: &DataDir,
+    skip_below_ts: u64,
+) -> Result<(BTreeSet<u64>, verso_log::ReplaySummary), TestCaseError> {
+    let mut got = BTreeSet::new();
+    let from = ReplayFrom {
+        generation: 0,
+        seq: 0,
+        ts: skip_below_ts,
+    };
+    let summary = replay_logs(data, from, false, &mut |_, _| {}, &mut |ts, w| {
+        assert_eq!(w.key, ts.to_be_bytes());
+        assert!(got.insert(ts), "ts {ts} replayed twice");
+    })
+    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    Ok((got, summary))
+}
+
 fn run(plan: &Plan) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let (data, _) = DataDir::open(dir.path(), std::sync::Arc::new(OsStorage)).unwrap();
@@ -125,22 +145,7 @@ fn run(plan: &Plan) -> Result<(), TestCaseError> {
         .map(|t| t.2)
         .collect();
     let dropped = surviving.iter().filter(|t| t.1 > cut).count() as u64;
-    let mut got = BTreeSet::new();
-    let summary = replay_logs(
-        &data,
-        ReplayFrom {
-            generation: 0,
-            seq: 0,
-            ts: plan.skip_below_ts,
-        },
-        false,
-        &mut |_, _| {},
-        &mut |ts, w| {
-            assert_eq!(w.key, ts.to_be_bytes());
-            assert!(got.insert(ts), "ts {ts} replayed twice");
-        },
-    )
-    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let (got, summary) = replay(&data, plan.skip_below_ts)?;
     prop_assert_eq!(&got, &expected);
     prop_assert_eq!(summary.txns_dropped, dropped);
     // Every transaction of an epoch at or below the cut survived the crash in full.
@@ -148,21 +153,7 @@ fn run(plan: &Plan) -> Result<(), TestCaseError> {
     let survived_below_cut = surviving.iter().filter(|t| t.1 <= cut).count();
     prop_assert_eq!(all_below_cut, survived_below_cut);
     // Recovery is idempotent: the torn tails were cut, a second pass agrees.
-    let mut again = BTreeSet::new();
-    replay_logs(
-        &data,
-        ReplayFrom {
-            generation: 0,
-            seq: 0,
-            ts: plan.skip_below_ts,
-        },
-        false,
-        &mut |_, _| {},
-        &mut |ts, _| {
-            again.insert(ts);
-        },
-    )
-    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let (again, _) = replay(&data, plan.skip_below_ts)?;
     prop_assert_eq!(again, expected);
     Ok(())
 }
