@@ -1,12 +1,13 @@
-//! TPC-C end to end (population, the mix, consistency conditions 1-4 of clause 3.3.2) and
-//! the pieces the specification pins down: order-preserving keys, NURand's ranges and the
-//! last-name generator.
+//! TPC-C end to end (population, the mix, the twelve consistency conditions of clause
+//! 3.3.2, each shown to catch a corruption that breaks it) and the pieces the specification
+//! pins down: order-preserving keys, NURand's ranges and the last-name generator.
 
 use verso_bench::rng::Rng;
 use verso_bench::tpcc::random::{self, Constants, A_C_ID, A_C_LAST, A_OL_I_ID, LAST_NAME_MAX};
-use verso_bench::tpcc::schema::{self, district, key};
-use verso_bench::tpcc::{Tpcc, TpccConfig, TpccReport, TxnType};
+use verso_bench::tpcc::schema::{self, customer, district, history, key, order, order_line};
+use verso_bench::tpcc::{Tables, Tpcc, TpccConfig, TpccReport, TxnType, Violation};
 use verso_bench::Progress;
+use verso_engine::{Error, Txn};
 
 fn config(warehouses: u32, threads: usize) -> TpccConfig {
     TpccConfig {
@@ -79,15 +80,26 @@ fn check_run(report: &TpccReport) {
     assert!(report.summary().contains("stock_level"));
 }
 
-/// One warehouse: a run passes; then a corrupted D_YTD is caught as condition 1.
+/// One warehouse: two runs in a row pass (the second must not overwrite the first's
+/// HISTORY rows, or conditions 8-10 break); then a corrupted D_YTD is caught as condition 1
+/// (and 9, which it breaks too).
 #[test]
-fn one_warehouse_runs_consistently_and_a_corrupt_d_ytd_is_caught() {
+fn one_warehouse_runs_twice_consistently_and_a_corrupt_d_ytd_is_caught() {
     let cfg = config(1, 1);
     let tpcc = Tpcc::load(&cfg).expect("load");
-    assert_eq!(tpcc.check_consistency(), Ok(()), "right after population");
-    let report = tpcc.run(&cfg).expect("run");
-    check_run(&report);
-    assert_eq!(report.aborts, 0, "one thread has nobody to conflict with");
+    assert_eq!(tpcc.consistency_violations(), [], "right after population");
+    for _ in 0..2 {
+        let report = tpcc.run(&cfg).expect("run");
+        check_run(&report);
+        assert_eq!(report.aborts, 0, "one thread has nobody to conflict with");
+        assert!(report.per_type.delivery.count > 0);
+        let summary = report.summary();
+        assert!(
+            summary.contains(" s: clause 3.3.2 conditions 1-12"),
+            "{summary}"
+        );
+        assert!(report.consistency_check_s > 0.0);
+    }
 
     let (db, t) = (tpcc.db(), tpcc.tables());
     db.run(|txn| {
@@ -103,6 +115,7 @@ fn one_warehouse_runs_consistently_and_a_corrupt_d_ytd_is_caught() {
     assert_eq!(v.condition, 1, "{v}");
     assert_eq!(v.warehouse, 1);
     assert!(v.to_string().contains("condition 1"), "{v}");
+    assert_eq!(broken(&tpcc.consistency_violations()), [1, 9]);
 }
 
 /// Two warehouses, two threads: remote New-Order lines and Payments cross warehouses, and
@@ -247,4 +260,235 @@ fn last_names_come_from_the_syllables() {
         assert!(s.len() <= LAST_NAME_MAX);
         assert!(seen.insert(s), "names of distinct numbers differ");
     }
+}
+
+// Corruption: for each condition of clause 3.3.2, a freshly populated warehouse (where all
+// twelve hold, 11 included: no Delivery has run) gets one deliberate write, committed in one
+// transaction through the engine, and the check must name that condition. Where the
+// conditions are tied to each other no single write can break one alone (1 follows from 8
+// and 9; on a fresh database any change to the NEW-ORDER rows moves condition 11's count),
+// and the test pins the exact set that breaks instead. Condition 6 takes two writes: a
+// single O_OL_CNT change also moves its district's sum(O_OL_CNT) (condition 4).
+
+/// The distinct condition numbers among `violations`, in order.
+fn broken(violations: &[Violation]) -> Vec<u8> {
+    let mut c: Vec<u8> = violations.iter().map(|v| v.condition).collect();
+    c.dedup();
+    c
+}
+
+/// Loads one warehouse, commits `corrupt` in one transaction, and checks that exactly the
+/// conditions `breaks` are broken, the first of them (the one the check reports) in
+/// warehouse 1 and `district`. Returns the reported violation.
+fn corrupt(
+    breaks: &[u8],
+    district: Option<u8>,
+    mut corrupt: impl FnMut(&mut Txn<'_>, &Tables) -> Result<(), Error>,
+) -> Violation {
+    let tpcc = Tpcc::load(&config(1, 1)).expect("load");
+    assert_eq!(tpcc.consistency_violations(), [], "right after population");
+    let t = *tpcc.tables();
+    tpcc.db()
+        .run(|txn| corrupt(txn, &t))
+        .expect("corrupting commit");
+    let all = tpcc.consistency_violations();
+    assert_eq!(broken(&all), breaks, "{all:#?}");
+    let v = tpcc
+        .check_consistency()
+        .expect_err("the corruption is caught");
+    assert_eq!(v, all[0]);
+    assert_eq!(
+        (v.condition, v.warehouse, v.district),
+        (breaks[0], 1, district),
+        "{v}"
+    );
+    assert!(
+        v.to_string()
+            .contains(&format!("condition {} violated", breaks[0])),
+        "{v}"
+    );
+    v
+}
+
+/// Reads the row at `k`, lets `f` rewrite it, and puts it back.
+fn update(
+    txn: &mut Txn<'_>,
+    table: &verso_engine::Table,
+    k: &[u8],
+    f: impl FnOnce(&mut [u8]),
+) -> Result<(), Error> {
+    let mut row = txn.get(table, k)?.expect("row to corrupt").to_vec();
+    f(&mut row);
+    txn.put(table, k, row)
+}
+
+/// A HISTORY key no loader or worker writes (writer ids stop at the thread count + 1).
+fn stray_history_key() -> [u8; 8] {
+    key::history(u16::MAX, 0)
+}
+
+/// 1: W_YTD one cent off. W_YTD = sum(H_AMOUNT) (8) breaks with it: 1 holds whenever 8
+/// and 9 do, so no single write breaks 1 alone.
+#[test]
+fn corruption_breaks_condition_1_w_ytd_against_d_ytd() {
+    let v = corrupt(&[1, 8], None, |txn, t| {
+        update(txn, &t.warehouse, &key::warehouse(1), |r| {
+            schema::warehouse::YTD.update(r, |v| v + 1)
+        })
+    });
+    assert!(v.detail.contains("W_YTD 30000001"), "{v}");
+}
+
+/// 2: D_NEXT_O_ID moved past the last order.
+#[test]
+fn corruption_breaks_condition_2_next_order_id() {
+    corrupt(&[2], Some(3), |txn, t| {
+        update(txn, &t.district, &key::district(1, 3), |r| {
+            district::NEXT_O_ID.update(r, |v| v + 1)
+        })
+    });
+}
+
+/// 3: a NEW-ORDER row for order 0, which does not exist, opens a gap below the district's
+/// 900. Condition 11 counts it too.
+#[test]
+fn corruption_breaks_condition_3_new_order_gap() {
+    let v = corrupt(&[3, 11], Some(4), |txn, t| {
+        txn.put(&t.new_order, key::order(1, 4, 0), [])
+    });
+    assert!(
+        v.detail.contains("= 3001 but NEW-ORDER has 901 rows"),
+        "{v}"
+    );
+}
+
+/// 4: an ORDER-LINE row (delivered, so not a condition-7 case) for order 3001, which was
+/// never placed.
+#[test]
+fn corruption_breaks_condition_4_stray_order_line() {
+    corrupt(&[4], Some(5), |txn, t| {
+        let line = txn
+            .get(&t.order_line, key::order_line(1, 5, 1, 1))?
+            .expect("a delivered line")
+            .to_vec();
+        assert_ne!(order_line::DELIVERY_D.get(&line), 0);
+        txn.put(&t.order_line, key::order_line(1, 5, 3001, 1), line)
+    });
+}
+
+/// 5: the oldest NEW-ORDER row deleted, as a Delivery would, but its order left with a
+/// null carrier. Condition 11 counts the missing row too.
+#[test]
+fn corruption_breaks_condition_5_new_order_without_carrier() {
+    let v = corrupt(&[5, 11], Some(6), |txn, t| {
+        txn.delete(&t.new_order, key::order(1, 6, schema::FIRST_NEW_ORDER))
+    });
+    assert!(
+        v.detail
+            .contains("order 2101: O_CARRIER_ID null and no NEW-ORDER row"),
+        "{v}"
+    );
+}
+
+/// 6: one order claims a line more and the next one a line fewer, so the district's
+/// sum(O_OL_CNT) (condition 4) still matches.
+#[test]
+fn corruption_breaks_condition_6_order_line_count() {
+    let v = corrupt(&[6], Some(7), |txn, t| {
+        update(txn, &t.orders, &key::order(1, 7, 10), |r| {
+            order::OL_CNT.update(r, |n| n + 1)
+        })?;
+        update(txn, &t.orders, &key::order(1, 7, 11), |r| {
+            order::OL_CNT.update(r, |n| n - 1)
+        })
+    });
+    assert!(v.detail.starts_with("order 10: O_OL_CNT"), "{v}");
+    assert!(v.detail.ends_with("(and 1 more)"), "{v}");
+}
+
+/// 7: a line of a delivered order loses its delivery date (its OL_AMOUNT is 0.00, as
+/// population sets it, so the balances of 10 and 12 do not move).
+#[test]
+fn corruption_breaks_condition_7_delivery_date() {
+    corrupt(&[7], Some(8), |txn, t| {
+        update(txn, &t.order_line, &key::order_line(1, 8, 1, 1), |r| {
+            assert_eq!(order_line::AMOUNT.get(r), 0);
+            order_line::DELIVERY_D.set(r, 0);
+        })
+    });
+}
+
+/// 8: a HISTORY row of warehouse 1 for a district and customer that do not exist: only the
+/// warehouse's sum moves.
+#[test]
+fn corruption_breaks_condition_8_history_against_w_ytd() {
+    corrupt(&[8], None, |txn, t| {
+        let mut row = [0u8; history::LEN];
+        history::W_ID.set(&mut row, 1);
+        history::D_ID.set(&mut row, 0);
+        history::C_W_ID.set(&mut row, 1);
+        history::C_D_ID.set(&mut row, 0);
+        history::C_ID.set(&mut row, 0);
+        history::AMOUNT.set(&mut row, 1000);
+        txn.put(&t.history, stray_history_key(), row)
+    });
+}
+
+/// 9: an initial HISTORY row of district 9 re-filed under district 10 (its customer and
+/// warehouse unchanged): both districts' sums move, the warehouse's does not.
+#[test]
+fn corruption_breaks_condition_9_history_against_d_ytd() {
+    let v = corrupt(&[9], Some(9), |txn, t| {
+        let k = txn
+            .range(&t.history, ..)?
+            .find(|(_, r)| history::D_ID.get(r) == 9)
+            .map(|(k, _)| k.to_vec())
+            .expect("an initial history row of district 9");
+        update(txn, &t.history, &k, |r| history::D_ID.set(r, 10))
+    });
+    assert!(
+        v.detail.contains("D_YTD 3000000 != sum(H_AMOUNT) 2999000"),
+        "{v}"
+    );
+}
+
+/// 10: a customer's C_BALANCE up a cent and C_YTD_PAYMENT down one, so their sum
+/// (condition 12) holds.
+#[test]
+fn corruption_breaks_condition_10_balance() {
+    let v = corrupt(&[10], Some(10), |txn, t| {
+        update(txn, &t.customer, &key::customer(1, 10, 42), |r| {
+            customer::BALANCE.update(r, |v| v + 1);
+            customer::YTD_PAYMENT.update(r, |v| v - 1);
+        })
+    });
+    assert!(v.detail.starts_with("customer 42: C_BALANCE -999"), "{v}");
+}
+
+/// 11: an extra delivered ORDER row (order 0, with no lines, so conditions 4 and 6 hold)
+/// makes 2101 delivered orders.
+#[test]
+fn corruption_breaks_condition_11_delivered_count() {
+    let v = corrupt(&[11], Some(2), |txn, t| {
+        let mut row = [0u8; order::LEN];
+        order::C_ID.set(&mut row, 1);
+        order::CARRIER_ID.set(&mut row, 1);
+        order::OL_CNT.set(&mut row, 0);
+        txn.put(&t.orders, key::order(1, 2, 0), row)
+    });
+    assert!(
+        v.detail
+            .contains("count(ORDER) 3001 - count(NEW-ORDER) 900"),
+        "{v}"
+    );
+}
+
+/// 12: a customer's C_YTD_PAYMENT up a cent (condition 10 does not read it).
+#[test]
+fn corruption_breaks_condition_12_ytd_payment() {
+    corrupt(&[12], Some(1), |txn, t| {
+        update(txn, &t.customer, &key::customer(1, 1, 3000), |r| {
+            customer::YTD_PAYMENT.update(r, |v| v + 1)
+        })
+    });
 }

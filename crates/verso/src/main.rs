@@ -62,7 +62,8 @@ enum Bench {
     /// (thread i -> warehouse i % W + 1), with no keying or think times, retrying a
     /// conflicted transaction until it commits (each retry counts as an abort; the 1% of
     /// New-Orders with an unused item roll back and count as rollbacks). After the run,
-    /// consistency conditions 1-4 of clause 3.3.2 are checked: a violation fails the run
+    /// the twelve consistency conditions of clause 3.3.2 are checked (condition 11 only
+    /// while no Delivery has run: it cannot hold after one): a violation fails the run
     /// (exit status 1). --json prints one JSON object as the last stdout line.
     #[command(verbatim_doc_comment)]
     Tpcc(TpccArgs),

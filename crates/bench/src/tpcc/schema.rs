@@ -69,6 +69,12 @@ pub mod key {
         k
     }
 
+    /// The C_ID of a [`customer`] key.
+    #[inline]
+    pub fn customer_id(k: &[u8]) -> Option<u16> {
+        Some(u16::from_be_bytes(k.get(3..5)?.try_into().ok()?))
+    }
+
     /// Length of a [`customer_by_name`] key.
     pub const CUSTOMER_BY_NAME_LEN: usize = 3 + 2 * NAME_LEN + 2;
     const NAME_LEN: usize = 16;
@@ -177,7 +183,8 @@ pub mod key {
     }
 
     /// HISTORY has no primary key in the specification; rows are keyed by who wrote them
-    /// (0 for the loader, worker index + 1 for workers) and that writer's sequence number.
+    /// (0 for the loader, worker index + 1 for workers) and that writer's sequence number
+    /// (which a worker starts past every earlier run's on the same database).
     #[inline]
     pub fn history(writer: u16, seq: u64) -> [u8; 8] {
         debug_assert!(seq < 1 << 48);

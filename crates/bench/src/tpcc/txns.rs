@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use verso_engine::{Db, Table, Txn};
 
+use super::consistency::DeliveryMark;
 use super::schema::{
     self, customer, district, history, item, key, order, order_line, stock, warehouse, DISTRICTS,
     ORDER_LINES_MAX,
@@ -105,6 +106,8 @@ pub(crate) struct Ctx<'db> {
     /// HISTORY key writer id (worker index + 1) and next sequence number.
     history_writer: u16,
     history_seq: u64,
+    /// Marked before a Delivery that delivers an order commits (condition 11).
+    delivered: &'db DeliveryMark,
     /// Per district of the home warehouse: every NEW-ORDER row below this O_ID was deleted
     /// by this worker's own committed Deliveries, so its scans may start here (as Silo's
     /// `last_no_o_ids`). Only this thread's commits move it, and its later transactions
@@ -133,13 +136,22 @@ pub(crate) struct Ctx<'db> {
 }
 
 impl<'db> Ctx<'db> {
-    pub(crate) fn new(db: &'db Db, t: Tables, w: u16, worker: usize) -> Self {
+    /// `history_seq`: the first HISTORY sequence number, past every earlier run's.
+    pub(crate) fn new(
+        db: &'db Db,
+        t: Tables,
+        w: u16,
+        worker: usize,
+        history_seq: u64,
+        delivered: &'db DeliveryMark,
+    ) -> Self {
         Ctx {
             db,
             t,
             w,
             history_writer: worker as u16 + 1,
-            history_seq: 0,
+            history_seq,
+            delivered,
             delivered_below: [0; DISTRICTS as usize],
             delivering: [0; DISTRICTS as usize],
             buf: Vec::with_capacity(customer::LEN),
@@ -475,6 +487,11 @@ impl<'db> Ctx<'db> {
                 .next()
                 .ok_or(TxnError::Missing("staged customer"))?;
             txn.put(&t.customer, key::customer(w, d, c), c_row)?;
+        }
+        // Before the commit: a consistency check whose snapshot holds this delivery must
+        // see the mark, or it would hold condition 11 against a delivered order.
+        if skipped < u64::from(DISTRICTS) {
+            self.delivered.set();
         }
         crate::persist::commit(txn)?;
         for (below, &next) in self.delivered_below.iter_mut().zip(&self.delivering) {

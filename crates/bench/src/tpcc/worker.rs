@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use verso_engine::Db;
 
+use super::consistency::DeliveryMark;
 use super::random::{self, Constants, A_C_ID, A_C_LAST, A_OL_I_ID};
 use super::schema::{CUSTOMERS, DISTRICTS, ITEMS};
 use super::txns::{
@@ -141,12 +142,22 @@ impl Totals {
     }
 }
 
+/// Each run's HISTORY sequence numbers start at `run << RUN_SHIFT`, so that a run never
+/// overwrites the HISTORY rows of an earlier one (conditions 8-10 would break). `key::history`
+/// holds 48 bits of sequence: 2^40 Payments per worker and run (over a year at 20 K/s, far
+/// past the longest run, a week) leaves 8 bits of runs.
+const RUN_SHIFT: u32 = 40;
+/// Runs one database takes.
+pub(crate) const RUNS_MAX: u64 = 1 << (48 - RUN_SHIFT);
+
 /// What every worker of a run shares.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Params {
     pub(crate) warehouses: u16,
     pub(crate) constants: Constants,
     pub(crate) seed: u64,
+    /// The run's number on this database (0 for the first).
+    pub(crate) run: u64,
 }
 
 /// One transaction's inputs.
@@ -176,10 +187,11 @@ impl<'a> Worker<'a> {
         p: Params,
         index: usize,
         out: &'a Mutex<Totals>,
+        delivered: &'a DeliveryMark,
     ) -> Self {
         let w = (index % usize::from(p.warehouses)) as u16 + 1;
         Worker {
-            ctx: Ctx::new(db, t, w, index),
+            ctx: Ctx::new(db, t, w, index, p.run << RUN_SHIFT, delivered),
             p,
             rng: Rng::for_stream(p.seed, index as u64),
             stats: Totals::default(),
