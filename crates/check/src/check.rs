@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use crate::anomalies::{self, ObsKind};
 use crate::graph::{self, Edge, NO_KEY};
-use crate::history::{display_key, History, Outcome};
+use crate::history::{display_key, History, Outcome, TxnId};
 use crate::index::{Index, KeyId, TxnIdx};
 use crate::versions::{Seen, VersionOrder};
 use crate::violation::{AnomalyKind, Cycle, CycleStep, EdgeKind, Violation};
@@ -33,7 +33,9 @@ pub struct CheckStats {
     /// Distinct keys in the history.
     pub keys: usize,
     /// Keys whose version order had to be inferred from read-modify-write chains
-    /// because some writer had no `ts` (checked less thoroughly).
+    /// because some writer had no `ts` (checked less thoroughly). For list-append
+    /// checks: keys with committed appends no read saw, whose order among themselves is
+    /// unknown (they are still placed after everything read).
     pub keys_partial_order: usize,
     /// External observations (point reads, range entries, implicit range absences).
     pub observations: usize,
@@ -72,8 +74,37 @@ pub fn check_snapshot_isolation(h: &History) -> Result<CheckStats, Violation> {
     check(h, Level::Snapshot)
 }
 
+impl CheckStats {
+    /// Outcome and edge counts; the checker fills in the rest. Only edges leaving a txn
+    /// count, so a dependency routed through an auxiliary node counts once.
+    pub(crate) fn tally(
+        outcomes: impl Iterator<Item = Outcome>,
+        n_txn: usize,
+        edges: &[Edge],
+    ) -> Self {
+        let mut stats = CheckStats::default();
+        for outcome in outcomes {
+            stats.txns += 1;
+            match outcome {
+                Outcome::Committed => stats.committed += 1,
+                Outcome::Aborted => stats.aborted += 1,
+                Outcome::Unknown => stats.unknown += 1,
+            }
+        }
+        for e in edges.iter().filter(|e| (e.from as usize) < n_txn) {
+            match e.kind {
+                EdgeKind::Ww => stats.ww_edges += 1,
+                EdgeKind::Wr => stats.wr_edges += 1,
+                EdgeKind::Rw => stats.rw_edges += 1,
+                EdgeKind::Rt => stats.rt_edges += 1,
+            }
+        }
+        stats
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Level {
+pub(crate) enum Level {
     Serializable,
     StrictSerializable,
     Snapshot,
@@ -142,57 +173,14 @@ fn check(h: &History, level: Level) -> Result<CheckStats, Violation> {
         }
     }
 
-    let count = |kind| edges.iter().filter(|e| e.kind == kind).count();
-    let mut stats = CheckStats {
-        txns: n_txn,
-        committed: count_outcome(h, Outcome::Committed),
-        aborted: count_outcome(h, Outcome::Aborted),
-        unknown: count_outcome(h, Outcome::Unknown),
-        unknown_included: ix.unknown_included,
-        keys: ix.keys.len(),
-        keys_partial_order: order.partial_keys,
-        observations: observations.obs.len(),
-        ww_edges: count(EdgeKind::Ww),
-        wr_edges: count(EdgeKind::Wr),
-        rw_edges: count(EdgeKind::Rw),
-        rt_edges: 0,
-    };
+    let mut stats = CheckStats::tally(h.txns.iter().map(|t| t.outcome), n_txn, &edges);
+    stats.unknown_included = ix.unknown_included;
+    stats.keys = ix.keys.len();
+    stats.keys_partial_order = order.partial_keys;
+    stats.observations = observations.obs.len();
 
-    let mut n_nodes = n_txn;
-    if let Some(rt) = &rt {
-        let (rt_edges, n_aux) = graph::realtime_edges(n_txn as u32, &rt.intervals);
-        stats.rt_edges = rt_edges.len();
-        edges.extend(rt_edges);
-        n_nodes += n_aux;
-    }
-
-    use EdgeKind::{Rt, Rw, Wr, Ww};
-    let stages: &[&[EdgeKind]] = if strict {
-        &[&[Ww], &[Ww, Wr], &[Ww, Wr, Rw], &[Ww, Wr, Rw, Rt]]
-    } else {
-        &[&[Ww], &[Ww, Wr], &[Ww, Wr, Rw]]
-    };
-    let stages = if level == Level::Snapshot {
-        &stages[..2]
-    } else {
-        stages
-    };
-    for kinds in stages {
-        if let Some(path) = graph::find_cycle(n_nodes, n_txn, &edges, kinds) {
-            let cycle = to_cycle(&ix, &edges, &path);
-            let detail = describe_txns(&ix, &cycle);
-            return Err(Violation::from_cycle(cycle, detail));
-        }
-    }
-    if level == Level::Snapshot {
-        if let Some(path) = graph::find_cycle_without_adjacent_rw(n_txn, &edges) {
-            let cycle = to_cycle(&ix, &edges, &path);
-            let detail = describe_txns(&ix, &cycle);
-            let mut v = Violation::from_cycle(cycle, detail);
-            v.kind = AnomalyKind::GSnapshot;
-            return Err(v);
-        }
-    }
+    let intervals = rt.as_ref().map(|rt| rt.intervals.as_slice());
+    stats.rt_edges = search_cycles(&ix, level, n_txn, 0, &mut edges, intervals)?;
 
     if let Some((reader, k, w)) = absent_but_visible {
         let (r, key) = (ix.txn(reader), display_key(ix.keys[k as usize]));
@@ -209,10 +197,6 @@ fn check(h: &History, level: Level) -> Result<CheckStats, Violation> {
         ));
     }
     Ok(stats)
-}
-
-fn count_outcome(h: &History, outcome: Outcome) -> usize {
-    h.txns.iter().filter(|t| t.outcome == outcome).count()
 }
 
 /// Real-time data for strict checking.
@@ -259,58 +243,202 @@ impl RealTime {
     }
 }
 
-/// Turns a path of edge indices into a [`Cycle`], folding the auxiliary real-time nodes
-/// into single `rt` steps.
-fn to_cycle(ix: &Index<'_>, edges: &[Edge], path: &[u32]) -> Cycle {
-    let n_txn = ix.txns.len() as u32;
+/// What the cycle search needs to know about a history to print a cycle.
+pub(crate) trait TxnView {
+    /// The txn at graph node `t`.
+    fn meta(&self, t: TxnIdx) -> TxnMeta;
+    /// The bytes of key `k`.
+    fn key(&self, k: KeyId) -> &[u8];
+    /// Why edge `edge` (an index into the searched edge list) exists, beyond its kind and
+    /// key; `None` when the step says it all.
+    fn explain(&self, _edge: u32) -> Option<String> {
+        None
+    }
+}
+
+/// A txn's header, for the lines under a reported cycle.
+pub(crate) struct TxnMeta {
+    pub id: TxnId,
+    pub outcome: Outcome,
+    pub begin: u64,
+    pub end: u64,
+    pub ts: Option<u64>,
+    pub ops: usize,
+}
+
+impl TxnMeta {
+    pub fn new(
+        id: TxnId,
+        outcome: Outcome,
+        (begin, end): (u64, u64),
+        ts: Option<u64>,
+        ops: usize,
+    ) -> Self {
+        TxnMeta {
+            id,
+            outcome,
+            begin,
+            end,
+            ts,
+            ops,
+        }
+    }
+}
+
+impl TxnView for Index<'_> {
+    fn meta(&self, t: TxnIdx) -> TxnMeta {
+        let txn = self.txn(t);
+        TxnMeta::new(
+            txn.id,
+            txn.outcome,
+            (txn.begin, txn.end),
+            txn.ts,
+            txn.ops.len(),
+        )
+    }
+
+    fn key(&self, k: KeyId) -> &[u8] {
+        self.keys[k as usize]
+    }
+}
+
+/// Looks for a dependency cycle among `edges` (over txn nodes `0..n_txn` and `n_aux`
+/// auxiliary nodes right above them) in stages: ww only (G0), + wr (G1c), + rw (G-single / G2),
+/// and for strict checking + real time, built here from `intervals`. The first stage with
+/// a cycle names the anomaly, so the report is the most specific one; snapshot isolation
+/// then looks for a cycle without two adjacent anti-dependencies instead of rw cycles.
+///
+/// Auxiliary nodes may carry only edges whose kind and key hold for the whole path
+/// through them, which is how a cycle through them prints as single steps. Returns the number of real-time edges added.
+pub(crate) fn search_cycles(
+    view: &impl TxnView,
+    level: Level,
+    n_txn: usize,
+    n_aux: usize,
+    edges: &mut Vec<Edge>,
+    intervals: Option<&[(u32, u64, u64)]>,
+) -> Result<usize, Violation> {
+    let mut n_nodes = n_txn + n_aux;
+    let mut rt_edges = 0;
+    if let Some(intervals) = intervals {
+        let (rt, n_aux) = graph::realtime_edges(n_nodes as u32, intervals);
+        rt_edges = rt.len();
+        edges.extend(rt);
+        n_nodes += n_aux;
+    }
+
+    use EdgeKind::{Rt, Rw, Wr, Ww};
+    let stages: &[&[EdgeKind]] = match level {
+        Level::StrictSerializable => &[&[Ww], &[Ww, Wr], &[Ww, Wr, Rw], &[Ww, Wr, Rw, Rt]],
+        Level::Serializable => &[&[Ww], &[Ww, Wr], &[Ww, Wr, Rw]],
+        Level::Snapshot => &[&[Ww], &[Ww, Wr]],
+    };
+    let report = |path: &[u32], kind: Option<AnomalyKind>| {
+        let (cycle, parts) = to_cycle(view, n_txn, edges, path);
+        let detail = describe_cycle(view, &cycle, &parts);
+        let mut v = Violation::from_cycle(cycle, detail);
+        if let Some(kind) = kind {
+            v.kind = kind;
+        }
+        v
+    };
+    for kinds in stages {
+        if let Some(path) = graph::find_cycle(n_nodes, n_txn, edges, kinds) {
+            return Err(report(&path, None));
+        }
+    }
+    if level == Level::Snapshot {
+        if let Some(path) = graph::find_cycle_without_adjacent_rw(n_txn, n_nodes, edges) {
+            return Err(report(&path, Some(AnomalyKind::GSnapshot)));
+        }
+    }
+    Ok(rt_edges)
+}
+
+/// One step of a cycle: the txn it leaves and the edges (through auxiliary nodes) it
+/// stands for.
+struct StepParts {
+    from: TxnIdx,
+    edges: Vec<u32>,
+}
+
+/// Turns a path of edge indices into a [`Cycle`], folding paths through auxiliary nodes
+/// into single steps (`rt` if any edge on them is).
+fn to_cycle(
+    view: &impl TxnView,
+    n_txn: usize,
+    edges: &[Edge],
+    path: &[u32],
+) -> (Cycle, Vec<StepParts>) {
+    let n_txn = n_txn as u32;
     let mut steps = Vec::new();
+    let mut parts = Vec::new();
     let mut from = edges[path[0] as usize].from;
     let mut via_rt = false;
+    let mut part = Vec::new();
     for &i in path {
         let e = edges[i as usize];
         if e.from < n_txn {
             from = e.from;
             via_rt = false;
+            part.clear();
         }
         via_rt |= e.kind == EdgeKind::Rt;
+        part.push(i);
         if e.to < n_txn {
             let (kind, key) = if via_rt || e.key == NO_KEY {
                 (EdgeKind::Rt, None)
             } else {
-                (e.kind, Some(ix.keys[e.key as usize].to_vec()))
+                (e.kind, Some(view.key(e.key).to_vec()))
             };
             steps.push(CycleStep {
-                from: ix.id(from),
-                to: ix.id(e.to),
+                from: view.meta(from).id,
+                to: view.meta(e.to).id,
                 kind,
                 key,
+            });
+            parts.push(StepParts {
+                from,
+                edges: std::mem::take(&mut part),
             });
         }
     }
     // Start at the smallest txn id so the same cycle always prints the same way.
     if let Some(first) = (0..steps.len()).min_by_key(|&i| steps[i].from) {
         steps.rotate_left(first);
+        parts.rotate_left(first);
     }
-    Cycle { steps }
+    (Cycle { steps }, parts)
 }
 
-/// One line per txn on the cycle, so real-time and timestamp claims can be verified.
-fn describe_txns(ix: &Index<'_>, cycle: &Cycle) -> String {
+/// One line per txn on the cycle, so real-time and timestamp claims can be verified, then
+/// one line per step the view can explain (e.g. which list elements made the edge).
+fn describe_cycle(view: &impl TxnView, cycle: &Cycle, parts: &[StepParts]) -> String {
     let mut out = String::new();
-    for (i, id) in cycle.txns().into_iter().enumerate() {
-        let t = ix.txn(ix.by_id[&id]);
+    for (i, p) in parts.iter().enumerate() {
+        let t = view.meta(p.from);
         if i > 0 {
             out.push('\n');
         }
         let ts = t.ts.map_or("none".to_string(), |ts| ts.to_string());
         let _ = write!(
             out,
-            "  T{id}: {:?}, begin {} end {}, ts {ts}, {} ops",
-            t.outcome,
-            t.begin,
-            t.end,
-            t.ops.len()
+            "  T{}: {:?}, begin {} end {}, ts {ts}, {} ops",
+            t.id, t.outcome, t.begin, t.end, t.ops
         );
+    }
+    for (step, p) in cycle.steps.iter().zip(parts) {
+        let why: Vec<String> = p.edges.iter().filter_map(|&e| view.explain(e)).collect();
+        if !why.is_empty() {
+            let _ = write!(
+                out,
+                "\n  T{} --{}--> T{}: {}",
+                step.from,
+                step.kind,
+                step.to,
+                why.join("; ")
+            );
+        }
     }
     out
 }

@@ -88,15 +88,27 @@ pub(crate) fn find_cycle(
 /// rw edges (the wrap-around pair included), as edge indices in order: the snapshot
 /// isolation violation. Searches the product graph of (transaction, "arrived by rw"): an
 /// rw edge may leave only a node not arrived by rw; a cycle there is such a DSG cycle.
-pub(crate) fn find_cycle_without_adjacent_rw(n_txn: usize, edges: &[Edge]) -> Option<Vec<u32>> {
+///
+/// Auxiliary nodes `n_txn..n_nodes` may only relay rw edges (a path txn -> aux.. -> txn
+/// made of rw edges is one anti-dependency), so each gets a single product node: it is
+/// entered from a txn not arrived by rw and leads to txns arrived by rw.
+pub(crate) fn find_cycle_without_adjacent_rw(
+    n_txn: usize,
+    n_nodes: usize,
+    edges: &[Edge],
+) -> Option<Vec<u32>> {
     let mut product: Vec<Edge> = Vec::new();
     // `origin[i]`: the original edge of product edge `i`.
     let mut origin: Vec<u32> = Vec::new();
-    let node = |t: u32, by_rw: bool| 2 * t + u32::from(by_rw);
-    for (i, e) in edges.iter().enumerate() {
-        if (e.from as usize) >= n_txn || (e.to as usize) >= n_txn {
-            continue;
+    let n_txn32 = n_txn as u32;
+    let node = |t: u32, by_rw: bool| {
+        if t < n_txn32 {
+            2 * t + u32::from(by_rw)
+        } else {
+            n_txn32 + t
         }
+    };
+    for (i, e) in edges.iter().enumerate() {
         let mut add = |from: u32, to: u32| {
             product.push(Edge {
                 from,
@@ -115,9 +127,8 @@ pub(crate) fn find_cycle_without_adjacent_rw(n_txn: usize, edges: &[Edge]) -> Op
             EdgeKind::Rt => {}
         }
     }
-    let n = 2 * n_txn;
     let kinds = [EdgeKind::Ww, EdgeKind::Wr, EdgeKind::Rw];
-    let path = find_cycle(n, n, &product, &kinds)?;
+    let path = find_cycle(n_txn + n_nodes, 2 * n_txn, &product, &kinds)?;
     Some(path.into_iter().map(|p| origin[p as usize]).collect())
 }
 

@@ -4,7 +4,7 @@
 //! Everything downstream works on small integer ids (`TxnIdx`, `KeyId`) rather than on
 //! `TxnId`s and byte strings, so that a 200k-transaction history stays cheap to check.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::history::{History, Observed, Op, Outcome, TxnId, TxnRecord};
 use crate::violation::{AnomalyKind, Violation};
@@ -36,15 +36,12 @@ pub(crate) struct Index<'h> {
 impl<'h> Index<'h> {
     pub fn build(h: &'h History) -> Result<Self, Violation> {
         let txns = h.txns.as_slice();
-        if txns.len() >= u32::MAX as usize {
-            return Err(Violation::new(
-                AnomalyKind::MalformedHistory,
-                vec![],
-                "too many transactions (limit is u32::MAX - 1)",
-            ));
-        }
-        let by_id = index_ids(txns)?;
-        let (included, unknown_included) = compute_included(txns, &by_id);
+        let by_id = index_ids(txns.iter().map(|t| (t.id, t.begin, t.end)))?;
+        let (included, unknown_included) =
+            include_observed(txns.iter().map(|t| t.outcome), |t, observed| {
+                observed_writers(&txns[t as usize], &by_id, observed);
+                Ok(())
+            })?;
 
         let mut ix = Index {
             txns,
@@ -85,13 +82,10 @@ impl<'h> Index<'h> {
     }
 
     fn intern(&mut self, key: &'h [u8]) -> KeyId {
-        if let Some(&k) = self.key_ids.get(key) {
-            return k;
+        let (k, new) = intern(&mut self.keys, &mut self.key_ids, key);
+        if new {
+            self.writers.push(Vec::new());
         }
-        let k = self.keys.len() as KeyId;
-        self.keys.push(key);
-        self.key_ids.insert(key, k);
-        self.writers.push(Vec::new());
         k
     }
 
@@ -117,73 +111,111 @@ impl<'h> Index<'h> {
     }
 }
 
+/// Interns `key` into `names` / `ids`: its dense id, and whether it is new (so the caller
+/// grows its per-key state).
+pub(crate) fn intern<'h>(
+    names: &mut Vec<&'h [u8]>,
+    ids: &mut HashMap<&'h [u8], KeyId>,
+    key: &'h [u8],
+) -> (KeyId, bool) {
+    if let Some(&k) = ids.get(key) {
+        return (k, false);
+    }
+    let k = names.len() as KeyId;
+    names.push(key);
+    ids.insert(key, k);
+    (k, true)
+}
+
 /// Maps ids to positions, rejecting the reserved id 0, duplicates and `begin > end`.
-fn index_ids(txns: &[TxnRecord]) -> Result<HashMap<TxnId, TxnIdx>, Violation> {
-    let mut by_id = HashMap::with_capacity(txns.len());
-    for (i, txn) in txns.iter().enumerate() {
-        if txn.id == 0 {
+/// Takes `(id, begin, end)` per txn so every history type shares the same rules.
+pub(crate) fn index_ids(
+    txns: impl Iterator<Item = (TxnId, u64, u64)>,
+) -> Result<HashMap<TxnId, TxnIdx>, Violation> {
+    let mut by_id = HashMap::new();
+    for (i, (id, begin, end)) in txns.enumerate() {
+        // Txn positions are u32 graph nodes, and u32::MAX is a sentinel.
+        if i >= u32::MAX as usize - 1 {
+            return Err(Violation::new(
+                AnomalyKind::MalformedHistory,
+                vec![],
+                "too many transactions (limit is u32::MAX - 1)",
+            ));
+        }
+        if id == 0 {
             return Err(Violation::new(
                 AnomalyKind::MalformedHistory,
                 vec![0],
                 "txn id 0 is reserved for the initial state",
             ));
         }
-        if txn.begin > txn.end {
+        if begin > end {
             return Err(Violation::new(
                 AnomalyKind::MalformedHistory,
-                vec![txn.id],
-                format!("T{} has begin {} > end {}", txn.id, txn.begin, txn.end),
+                vec![id],
+                format!("T{id} has begin {begin} > end {end}"),
             ));
         }
-        if by_id.insert(txn.id, i as TxnIdx).is_some() {
+        if by_id.insert(id, i as TxnIdx).is_some() {
             return Err(Violation::new(
                 AnomalyKind::MalformedHistory,
-                vec![txn.id],
-                format!("txn id T{} occurs more than once", txn.id),
+                vec![id],
+                format!("txn id T{id} occurs more than once"),
             ));
         }
     }
     Ok(by_id)
 }
 
-/// Committed txns, plus `Unknown` ones that an included txn observed a write of
-/// (transitively: an observed unknown's own observations count too).
-fn compute_included(txns: &[TxnRecord], by_id: &HashMap<TxnId, TxnIdx>) -> (Vec<bool>, usize) {
-    let mut included: Vec<bool> = txns
-        .iter()
-        .map(|t| t.outcome == Outcome::Committed)
+/// Decides which txns count as committed: the committed ones, plus `Unknown` ones that an
+/// included txn observed a write of (transitively: an observed unknown's own observations
+/// count too).
+///
+/// `observe(t, out)` is called exactly once per included txn, committed ones first in
+/// history order, and pushes the txns whose writes `t` observed (any outcome, `t` itself
+/// allowed). It may also fail, for checkers that validate reads on this same pass.
+pub(crate) fn include_observed(
+    outcomes: impl Iterator<Item = Outcome>,
+    mut observe: impl FnMut(TxnIdx, &mut Vec<TxnIdx>) -> Result<(), Violation>,
+) -> Result<(Vec<bool>, usize), Violation> {
+    let outcomes: Vec<Outcome> = outcomes.collect();
+    let mut included: Vec<bool> = outcomes.iter().map(|&o| o == Outcome::Committed).collect();
+    let mut queue: VecDeque<TxnIdx> = (0..outcomes.len() as TxnIdx)
+        .filter(|&t| included[t as usize])
         .collect();
-    let mut stack: Vec<usize> = (0..txns.len()).filter(|&i| included[i]).collect();
     let mut unknown_included = 0;
-    let mut observed: Vec<TxnId> = Vec::new();
-    while let Some(t) = stack.pop() {
-        let me = txns[t].id;
+    let mut observed: Vec<TxnIdx> = Vec::new();
+    while let Some(t) = queue.pop_front() {
         observed.clear();
-        for op in &txns[t].ops {
-            match op {
-                Op::Read {
-                    observed: Observed::Version(v),
-                    ..
-                } => observed.push(v.txn),
-                Op::Range { observed: seen, .. } => {
-                    observed.extend(seen.iter().map(|(_, v)| v.txn))
-                }
-                _ => {}
-            }
-        }
-        for &writer in &observed {
-            if writer == me {
-                continue;
-            }
-            if let Some(&w) = by_id.get(&writer) {
-                let w = w as usize;
-                if !included[w] && txns[w].outcome == Outcome::Unknown {
-                    included[w] = true;
-                    unknown_included += 1;
-                    stack.push(w);
-                }
+        observe(t, &mut observed)?;
+        for &w in &observed {
+            let w = w as usize;
+            if !included[w] && outcomes[w] == Outcome::Unknown {
+                included[w] = true;
+                unknown_included += 1;
+                queue.push_back(w as TxnIdx);
             }
         }
     }
-    (included, unknown_included)
+    Ok((included, unknown_included))
+}
+
+/// The txns whose versions `txn` read (ids not in the history are left to the garbage
+/// check).
+fn observed_writers(txn: &TxnRecord, by_id: &HashMap<TxnId, TxnIdx>, out: &mut Vec<TxnIdx>) {
+    let mut push = |writer: TxnId| {
+        if let Some(&w) = by_id.get(&writer) {
+            out.push(w);
+        }
+    };
+    for op in &txn.ops {
+        match op {
+            Op::Read {
+                observed: Observed::Version(v),
+                ..
+            } => push(v.txn),
+            Op::Range { observed, .. } => observed.iter().for_each(|(_, v)| push(v.txn)),
+            _ => {}
+        }
+    }
 }

@@ -18,47 +18,32 @@ const SHARDS: usize = 16;
 
 /// Collects [`TxnRecord`]s from many threads. Share it by reference (it is `Sync`), e.g.
 /// with `std::thread::scope`, or in an `Arc`.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Recorder {
-    origin: Instant,
-    next_id: AtomicU64,
-    shards: Vec<Mutex<Vec<TxnRecord>>>,
-}
-
-impl Default for Recorder {
-    fn default() -> Self {
-        Recorder::new()
-    }
+    sink: Sink<TxnRecord>,
 }
 
 impl Recorder {
     /// A recorder whose clock starts now.
     pub fn new() -> Self {
-        Recorder {
-            origin: Instant::now(),
-            next_id: AtomicU64::new(1),
-            shards: (0..SHARDS).map(|_| Mutex::new(Vec::new())).collect(),
-        }
+        Recorder::default()
     }
 
     /// Nanoseconds since the recorder was created. Monotonic and shared by all threads,
     /// so `a.end < b.begin` really means `a` finished before `b` started.
     pub fn clock(&self) -> u64 {
-        // u64 nanoseconds last ~584 years; saturate rather than wrap just in case.
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        self.sink.clock()
     }
 
     /// A fresh, unique, nonzero transaction id.
     pub fn next_txn_id(&self) -> TxnId {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
+        self.sink.next_txn_id()
     }
 
     /// Starts recording a transaction: allocates an id and records the begin time. Call
     /// this *before* beginning the engine transaction so the interval covers it.
     pub fn begin_txn(&self) -> TxnBuilder<'_> {
-        let id = self.next_txn_id();
-        // Clock read last, as close to the engine's begin as possible.
-        let begin = self.clock();
+        let (id, begin) = self.sink.begin();
         TxnBuilder {
             rec: self,
             id,
@@ -71,20 +56,12 @@ impl Recorder {
 
     /// Adds an already-built record (for callers that assemble records themselves).
     pub fn record(&self, txn: TxnRecord) {
-        let shard = (txn.id as usize) % SHARDS;
-        self.shards[shard]
-            .lock()
-            // A panicking test thread must not hide everyone else's records.
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(txn);
+        self.sink.record(txn);
     }
 
     /// Number of transactions recorded so far.
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).len())
-            .sum()
+        self.sink.len()
     }
 
     /// Whether nothing has been recorded yet.
@@ -94,24 +71,100 @@ impl Recorder {
 
     /// A copy of everything recorded so far, sorted by txn id.
     pub fn history(&self) -> History {
-        let mut txns: Vec<TxnRecord> = self
-            .shards
-            .iter()
-            .flat_map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).clone())
-            .collect();
-        txns.sort_by_key(|t| t.id);
-        History { txns }
+        History {
+            txns: self.sink.snapshot(),
+        }
     }
 
     /// Consumes the recorder and returns the history, sorted by txn id.
     pub fn into_history(self) -> History {
-        let mut txns: Vec<TxnRecord> = self
+        History {
+            txns: self.sink.into_sorted(),
+        }
+    }
+}
+
+/// A finished transaction as a recorder stores it.
+pub(crate) trait Record: Clone {
+    fn id(&self) -> TxnId;
+}
+
+impl Record for TxnRecord {
+    fn id(&self) -> TxnId {
+        self.id
+    }
+}
+
+/// What every recorder shares whatever its records hold: the clock, txn ids, and the
+/// sharded buffers finished records go to.
+#[derive(Debug)]
+pub(crate) struct Sink<R> {
+    origin: Instant,
+    next_id: AtomicU64,
+    shards: Vec<Mutex<Vec<R>>>,
+}
+
+impl<R> Default for Sink<R> {
+    fn default() -> Self {
+        Sink {
+            origin: Instant::now(),
+            next_id: AtomicU64::new(1),
+            shards: (0..SHARDS).map(|_| Mutex::new(Vec::new())).collect(),
+        }
+    }
+}
+
+impl<R: Record> Sink<R> {
+    pub fn clock(&self) -> u64 {
+        // u64 nanoseconds last ~584 years; saturate rather than wrap just in case.
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    pub fn next_txn_id(&self) -> TxnId {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A new txn's id and begin time.
+    pub fn begin(&self) -> (TxnId, u64) {
+        let id = self.next_txn_id();
+        // Clock read last, as close to the engine's begin as possible.
+        (id, self.clock())
+    }
+
+    pub fn record(&self, txn: R) {
+        let shard = (txn.id() as usize) % SHARDS;
+        self.shards[shard]
+            .lock()
+            // A panicking test thread must not hide everyone else's records.
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(txn);
+    }
+
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).len())
+            .sum()
+    }
+
+    pub fn snapshot(&self) -> Vec<R> {
+        let mut txns: Vec<R> = self
+            .shards
+            .iter()
+            .flat_map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).clone())
+            .collect();
+        txns.sort_by_key(R::id);
+        txns
+    }
+
+    pub fn into_sorted(self) -> Vec<R> {
+        let mut txns: Vec<R> = self
             .shards
             .into_iter()
             .flat_map(|s| s.into_inner().unwrap_or_else(PoisonError::into_inner))
             .collect();
-        txns.sort_by_key(|t| t.id);
-        History { txns }
+        txns.sort_by_key(R::id);
+        txns
     }
 }
 

@@ -121,8 +121,14 @@ pub enum AnomalyKind {
     GSnapshot,
     /// A read returned a version that was never written (or a deletion, as present).
     GarbageRead,
-    /// A read inside a txn did not reflect the txn's own earlier write/delete.
+    /// A read inside a txn did not reflect the txn's own earlier write/delete (for
+    /// list-append: its own appends do not end the list, or it saw a later one early).
     InternalInconsistency,
+    /// List-append: two reads of a key are not prefixes of one list, so no order of the
+    /// appends explains both.
+    IncompatibleOrder,
+    /// List-append: a read returned the same element twice.
+    DuplicateElements,
     /// A range read's result was unsorted, duplicated or out of bounds.
     InvalidRangeResult,
     /// A reader with a timestamp saw a key absent although a committed version with a
@@ -152,6 +158,8 @@ impl AnomalyKind {
             }
             AnomalyKind::GarbageRead => "garbage read (version never written)",
             AnomalyKind::InternalInconsistency => "internal inconsistency (own write not seen)",
+            AnomalyKind::IncompatibleOrder => "incompatible order (reads of a list disagree)",
+            AnomalyKind::DuplicateElements => "duplicate elements in a list read",
             AnomalyKind::InvalidRangeResult => "invalid range result",
             AnomalyKind::AbsentButVisible => "read absent but a visible version exists",
             AnomalyKind::AmbiguousVersionOrder => {

@@ -1,17 +1,21 @@
 //! Property tests against a model: random *serial* executions over a `BTreeMap` are
 //! accepted, and single mutations that are guaranteed anomalies are rejected.
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::time::Instant;
 
+use common::{interval, run_mutations, Fate, Rng};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::Config;
 use verso_check::{
     check_serializable, check_strict_serializable, AnomalyKind, History, Key, Observed, Op,
     Outcome, TxnRecord, VersionId,
 };
+
+mod common;
+
+type PlanTxn = common::PlanTxn<PlanOp>;
 
 // ---------------------------------------------------------------- the model executor
 
@@ -28,24 +32,6 @@ enum PlanOp {
         unbounded: bool,
         reverse: bool,
     },
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fate {
-    Commit,
-    Abort,
-    /// Committed, but the client does not know (no deletes: see `Outcome::Unknown`).
-    UnknownCommitted,
-    /// Did not commit, and the client does not know.
-    UnknownAborted,
-}
-
-#[derive(Clone, Debug)]
-struct PlanTxn {
-    ops: Vec<PlanOp>,
-    fate: Fate,
-    /// Duration, for overlapping real-time intervals.
-    dur: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -193,11 +179,13 @@ fn execute(plan: &[PlanTxn], opts: Opts) -> Generated {
                 }
             }
         }
+        // A crashed txn whose delete nobody can observe is not counted (see
+        // `Outcome::Unknown`), so only committed ones delete.
         let fate = match p.fate {
             Fate::UnknownCommitted if has_delete => Fate::Commit,
             f => f,
         };
-        let commits = matches!(fate, Fate::Commit | Fate::UnknownCommitted);
+        let commits = fate.commits();
         let mut ts = None;
         if commits {
             for (k, &n) in &seqs {
@@ -221,19 +209,8 @@ fn execute(plan: &[PlanTxn], opts: Opts) -> Generated {
                 };
             }
         }
-        let outcome = match fate {
-            Fate::Commit => Outcome::Committed,
-            Fate::Abort => Outcome::Aborted,
-            Fate::UnknownCommitted | Fate::UnknownAborted => Outcome::Unknown,
-        };
-        // Serial: disjoint intervals. Overlapping: begin 10i, end 10i + dur (< 10i + 40),
-        // so `a.end < b.begin` still implies a ran before b.
-        let (begin, end) = if opts.overlap {
-            (10 * id, 10 * id + p.dur)
-        } else {
-            (100 * id, 100 * id + 50)
-        };
-        txns.push(TxnRecord::new(id, begin, end, ts, outcome, ops));
+        let (begin, end) = interval(id, p.dur, opts.overlap);
+        txns.push(TxnRecord::new(id, begin, end, ts, fate.outcome(), ops));
     }
     Generated {
         history: History::from_txns(txns),
@@ -257,22 +234,8 @@ fn plan_op() -> impl Strategy<Value = PlanOp> {
     ]
 }
 
-fn plan_txn() -> impl Strategy<Value = PlanTxn> {
-    let fate = prop_oneof![
-        8 => Just(Fate::Commit),
-        1 => Just(Fate::Abort),
-        1 => Just(Fate::UnknownCommitted),
-        1 => Just(Fate::UnknownAborted),
-    ];
-    (prop::collection::vec(plan_op(), 1..7), fate, 1..40u64).prop_map(|(ops, fate, dur)| PlanTxn {
-        ops,
-        fate,
-        dur,
-    })
-}
-
 fn plan() -> impl Strategy<Value = Vec<PlanTxn>> {
-    prop::collection::vec(plan_txn(), 1..40)
+    common::plan(plan_op())
 }
 
 // ---------------------------------------------------------------- valid histories
@@ -309,7 +272,7 @@ proptest! {
 
 // ---------------------------------------------------------------- mutations
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Mutation {
     /// A read observes a version older than the visible one, though a committed txn
     /// overwrote it before the reader began.
@@ -456,29 +419,16 @@ fn apply(g: &Generated, change: &Change) -> History {
 
 #[test]
 fn injected_anomalies_are_rejected() {
-    let applied = RefCell::new(HashMap::<&'static str, usize>::new());
-    let mut runner = TestRunner::new(Config {
-        cases: 512,
-        ..Config::default()
-    });
-    let strategy = (plan(), 0..MUTATIONS.len(), any::<prop::sample::Index>());
-    let result = runner.run(&strategy, |(plan, first, pick)| {
+    let generate = |plan: Vec<PlanTxn>| {
         let g = execute(&plan, Opts::default());
         prop_assert!(
             check_strict_serializable(&g.history).is_ok(),
             "unmutated history must be valid"
         );
-        // Try the chosen mutation kind first, then the others, so few cases are wasted.
-        let Some((m, changes)) = (0..MUTATIONS.len())
-            .map(|i| MUTATIONS[(first + i) % MUTATIONS.len()])
-            .map(|m| (m, candidates(&g, m)))
-            .find(|(_, c)| !c.is_empty())
-        else {
-            return Ok(());
-        };
-        let change = pick.get(&changes);
-        let h = apply(&g, change);
-        *applied.borrow_mut().entry(mutation_name(m)).or_default() += 1;
+        Ok(g)
+    };
+    let verify = |g: &Generated, m: Mutation, change: &Change| {
+        let h = apply(g, change);
         let strict = check_strict_serializable(&h);
         prop_assert!(strict.is_err(), "{m:?} via {change:?} was accepted");
         let err = strict.unwrap_err();
@@ -500,42 +450,16 @@ fn injected_anomalies_are_rejected() {
             );
         }
         Ok(())
-    });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
-    // The test must actually exercise every mutation kind.
-    let applied = applied.into_inner();
-    for m in MUTATIONS {
-        assert!(
-            applied.get(mutation_name(m)).copied().unwrap_or(0) > 0,
-            "{m:?} never applied: {applied:?}"
-        );
-    }
-}
-
-fn mutation_name(m: Mutation) -> &'static str {
-    match m {
-        Mutation::StaleRead => "stale",
-        Mutation::FutureRead => "future",
-        Mutation::AbortWriter => "abort",
-        Mutation::IntermediateRead => "intermediate",
-        Mutation::DropRangeEntry => "drop",
-        Mutation::SwapRangeEntries => "swap",
-    }
+    };
+    run_mutations(512, plan(), &MUTATIONS, generate, candidates, verify);
 }
 
 // ---------------------------------------------------------------- scale
 
 /// A deterministic pseudo-random plan without proptest, for large histories.
 fn big_plan(n: usize, keys: usize, seed: u64) -> Vec<PlanTxn> {
-    let mut s = seed;
-    let mut rand = move |m: usize| {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s % m as u64) as usize
-    };
+    let mut rng = Rng(seed);
+    let mut rand = move |m: usize| rng.below(m);
     (0..n)
         .map(|_| {
             let ops = (0..1 + rand(4))
