@@ -8,7 +8,7 @@ use std::sync::{Mutex, OnceLock};
 use crossbeam_utils::CachePadded;
 
 use crate::gc::GcQueue;
-use crate::index::{OrderedIndex, TableIndex};
+use crate::index::{OrderedIndex, RecordPtr, TableIndex};
 use crate::timestamp::Timestamps;
 use crate::{Concurrency, Error, Isolation, Options, Txn};
 
@@ -48,6 +48,10 @@ pub(crate) struct SiteStats {
     pub(crate) gc_runs: StdAtomicU64,
     pub(crate) gc_records_pruned: StdAtomicU64,
     pub(crate) gc_bytes_freed: StdAtomicU64,
+    pub(crate) records_removed: StdAtomicU64,
+    pub(crate) records_freed: StdAtomicU64,
+    /// Commits that failed for a reason other than a conflict (the log refused them).
+    pub(crate) commit_errors: StdAtomicU64,
 }
 
 /// A snapshot of the engine's counters (see [`Db::stats`]).
@@ -79,8 +83,17 @@ pub struct Stats {
     pub gc_records_pruned: u64,
     /// Bytes of versions freed.
     pub gc_bytes_freed: u64,
-    /// Superseded versions waiting in GC queues (an upper bound on what GC still holds).
+    /// Entries waiting in GC queues: records to prune, versions in limbo, and removed
+    /// records not freed yet (an upper bound on what GC still holds).
     pub gc_pending: u64,
+    /// Records taken out of the index: deleted keys the watermark passed, and the empty
+    /// records of inserts that aborted.
+    pub records_removed: u64,
+    /// Removed records freed (the rest wait for transactions that began before their
+    /// removal).
+    pub records_freed: u64,
+    /// Commits that failed for another reason than a conflict (a durability error).
+    pub commit_errors: u64,
 }
 
 /// An in-memory, multi-version, strictly serializable key-value store.
@@ -99,7 +112,14 @@ pub struct Db {
     next_site: StdAtomicU64,
     /// The redo log and data directory (`None` when memory-only).
     pub(crate) durable: Option<crate::durability::Durable>,
+    /// Per bucket of keys (by hash), the newest tombstone timestamp whose record was removed:
+    /// what [`Txn::version_of`] says for an absent key, so a key deleted, removed and
+    /// re-created or not is still seen to have changed.
+    removal_stamps: Box<[StdAtomicU64]>,
 }
+
+/// Buckets of [`Db::removal_stamps`]: a key shares its bucket with 1/4096 of the others.
+const REMOVAL_BUCKETS: usize = 4096;
 
 static NEXT_DB_UID: StdAtomicU64 = StdAtomicU64::new(1);
 
@@ -141,6 +161,7 @@ impl Db {
             commit_log: crate::validation::CommitLog::default(),
             next_site: StdAtomicU64::new(0),
             durable: None,
+            removal_stamps: (0..REMOVAL_BUCKETS).map(|_| StdAtomicU64::new(0)).collect(),
         })
     }
 
@@ -200,7 +221,8 @@ impl Db {
             .collect()
     }
 
-    /// Number of keys the table's index holds (deleted keys included until collected).
+    /// Number of keys the table's index holds: live keys, and deleted ones until the GC
+    /// removes them (once no active transaction can see what they held).
     pub fn table_index_len(&self, table: &Table) -> Result<usize, Error> {
         Ok(self.table_state(table)?.index.len())
     }
@@ -305,6 +327,9 @@ impl Db {
             s.gc_runs += get(&site.gc_runs);
             s.gc_records_pruned += get(&site.gc_records_pruned);
             s.gc_bytes_freed += get(&site.gc_bytes_freed);
+            s.records_removed += get(&site.records_removed);
+            s.records_freed += get(&site.records_freed);
+            s.commit_errors += get(&site.commit_errors);
         }
         for q in self.gc.iter() {
             s.gc_pending += q.lock().unwrap_or_else(|e| e.into_inner()).len() as u64;
@@ -325,8 +350,15 @@ impl Db {
         if q.len() == 0 {
             return;
         }
-        let done = q.collect(&self.timestamps);
+        let done = q.collect(self, site);
+        drop(q);
         let stats = &self.stats[site];
+        stats
+            .records_removed
+            .fetch_add(done.removed as u64, StdOrdering::Relaxed);
+        stats
+            .records_freed
+            .fetch_add(done.freed as u64, StdOrdering::Relaxed);
         stats.gc_runs.fetch_add(1, StdOrdering::Relaxed);
         stats
             .gc_records_pruned
@@ -334,6 +366,87 @@ impl Db {
         stats
             .gc_bytes_freed
             .fetch_add(done.bytes as u64, StdOrdering::Relaxed);
+    }
+
+    /// Takes a dead record's key out of its index, leaving `stamp` (its `tslast`) as the
+    /// gap stamp where it was.
+    pub(crate) fn remove_from_index(&self, record: RecordPtr, stamp: u64) {
+        let r = record.get();
+        if let Some(tombstone) = r.newest() {
+            // Before the key leaves: a reader that no longer finds the record sees this.
+            self.removal_stamps[removal_bucket(r.table(), r.key())]
+                .fetch_max(tombstone.ts(), StdOrdering::SeqCst);
+        }
+        let removed = self
+            .table_state_by_id(r.table())
+            .index
+            .remove_record(r.key(), record, stamp);
+        // Only the thread that marked the record dead removes it, and nothing replaces a
+        // key's record while it is in the index.
+        assert!(removed, "a dead record was not in its index");
+    }
+
+    /// The record that holds `dead`'s key now (inserting one if there is none), for a commit
+    /// that found `dead` before it left the index. Waits out a removal still in progress.
+    pub(crate) fn record_again(&self, dead: RecordPtr) -> RecordPtr {
+        let (table, key) = (dead.get().table(), dead.get().key());
+        let index = &self.table_state_by_id(table).index;
+        let mut step = 0;
+        loop {
+            let record = index.get_or_insert_with(key, |gap_stamp| {
+                RecordPtr::new(crate::record::Record::new(table, key, gap_stamp))
+            });
+            if record != dead {
+                return record;
+            }
+            crate::sync::spin_step(&mut step);
+        }
+    }
+
+    /// Removes the empty records among `records` (inserts whose commit failed) that nobody
+    /// holds, and retires them to `site`'s queue.
+    pub(crate) fn remove_empty_records(
+        &self,
+        site: usize,
+        records: impl Iterator<Item = RecordPtr>,
+    ) {
+        let mut removed = Vec::new();
+        for record in records {
+            if let Some(stamp) = record.get().remove_if_empty() {
+                self.remove_from_index(record, stamp);
+                removed.push(record);
+            }
+        }
+        if removed.is_empty() {
+            return;
+        }
+        let n = removed.len() as u64;
+        let after = self.timestamps.fresh(site);
+        let collect = {
+            let mut q = self.gc[site].lock().unwrap_or_else(|e| e.into_inner());
+            q.retire(removed.into_iter(), after);
+            q.wants_collection()
+        };
+        self.stats[site]
+            .records_removed
+            .fetch_add(n, StdOrdering::Relaxed);
+        if collect {
+            self.collect_site(site);
+        }
+    }
+
+    /// The newest removed tombstone in `key`'s bucket (0 if none).
+    pub(crate) fn removal_stamp(&self, table: u32, key: &[u8]) -> u64 {
+        self.removal_stamps[removal_bucket(table, key)].load(StdOrdering::SeqCst)
+    }
+
+    /// How long the oldest transaction still active has been running (`None` if none is).
+    /// An active transaction holds back garbage collection: versions it may read, deleted
+    /// keys it may see, and the records it may hold stay until it ends, so a transaction
+    /// left open grows memory with every write elsewhere. Long transactions are the
+    /// caller's choice in the embedded API; this shows their cost.
+    pub fn oldest_transaction_age(&self) -> Option<std::time::Duration> {
+        self.timestamps.oldest_active_age()
     }
 
     /// Which timestamp algorithm is in force ("rdtsc", "atomic" or "mutex").
@@ -359,6 +472,10 @@ impl Db {
             site
         })
     }
+}
+
+fn removal_bucket(table: u32, key: &[u8]) -> usize {
+    (crate::write_set::hash_of(table, key) >> 40) as usize % REMOVAL_BUCKETS
 }
 
 fn backoff(attempt: u32) {

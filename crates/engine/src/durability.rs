@@ -212,7 +212,7 @@ impl Db {
         let state = self.table_state_by_id(table);
         let record = state
             .index
-            .get_or_insert_with(key, |gap| RecordPtr::new(Record::new(key, gap)));
+            .get_or_insert_with(key, |gap| RecordPtr::new(Record::new(table, key, gap)));
         let r = record.get();
         if r.newest().is_some_and(|v| v.ts() >= ts) {
             return;
@@ -373,6 +373,12 @@ impl Db {
                 loop {
                     chunk.clear();
                     let start = lo.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+                    // A fuzzy checkpoint: each chunk reads the newest committed versions under
+                    // its own short read-only transaction, so GC is held back by one chunk,
+                    // not by the whole scan (module docs: why recovery stays consistent).
+                    // It begins before the scan: the records found stay allocated while it
+                    // is active even if they leave the index meanwhile (`gc.rs`).
+                    let txn = self.begin_read_only()?;
                     // Stamp 0: the checkpoint leaves no gap stamps (it reads invisibly).
                     let done =
                         state
@@ -381,10 +387,6 @@ impl Db {
                                 chunk.push(r);
                                 chunk.len() < SCAN_CHUNK
                             });
-                    // A fuzzy checkpoint: each chunk reads the newest committed versions under
-                    // its own short read-only transaction, so GC is held back by one chunk,
-                    // not by the whole scan (module docs: why recovery stays consistent).
-                    let txn = self.begin_read_only()?;
                     let (chunk_ts, walk) = (txn.timestamp(), txn.walk_word());
                     for r in &chunk {
                         let record = r.get();

@@ -12,26 +12,47 @@
 //!   A limbo batch records which transactions were mid-walk when it was made (odd walk
 //!   counters) and is freed once each of those counters has moved on.
 //!
+//! - a record left holding only a tombstone below the oldest reader dies in the prune
+//!   (`record.rs`, "Removal"): its key leaves the index with its `tslast` folded into the
+//!   gap stamp, and the record is *retired*, freed once every transaction that could have
+//!   found it has ended (the watermark passed a timestamp drawn after the removal) and no
+//!   other queue names it any more (its `queued` count is zero). Records of aborted
+//!   inserts are retired here too, by the thread whose commit failed.
+//!
 //! Nothing ever sweeps a table.
 
 use std::ptr::NonNull;
 
+use crate::db::Db;
 use crate::index::RecordPtr;
-use crate::record::Version;
+use crate::record::{Prune, Version};
 use crate::sync::Ordering;
 use crate::timestamp::{SlotId, Timestamps};
 
 /// A queue is collected once it holds this many entries (or twice what the last collection
 /// had to leave behind, so a long reader does not make every commit rescan the queue).
 pub(crate) const GC_TRIGGER_MIN: usize = 256;
+/// ... or once this many removed records wait to be freed.
+const RETIRED_TRIGGER: usize = 256;
 
 pub(crate) struct GcQueue {
-    /// Invariant: every record with a version below its head that may become garbage has an
-    /// entry here (or in another site's queue).
+    /// Invariant: every record with a version below its head that may become garbage, or
+    /// with a tombstone at its head, has an entry here (or in another site's queue); each
+    /// entry is counted in its record's `queued`.
     entries: Vec<RecordPtr>,
     trigger: usize,
     /// Unlinked versions waiting for the walks that were in progress when they were unlinked.
     limbo: Vec<LimboBatch>,
+    /// Records out of the index, waiting for the transactions that may still hold them.
+    retired: Vec<Retired>,
+}
+
+/// A record removed from the index, owned by the queue that retired it.
+struct Retired {
+    record: RecordPtr,
+    /// A timestamp drawn after the removal: every transaction that could have found the
+    /// record is below it, so once the watermark passes it none is left.
+    after: u64,
 }
 
 struct LimboBatch {
@@ -50,6 +71,10 @@ unsafe impl Send for GcQueue {}
 pub(crate) struct Collected {
     pub(crate) bytes: usize,
     pub(crate) records: usize,
+    /// Records taken out of the index.
+    pub(crate) removed: usize,
+    /// Removed records freed.
+    pub(crate) freed: usize,
 }
 
 impl Default for GcQueue {
@@ -58,41 +83,78 @@ impl Default for GcQueue {
             entries: Vec::new(),
             trigger: GC_TRIGGER_MIN,
             limbo: Vec::new(),
+            retired: Vec::new(),
         }
     }
 }
 
 impl GcQueue {
+    /// Queues records whose `install` asked for the GC (and counted the entry).
     pub(crate) fn extend(&mut self, records: impl Iterator<Item = RecordPtr>) {
         self.entries.extend(records);
     }
 
+    /// Takes records already out of the index; `after` is a timestamp drawn after their
+    /// removal.
+    pub(crate) fn retire(&mut self, records: impl Iterator<Item = RecordPtr>, after: u64) {
+        self.retired
+            .extend(records.map(|record| Retired { record, after }));
+    }
+
     pub(crate) fn wants_collection(&self) -> bool {
-        self.entries.len() >= self.trigger
+        self.entries.len() >= self.trigger || self.retired.len() >= RETIRED_TRIGGER
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.entries.len() + self.limbo.iter().map(|b| b.versions.len()).sum::<usize>()
+        self.entries.len()
+            + self.limbo.iter().map(|b| b.versions.len()).sum::<usize>()
+            + self.retired.len()
     }
 
-    /// Prunes the queued records against a fresh snapshot and frees what limbo allows.
-    pub(crate) fn collect(&mut self, timestamps: &Timestamps) -> Collected {
+    /// Prunes the queued records against a fresh snapshot, removes the records that died,
+    /// and frees what limbo and the retired list allow. `site` is the caller's timestamp
+    /// site (for the timestamp drawn after removals).
+    pub(crate) fn collect(&mut self, db: &Db, site: usize) -> Collected {
+        let timestamps = &db.timestamps;
         let mut done = self.free_limbo(timestamps);
         let snap = timestamps.snapshot();
+        done.freed = self.free_retired(snap.low);
         let mut unlinked = Vec::new();
         // A hot key has many entries but needs one prune; while a long reader keeps its
         // history alive, the queue then holds one entry per record, not one per write.
         self.entries.sort_unstable_by_key(|record| record.addr());
-        self.entries.dedup_by_key(|record| record.addr());
-        self.entries
-            .retain(|&record| match record.get().prune(&snap, &mut unlinked) {
-                Some(p) => {
+        self.entries.dedup_by(|dup, kept| {
+            let same = dup.addr() == kept.addr();
+            if same {
+                dup.get().unqueue();
+            }
+            same
+        });
+        let mut removed = Vec::new();
+        self.entries.retain(|&record| {
+            let keep = match record.get().prune(&snap, &mut unlinked) {
+                Prune::Pruned(p) => {
                     done.bytes += p.bytes_freed;
                     done.records += 1;
+                    if let Some(stamp) = p.removed {
+                        db.remove_from_index(record, stamp);
+                        removed.push(record);
+                    }
                     p.history_kept
                 }
-                None => true, // busy: a committer or another pruner holds it
-            });
+                Prune::Busy => true, // a committer or another pruner holds it
+                Prune::Dead => false,
+            };
+            if !keep {
+                record.get().unqueue();
+            }
+            keep
+        });
+        if !removed.is_empty() {
+            done.removed = removed.len();
+            let after = timestamps.fresh(site);
+            self.retire(removed.into_iter(), after);
+        }
         if !unlinked.is_empty() {
             // Order the unlinks before reading the walk counters (the pruning side of the
             // announce-then-load pair in `Record::read`).
@@ -116,6 +178,24 @@ impl GcQueue {
             self.entries.shrink_to(self.trigger);
         }
         done
+    }
+
+    /// Frees the retired records that no transaction (all are at or above `low`) and no
+    /// queue can reach any more.
+    fn free_retired(&mut self, low: u64) -> usize {
+        let before = self.retired.len();
+        self.retired.retain(|r| {
+            if r.after >= low || !r.record.get().is_unqueued() {
+                return true;
+            }
+            // SAFETY: out of the index since before `after` was drawn, so only transactions
+            // begun before then (all ended: the watermark is past `after`) could have found
+            // it, and no GC queue names it (`queued` is zero, and nothing queues a dead
+            // record); this queue retired it once and frees it once.
+            unsafe { r.record.destroy() };
+            false
+        });
+        before - self.retired.len()
     }
 
     /// Frees every limbo batch whose recorded walks have all finished.
@@ -150,6 +230,11 @@ impl Drop for GcQueue {
                 unsafe { Version::free(v) };
             }
         }
+        for r in self.retired.drain(..) {
+            // SAFETY: out of the index (so not freed with it), retired here only, and no
+            // transaction is left.
+            unsafe { r.record.destroy() };
+        }
     }
 }
 
@@ -170,7 +255,7 @@ mod loom_tests {
             let timestamps =
                 Arc::new(Timestamps::with_layout(TimestampSource::Rdtsc, 1, 2).unwrap());
             let (reader_ts, slot) = timestamps.begin(0).unwrap();
-            let rec = Arc::new(*Record::new(b"k", 0));
+            let rec = Arc::new(*Record::new(0, b"k", 0));
             for (i, ts) in [reader_ts - 1, reader_ts + 100, reader_ts + 200]
                 .into_iter()
                 .enumerate()
@@ -181,7 +266,10 @@ mod loom_tests {
             }
             let (rec2, ts2) = (rec.clone(), timestamps.clone());
             let reader = loom::thread::spawn(move || {
-                let seen = rec2.read(reader_ts, ts2.walk_word(slot)).map(|v| v.ts());
+                let seen = rec2
+                    .read(reader_ts, ts2.walk_word(slot))
+                    .unwrap()
+                    .map(|v| v.ts());
                 assert_eq!(seen, Some(reader_ts - 1));
             });
             let snap = GcSnapshot {
@@ -190,7 +278,7 @@ mod loom_tests {
                 active: vec![reader_ts],
             };
             let mut unlinked = Vec::new();
-            rec.prune(&snap, &mut unlinked).unwrap();
+            assert!(matches!(rec.prune(&snap, &mut unlinked), Prune::Pruned(_)));
             assert_eq!(
                 unlinked.len(),
                 1,

@@ -1,9 +1,9 @@
 //! The narrow boundary between the engine and its ordered index.
 //!
-//! The engine needs five things from an index: point lookups, lookups that leave a read stamp
-//! on the gap of an absent key, insert-if-absent that reports the gap's stamp, stamped scans in
-//! both directions, and a full walk for teardown. Stamps are what phantom protection rests
-//! on; see `verso_index` for the contract.
+//! The engine needs six things from an index: point lookups, lookups that leave a read stamp
+//! on the gap of an absent key, insert-if-absent that reports the gap's stamp, removal that
+//! leaves a stamp where the key was, stamped scans in both directions, and a full walk for
+//! teardown. Stamps are what phantom protection rests on; see `verso_index` for the contract.
 
 use std::ops::Bound;
 use std::ptr::NonNull;
@@ -16,8 +16,9 @@ use crate::record::Record;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RecordPtr(NonNull<Record>);
 
-// SAFETY: a `Record` is `Sync` (atomics plus an immutable key) and lives until the `Db` drops,
-// which happens only after every thread using it is done.
+// SAFETY: a `Record` is `Sync` (atomics plus an immutable key); it lives while its index holds
+// it and, once removed, until every transaction that could have found it has ended and no GC
+// queue names it (`gc.rs`), or else until the `Db` drops.
 unsafe impl Send for RecordPtr {}
 // SAFETY: as above.
 unsafe impl Sync for RecordPtr {}
@@ -32,17 +33,21 @@ impl RecordPtr {
         self.0.as_ptr() as usize
     }
 
-    /// The record. Records are freed only by `Db::drop`, so any borrow of the `Db` outlives
-    /// the reference.
+    /// The record. Callers hold it the way `gc.rs` accounts for: found in the index by an
+    /// active transaction (or, for the checkpoint, under one begun before the lookup), or
+    /// named by a GC queue entry.
     pub(crate) fn get<'a>(self) -> &'a Record {
-        // SAFETY: records are never freed while the `Db` (which every caller borrows) lives.
+        // SAFETY: a record is freed only once it is out of the index, every transaction
+        // that could have found it has ended, and no GC queue names it (`gc.rs`), or at
+        // `Db::drop`; callers are in one of the groups that keeps it alive (above).
         unsafe { self.0.as_ref() }
     }
 
     /// Frees the record and its versions.
     ///
     /// # Safety
-    /// Only from `Db::drop`: nothing else references the record, and each is freed once.
+    /// Nothing references the record any more (`Db::drop`, or a retired record that no
+    /// transaction or queue can reach), and each is freed once.
     pub(crate) unsafe fn destroy(self) {
         // SAFETY: exclusive by contract; the box was leaked by `new`.
         unsafe {
@@ -56,6 +61,8 @@ impl RecordPtr {
 pub(crate) trait OrderedIndex: Send + Sync {
     fn get_or_stamp(&self, key: &[u8], stamp: u64) -> Option<RecordPtr>;
     fn get_or_insert_with(&self, key: &[u8], make: impl FnOnce(u64) -> RecordPtr) -> RecordPtr;
+    /// Removes `key` if it maps to `record`, leaving `stamp` where it was.
+    fn remove_record(&self, key: &[u8], record: RecordPtr, stamp: u64) -> bool;
     fn scan(
         &self,
         lo: Bound<&[u8]>,
@@ -137,6 +144,13 @@ impl OrderedIndex for TableIndex {
         match self {
             TableIndex::Masstree(m) => m.get_or_insert_with(key, make).0,
             TableIndex::BTree(b) => b.get_or_insert_with(key, make).0,
+        }
+    }
+
+    fn remove_record(&self, key: &[u8], record: RecordPtr, stamp: u64) -> bool {
+        match self {
+            TableIndex::Masstree(m) => m.remove_if(key, stamp, |r| r == record).is_some(),
+            TableIndex::BTree(b) => b.remove_if(key, stamp, |r| r == record).is_some(),
         }
     }
 

@@ -158,7 +158,8 @@ impl<'t> Range<'t> {
                 continue;
             }
             let value = match self.mode {
-                ReadMode::Mvto => read_visible(record, self.ts, self.walk),
+                ReadMode::Mvto => read_visible(&self.table.index, record, self.ts, self.walk)
+                    .and_then(|v| v.value()),
                 ReadMode::Snapshot => read_snapshot(record, self.ts, self.walk),
                 ReadMode::Latest => record.newest().and_then(|v| v.value()),
             };

@@ -11,11 +11,21 @@
 //!
 //! So for any reader `T` and committer `W < T` of the same record, either the committer sees
 //! the read and aborts, or the reader sees the owner, waits, and then reads `W`'s version.
+//!
+//! **Removal.** A record whose chain is empty (an insert that aborted) or a lone tombstone
+//! below the GC watermark says the same as no record at all, so it leaves the index
+//! ([`Record::remove_if_empty`], [`Record::prune`]). The remover holds the record
+//! ([`OWNER_GC`]), marks it [`OWNER_DEAD`] for good, and then reads `tslast` and folds it
+//! into the index's gap stamp as it removes the key: the same Dekker pair as a committer's,
+//! so a reader either had its read folded in or sees the record dead and looks the key up
+//! again (stamping the gap, or finding a new record). Committers that meet a dead record
+//! look the key up again too. The memory is freed once no transaction that could hold a
+//! pointer to it is left (`gc.rs`).
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::{self, NonNull};
 
-use crate::sync::{dekker_fence, spin_step, AtomicPtr, AtomicU64, Ordering};
+use crate::sync::{dekker_fence, spin_step, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use crate::timestamp::GcSnapshot;
 use crate::ConflictReason;
 
@@ -24,8 +34,42 @@ use crate::ConflictReason;
 pub(crate) struct Pruned {
     /// Bytes freed at once (versions unlinked mid-chain are counted when freed later).
     pub(crate) bytes_freed: usize,
-    /// Whether versions other than the head remain: the record may have garbage later.
+    /// Whether the record may have garbage later: versions other than the head remain, or
+    /// the head is a tombstone the watermark has not passed yet (it will be removed).
     pub(crate) history_kept: bool,
+    /// The record is now dead (a lone tombstone below the watermark): remove its key from
+    /// the index, folding in this `tslast`.
+    pub(crate) removed: Option<u64>,
+}
+
+/// Why a commit could not take a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// A conflict: the transaction aborts.
+    Conflict(ConflictReason),
+    /// The record left the index: look the key up again and take that record instead.
+    Removed,
+}
+
+impl From<ConflictReason> for Refused {
+    fn from(reason: ConflictReason) -> Self {
+        Refused::Conflict(reason)
+    }
+}
+
+/// A read met a record that has left the index: look the key up again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Removed;
+
+/// What [`Record::prune`] found.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Prune {
+    /// A committer or another pruner holds the record: try again later.
+    Busy,
+    /// The record was removed already (by another queue's collection).
+    Dead,
+    /// Pruned (and maybe removed now: `Pruned::removed`).
+    Pruned(Pruned),
 }
 
 /// `owner` when nobody is committing.
@@ -36,15 +80,21 @@ pub(crate) const OWNER_GC: u64 = u64::MAX;
 /// `owner` while a precision-locking committer holds the record but has not drawn its commit
 /// timestamp yet. Snapshot readers wait for the stamp: the commit may land below them.
 pub(crate) const OWNER_UNSTAMPED: u64 = u64::MAX - 1;
+/// `owner` of a record that has left the index, for good. Above every timestamp, so readers
+/// never wait for it; a read or commit that meets it looks the key up again.
+pub(crate) const OWNER_DEAD: u64 = u64::MAX - 2;
 
-/// One key's record. Lives until the `Db` is dropped: the index hands out `&Record`s freely.
+/// One key's record. Lives while the index holds it and, after its removal, until every
+/// transaction that might have found it has ended (`gc.rs`): a transaction may keep
+/// `&Record`s for its whole life.
 ///
 /// Layout: the three protocol words share the first cache line with the key pointer, so a
-/// read touches one line of the record (plus the version it returns).
+/// read touches one line of the record (plus the version it returns). The whole record is
+/// that one line.
 #[repr(C, align(64))]
 pub(crate) struct Record {
-    /// Invariant: [`OWNER_NONE`], [`OWNER_GC`], or the timestamp of the one transaction whose
-    /// commit holds this record.
+    /// Invariant: [`OWNER_NONE`], [`OWNER_GC`], [`OWNER_UNSTAMPED`], the timestamp of the
+    /// one transaction whose commit holds this record, or, from removal on, [`OWNER_DEAD`].
     owner: AtomicU64,
     /// Invariant: >= every timestamp that has read this record or installed a version in it,
     /// and >= the largest gap stamp its key inherited when it was inserted.
@@ -53,9 +103,18 @@ pub(crate) struct Record {
     head: AtomicPtr<Version>,
     key: Box<[u8]>,
     /// Two-phase locking only (`two_pl.rs`): [`LOCK_WRITER`] or the number of shared holders.
-    /// Fills the first cache line's spare word, so the other protocols pay nothing.
+    /// Fills the first cache line's spare word, so the other protocols pay nothing. A removed
+    /// record keeps [`LOCK_WRITER`] for good.
     lock2pl: AtomicU64,
+    /// The table whose index holds the record: removal takes the key out of it.
+    table: u32,
+    /// How many GC queue entries name this record. A removed record is freed only at zero:
+    /// until then some queue may still look at it (and drop its entry on seeing it dead).
+    queued: AtomicU32,
 }
+
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Record>() == 64);
 
 /// `lock2pl` held exclusively.
 pub(crate) const LOCK_WRITER: u64 = 1 << 63;
@@ -167,16 +226,78 @@ impl Version {
 }
 
 impl Record {
-    /// A record with no versions whose `tslast` starts at `gap_stamp`: the largest timestamp
-    /// of any range read (or absent-key read) that covered this key before it existed.
-    pub(crate) fn new(key: &[u8], gap_stamp: u64) -> Box<Record> {
+    /// A record of `table` with no versions whose `tslast` starts at `gap_stamp`: the
+    /// largest timestamp of any range read (or absent-key read) that covered this key before
+    /// it existed.
+    pub(crate) fn new(table: u32, key: &[u8], gap_stamp: u64) -> Box<Record> {
         Box::new(Record {
             owner: AtomicU64::new(OWNER_NONE),
             tslast: AtomicU64::new(gap_stamp),
             head: AtomicPtr::new(ptr::null_mut()),
             key: key.into(),
             lock2pl: AtomicU64::new(0),
+            table,
+            queued: AtomicU32::new(0),
         })
+    }
+
+    pub(crate) fn table(&self) -> u32 {
+        self.table
+    }
+
+    /// Whether the record has left the index (it never comes back).
+    pub(crate) fn is_removed(&self) -> bool {
+        self.owner.load(Ordering::SeqCst) == OWNER_DEAD
+    }
+
+    /// A GC queue dropped an entry naming this record (one made by `install`).
+    pub(crate) fn unqueue(&self) {
+        // Release: this queue's last look at the record happens before a free that sees zero.
+        let before = self.queued.fetch_sub(1, Ordering::Release);
+        debug_assert!(before > 0, "GC queue entries miscounted");
+    }
+
+    /// Whether no GC queue names the record any more (a removed record may then be freed).
+    pub(crate) fn is_unqueued(&self) -> bool {
+        self.queued.load(Ordering::Acquire) == 0
+    }
+
+    /// Removes an empty record (an insert that aborted) if nobody holds it: marks it dead and
+    /// returns its `tslast`, for the caller to fold into the index as it removes the key.
+    /// `None` if it has a version or someone holds it (who will then install, or remove it
+    /// in turn when it aborts).
+    pub(crate) fn remove_if_empty(&self) -> Option<u64> {
+        if !self.head.load(Ordering::Acquire).is_null() {
+            return None;
+        }
+        self.owner
+            .compare_exchange(OWNER_NONE, OWNER_GC, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        if !self.head.load(Ordering::Acquire).is_null() {
+            self.owner.store(OWNER_NONE, Ordering::Release);
+            return None;
+        }
+        let stamp = self.die();
+        if stamp.is_none() {
+            self.owner.store(OWNER_NONE, Ordering::Release);
+        }
+        stamp
+    }
+
+    /// With [`OWNER_GC`] held: marks the record dead and returns `tslast` to fold into the
+    /// index, or `None` (still held) if a two-phase lock is held on it.
+    fn die(&self) -> Option<u64> {
+        debug_assert_eq!(self.owner.load(Ordering::Relaxed), OWNER_GC);
+        // Two-phase locking: a holder's lock must keep protecting the key, so a locked
+        // record stays; taking the writer bit for good fails every later attempt.
+        self.lock2pl
+            .compare_exchange(0, LOCK_WRITER, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        // The committer's half of the Dekker pair with readers (module docs): a reader that
+        // raised `tslast` before this store is seen below; a later one sees the record dead.
+        self.owner.store(OWNER_DEAD, Ordering::SeqCst);
+        dekker_fence();
+        Some(self.tslast.load(Ordering::SeqCst))
     }
 
     /// Two-phase locking: takes a shared lock if no writer holds one.
@@ -224,15 +345,17 @@ impl Record {
         unsafe { self.head.load(Ordering::Acquire).as_ref() }
     }
 
-    /// Takes the commit word for an install at `ts` under an exclusive two-phase lock
-    /// (waiting only for the GC, which holds it briefly).
+    /// Takes the commit word for an install at `ts` under an exclusive two-phase lock (or
+    /// during recovery), waiting only for the GC, which holds it briefly. The record cannot
+    /// be removed meanwhile: removal needs the two-phase lock free, and recovery runs before
+    /// any collection.
     pub(crate) fn lock_for_install(&self, ts: u64) {
         let mut step = 0;
-        while self
-            .owner
-            .compare_exchange(OWNER_NONE, ts, Ordering::SeqCst, Ordering::Relaxed)
-            .is_err()
+        while let Err(owner) =
+            self.owner
+                .compare_exchange(OWNER_NONE, ts, Ordering::SeqCst, Ordering::Relaxed)
         {
+            assert_ne!(owner, OWNER_DEAD, "install into a removed record");
             spin_step(&mut step);
         }
     }
@@ -246,8 +369,10 @@ impl Record {
     /// walk counter (see `Timestamps::walk_word`); only that transaction writes it.
     ///
     /// The returned reference stays valid while the transaction at `ts` is registered active:
-    /// pruning keeps every version some active or future timestamp can see.
-    pub(crate) fn read(&self, ts: u64, walk: &AtomicU64) -> Option<&Version> {
+    /// pruning keeps every version some active or future timestamp can see. `Err(Removed)`:
+    /// the record left the index, perhaps without this read folded into the gap stamp, so
+    /// the caller looks the key up again.
+    pub(crate) fn read(&self, ts: u64, walk: &AtomicU64) -> Result<Option<&Version>, Removed> {
         // Announce the walk before loading `head`: a pruner that unlinks a version and then
         // finds this counter even knows this walk cannot reach it.
         let walk_seq = walk.load(Ordering::Relaxed);
@@ -265,6 +390,10 @@ impl Record {
             let owner = self.owner.load(Ordering::SeqCst);
             // OWNER_GC is above every timestamp, so pruning never delays a reader.
             if owner == OWNER_NONE || owner > ts {
+                if owner == OWNER_DEAD {
+                    walk.store(walk_seq + 2, Ordering::Release);
+                    return Err(Removed);
+                }
                 break;
             }
             debug_assert_ne!(owner, ts, "a transaction reads while committing");
@@ -292,13 +421,17 @@ impl Record {
             v = version.next.load(Ordering::SeqCst);
         }
         walk.store(walk_seq + 2, Ordering::Release);
-        found
+        Ok(found)
     }
 
     /// A snapshot read at `ts` (snapshot isolation and precision locking): the newest
     /// version older than `ts`, leaving no trace in shared memory (no `tslast`). Waits while
     /// the record is held by a committer whose versions may land below `ts`: an older
     /// stamped one, or one not stamped yet (it stamps right after taking its locks).
+    ///
+    /// A removed record needs no second look: it was found while in the index, so the
+    /// reader began before the removal, and any commit on a record inserted for the key
+    /// since draws its timestamp later, above `ts`.
     pub(crate) fn read_snapshot(&self, ts: u64, walk: &AtomicU64) -> Option<&Version> {
         let walk_seq = walk.load(Ordering::Relaxed);
         debug_assert_eq!(walk_seq % 2, 0, "nested walks on one transaction");
@@ -335,7 +468,7 @@ impl Record {
     /// `start`, without waiting: fails at once if another transaction holds it (its write is
     /// uncommitted) or committed a version after `start` (first committer wins). Leaves the
     /// record [`OWNER_UNSTAMPED`] until [`Record::stamp`].
-    pub(crate) fn lock_no_wait(&self, start: u64) -> Result<(), ConflictReason> {
+    pub(crate) fn lock_no_wait(&self, start: u64) -> Result<(), Refused> {
         let mut step = 0;
         loop {
             match self.owner.compare_exchange(
@@ -347,14 +480,15 @@ impl Record {
                 Ok(_) => break,
                 // Pruning is brief and not a transaction: wait it out.
                 Err(OWNER_GC) => spin_step(&mut step),
-                Err(_) => return Err(ConflictReason::WriteWrite),
+                Err(OWNER_DEAD) => return Err(Refused::Removed),
+                Err(_) => return Err(ConflictReason::WriteWrite.into()),
             }
         }
         let head = self.head.load(Ordering::Acquire);
         // SAFETY: the head is never freed while it is the head, and we hold the record.
         if unsafe { head.as_ref() }.is_some_and(|v| v.ts > start) {
             self.unlock(OWNER_UNSTAMPED);
-            return Err(ConflictReason::WriteWrite);
+            return Err(ConflictReason::WriteWrite.into());
         }
         Ok(())
     }
@@ -368,7 +502,7 @@ impl Record {
 
     /// Takes the record for a commit at `ts`, waiting for an older committer or the GC to
     /// finish, and checks that no younger transaction read or wrote it.
-    pub(crate) fn lock_for_commit(&self, ts: u64) -> Result<(), ConflictReason> {
+    pub(crate) fn lock_for_commit(&self, ts: u64) -> Result<(), Refused> {
         let mut step = 0;
         loop {
             match self
@@ -376,9 +510,10 @@ impl Record {
                 .compare_exchange(OWNER_NONE, ts, Ordering::SeqCst, Ordering::SeqCst)
             {
                 Ok(_) => break,
+                Err(OWNER_DEAD) => return Err(Refused::Removed),
                 // A younger owner will install a version above us: we would abort anyway.
                 Err(owner) if owner != OWNER_GC && owner > ts => {
-                    return Err(ConflictReason::WrittenByYounger)
+                    return Err(ConflictReason::WrittenByYounger.into())
                 }
                 // An older owner (or the GC) finishes without waiting on anything: waits only
                 // point to older transactions, so they cannot form a cycle.
@@ -388,13 +523,15 @@ impl Record {
         dekker_fence();
         if self.tslast.load(Ordering::SeqCst) > ts {
             self.unlock(ts);
-            return Err(ConflictReason::ReadByYounger);
+            return Err(ConflictReason::ReadByYounger.into());
         }
         Ok(())
     }
 
     /// Publishes `version` as the newest and raises `tslast` to its timestamp. Returns
-    /// whether it superseded an older version. Caller holds the record (`lock_for_commit`).
+    /// whether the record now needs the GC (it superseded an older version, or holds a
+    /// tombstone, which the GC removes once no reader needs it); the caller then queues it,
+    /// and this counts the entry. Caller holds the record (`lock_for_commit`).
     pub(crate) fn install(&self, version: NonNull<Version>) -> bool {
         // SAFETY: `version` is a fresh, unpublished allocation owned by the committer.
         let ts = unsafe { version.as_ref() }.ts;
@@ -418,7 +555,12 @@ impl Record {
             .store(old, Ordering::Relaxed);
         self.head.store(version.as_ptr(), Ordering::Release);
         self.tslast.fetch_max(ts, Ordering::SeqCst);
-        !old.is_null()
+        // SAFETY: as above.
+        let needs_gc = !old.is_null() || unsafe { version.as_ref() }.tombstone;
+        if needs_gc {
+            self.queued.fetch_add(1, Ordering::Relaxed);
+        }
+        needs_gc
     }
 
     /// Releases the record after `lock_for_commit` at `ts`.
@@ -430,26 +572,28 @@ impl Record {
     /// Drops every version no reader can see, given `snap`. Versions below the newest one
     /// older than `snap.low` are freed at once (no walk reaches them); versions unlinked from
     /// the middle of the chain are pushed onto `unlinked`, to be freed after the walks in
-    /// progress finish. Returns `None` if the record was busy (try again later).
-    pub(crate) fn prune(
-        &self,
-        snap: &GcSnapshot,
-        unlinked: &mut Vec<NonNull<Version>>,
-    ) -> Option<Pruned> {
-        if self
-            .owner
-            .compare_exchange(OWNER_NONE, OWNER_GC, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            return None;
+    /// progress finish. A record left holding only a tombstone below `snap.low` dies
+    /// (`Pruned::removed`): every reader, now and later, sees that tombstone, which says
+    /// what no record says. Returns `Busy` if the record was held (try again later).
+    pub(crate) fn prune(&self, snap: &GcSnapshot, unlinked: &mut Vec<NonNull<Version>>) -> Prune {
+        match self.owner.compare_exchange(
+            OWNER_NONE,
+            OWNER_GC,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => {}
+            Err(OWNER_DEAD) => return Prune::Dead,
+            Err(_) => return Prune::Busy,
         }
         let mut pruned = Pruned::default();
         // SAFETY: holding OWNER_GC excludes committers and other pruners, so the chain is
         // stable and every version on it is live.
         let Some(mut kept) = (unsafe { self.head.load(Ordering::Acquire).as_ref() }) else {
             self.owner.store(OWNER_NONE, Ordering::Release);
-            return Some(pruned);
+            return Prune::Pruned(pruned);
         };
+        let head = kept;
         // `kept` is the newest version kept so far (the head always is); `relink` is set
         // once versions after it were dropped, so its `next` must skip them.
         let mut relink = false;
@@ -502,8 +646,19 @@ impl Record {
         if relink {
             kept.next.store(ptr::null_mut(), Ordering::Release);
         }
+        if head.tombstone {
+            if head.ts < snap.low && head.next.load(Ordering::Relaxed).is_null() {
+                pruned.removed = self.die();
+                if pruned.removed.is_some() {
+                    // Stays `OWNER_DEAD`.
+                    return Prune::Pruned(pruned);
+                }
+            }
+            // Not yet (or two-phase locked): keep it queued for a later collection.
+            pruned.history_kept = true;
+        }
         self.owner.store(OWNER_NONE, Ordering::Release);
-        Some(pruned)
+        Prune::Pruned(pruned)
     }
 
     /// Frees the whole chain. Only for dropping the `Db`, when nothing else runs.
@@ -532,7 +687,7 @@ mod loom_tests {
     #[test]
     fn older_commit_is_either_seen_or_aborted() {
         loom::model(|| {
-            let rec = Arc::new(*Record::new(b"k", 0));
+            let rec = Arc::new(*Record::new(0, b"k", 0));
             let r2 = rec.clone();
             let writer = loom::thread::spawn(move || {
                 if r2.lock_for_commit(1).is_err() {
@@ -543,7 +698,7 @@ mod loom_tests {
                 true
             });
             let walk = AtomicU64::new(0);
-            let saw = rec.read(2, &walk).map(|v| v.ts());
+            let saw = rec.read(2, &walk).unwrap().map(|v| v.ts());
             let committed = writer.join().unwrap();
             if committed {
                 assert_eq!(saw, Some(1), "reader at 2 missed a committed write at 1");
@@ -563,7 +718,7 @@ mod loom_tests {
     fn snapshot_reader_sees_exactly_the_commits_below_it() {
         loom::model(|| {
             let clock = Arc::new(AtomicU64::new(10));
-            let rec = Arc::new(*Record::new(b"k", 0));
+            let rec = Arc::new(*Record::new(0, b"k", 0));
             let (r2, c2) = (rec.clone(), clock.clone());
             let writer = loom::thread::spawn(move || {
                 let start = 1;
@@ -595,11 +750,112 @@ mod loom_tests {
         });
     }
 
+    /// A stand-in for the index: one key's slot and its gap stamp, under a mutex (the real
+    /// index's gap-stamp contract is Masstree's own, tested there).
+    struct OneKeyIndex(loom::sync::Mutex<(Option<Arc<Record>>, u64)>);
+
+    impl OneKeyIndex {
+        fn get_or_stamp(&self, ts: u64) -> Option<Arc<Record>> {
+            let mut g = self.0.lock().unwrap();
+            if g.0.is_none() {
+                g.1 = g.1.max(ts);
+            }
+            g.0.clone()
+        }
+        fn get_or_insert(&self, made: &loom::sync::Mutex<Vec<Arc<Record>>>) -> Arc<Record> {
+            let mut g = self.0.lock().unwrap();
+            if g.0.is_none() {
+                let r = Arc::new(*Record::new(0, b"k", g.1));
+                made.lock().unwrap().push(r.clone());
+                g.0 = Some(r);
+            }
+            g.0.clone().unwrap()
+        }
+        fn remove(&self, r: &Arc<Record>, stamp: u64) {
+            let mut g = self.0.lock().unwrap();
+            assert!(g.0.as_ref().is_some_and(|x| Arc::ptr_eq(x, r)));
+            g.0 = None;
+            g.1 = g.1.max(stamp);
+        }
+    }
+
+    /// Removal of a deleted key's record against a reader at 4 and an older writer at 3 that
+    /// inserts the key: either the writer aborts or the reader sees its write, whichever
+    /// record each of them ends up on (the dead one, or one inserted after the removal).
+    #[test]
+    fn removal_keeps_reads_and_older_inserts_ordered() {
+        loom::model(|| {
+            let made = Arc::new(loom::sync::Mutex::new(Vec::new()));
+            let dead = Arc::new(*Record::new(0, b"k", 0));
+            dead.lock_for_commit(1).unwrap();
+            assert!(
+                dead.install(Version::new(1, None)),
+                "a tombstone wants the GC"
+            );
+            dead.unlock(1);
+            made.lock().unwrap().push(dead.clone());
+            let index = Arc::new(OneKeyIndex(loom::sync::Mutex::new((Some(dead.clone()), 0))));
+            let (index2, made2) = (index.clone(), made.clone());
+            let writer = loom::thread::spawn(move || {
+                let mut r = index2.get_or_insert(&made2);
+                loop {
+                    match r.lock_for_commit(3) {
+                        Ok(()) => break,
+                        Err(Refused::Removed) => {
+                            loom::thread::yield_now();
+                            r = index2.get_or_insert(&made2);
+                        }
+                        Err(Refused::Conflict(_)) => return false,
+                    }
+                }
+                r.install(Version::new(3, Some(b"v")));
+                r.unlock(3);
+                true
+            });
+            let (index3, dead3) = (index.clone(), dead.clone());
+            let remover = loom::thread::spawn(move || {
+                let snap = GcSnapshot {
+                    low: 3,
+                    future: 5,
+                    active: vec![3, 4],
+                };
+                let mut unlinked = Vec::new();
+                if let Prune::Pruned(p) = dead3.prune(&snap, &mut unlinked) {
+                    if let Some(stamp) = p.removed {
+                        index3.remove(&dead3, stamp);
+                    }
+                }
+                assert!(unlinked.is_empty());
+            });
+            let walk = AtomicU64::new(0);
+            let saw = loop {
+                let Some(r) = index.get_or_stamp(4) else {
+                    break None;
+                };
+                match r.read(4, &walk) {
+                    Ok(v) => break v.map(|v| (v.ts(), v.value().is_some())),
+                    Err(Removed) => loom::thread::yield_now(),
+                }
+            };
+            let committed = writer.join().unwrap();
+            remover.join().unwrap();
+            if committed {
+                assert_eq!(saw, Some((3, true)), "a reader at 4 missed a commit at 3");
+            } else {
+                assert_ne!(saw, Some((3, true)));
+            }
+            for r in made.lock().unwrap().iter() {
+                // SAFETY: every thread is done.
+                unsafe { r.free_versions() };
+            }
+        });
+    }
+
     /// Two committers on one record: the younger one never installs below the older one.
     #[test]
     fn committers_keep_the_chain_ordered() {
         loom::model(|| {
-            let rec = Arc::new(*Record::new(b"k", 0));
+            let rec = Arc::new(*Record::new(0, b"k", 0));
             let r2 = rec.clone();
             let t = loom::thread::spawn(move || {
                 if r2.lock_for_commit(1).is_ok() {
@@ -613,7 +869,10 @@ mod loom_tests {
             rec.unlock(2);
             t.join().unwrap();
             // `install` asserts the order; the newest is the younger write.
-            assert_eq!(rec.read(3, &AtomicU64::new(0)).map(|v| v.ts()), Some(2));
+            assert_eq!(
+                rec.read(3, &AtomicU64::new(0)).unwrap().map(|v| v.ts()),
+                Some(2)
+            );
             // SAFETY: both threads are done.
             unsafe { rec.free_versions() };
         });

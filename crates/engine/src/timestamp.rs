@@ -65,6 +65,10 @@ struct Site {
     /// Pruning frees a version unlinked from the middle of a chain only after every walk
     /// that was in progress at the unlink has finished (see `gc.rs`).
     walks: Box<[AtomicU64]>,
+    /// Per slot, when its transaction began, in microseconds since the generator was made:
+    /// kept only where timestamps are not clock ticks (atomic and mutex counters), for
+    /// [`Timestamps::oldest_active_age`]. RDTSC timestamps tell their age themselves.
+    begun_us: Box<[AtomicU64]>,
 }
 
 impl Site {
@@ -73,6 +77,7 @@ impl Site {
             lock: AtomicBool::new(false),
             slots: (0..slots).map(|_| AtomicU64::new(IDLE)).collect(),
             walks: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            begun_us: (0..slots).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -131,6 +136,9 @@ pub(crate) struct Timestamps {
     /// recovered even if the machine's counter restarted (a reboot resets the TSC).
     /// Invariant: only raised before the first transaction begins.
     tsc_offset: u64,
+    /// When the generator was made, and the counter then: the clock the ages of active
+    /// transactions are measured against (and, for RDTSC, the counter's rate).
+    made: (std::time::Instant, u64),
     /// Under loom the hardware counter is modelled by an atomic that ticks on every read.
     #[cfg(loom)]
     fake_tsc: AtomicU64,
@@ -165,7 +173,7 @@ impl Timestamps {
             }
             TimestampSource::Mutex => Algorithm::Mutex,
         };
-        Ok(Timestamps {
+        let mut timestamps = Timestamps {
             algorithm,
             site_bits,
             sites: (0..sites)
@@ -175,9 +183,14 @@ impl Timestamps {
             counter: CachePadded::new(AtomicU64::new(0)),
             mutex: std::sync::Mutex::new(0),
             tsc_offset: 0,
+            made: (std::time::Instant::now(), 0),
             #[cfg(loom)]
             fake_tsc: AtomicU64::new(1 << site_bits),
-        })
+        };
+        if algorithm == Algorithm::Rdtsc {
+            timestamps.made.1 = timestamps.tsc();
+        }
+        Ok(timestamps)
     }
 
     /// Makes every later timestamp at least `floor`. Called by recovery before any
@@ -188,6 +201,7 @@ impl Timestamps {
                 let now = self.tsc();
                 if now < floor {
                     self.tsc_offset += floor - now;
+                    self.made.1 += floor - now; // the rate is measured on the same scale
                 }
             }
             Algorithm::Atomic => {
@@ -231,6 +245,10 @@ impl Timestamps {
                     .fetch_max(site_index as u64 + 1, Ordering::AcqRel);
             }
             let ts = self.generate_locked(site_index);
+            if self.algorithm != Algorithm::Rdtsc {
+                let us = self.made.0.elapsed().as_micros() as u64;
+                site.begun_us[slot].store(us, Ordering::Relaxed);
+            }
             // Filled under the site lock: a watermark scan of this site either comes before
             // (and its fresh bound is below `ts`) or after (and sees `ts` here).
             site.slots[slot].store(ts, Ordering::Release);
@@ -301,6 +319,36 @@ impl Timestamps {
             .first()
             .map_or(snap.future, |&t| t.min(snap.future));
         snap
+    }
+
+    /// How long the oldest active transaction has been running (`None` when none is), as
+    /// far as a racy look at the slots tells: for statistics, never for correctness.
+    pub(crate) fn oldest_active_age(&self) -> Option<std::time::Duration> {
+        let used = (self.sites_used.load(Ordering::Acquire) as usize).min(self.sites.len());
+        let mut oldest: Option<(u64, u64)> = None; // (timestamp, begun_us)
+        for site in &self.sites[..used] {
+            for (slot, begun) in site.slots.iter().zip(site.begun_us.iter()) {
+                let t = slot.load(Ordering::Acquire);
+                if t != IDLE && oldest.is_none_or(|(o, _)| t < o) {
+                    oldest = Some((t, begun.load(Ordering::Relaxed)));
+                }
+            }
+        }
+        let (ts, begun_us) = oldest?;
+        let elapsed = self.made.0.elapsed();
+        if self.algorithm != Algorithm::Rdtsc {
+            let now_us = elapsed.as_micros() as u64;
+            return Some(std::time::Duration::from_micros(
+                now_us.saturating_sub(begun_us),
+            ));
+        }
+        // The counter's rate, measured over the generator's life so far.
+        let (now, ticks) = (self.tsc(), self.tsc().saturating_sub(self.made.1));
+        if ticks == 0 || elapsed.is_zero() {
+            return Some(std::time::Duration::ZERO);
+        }
+        let secs = now.saturating_sub(ts) as f64 * elapsed.as_secs_f64() / ticks as f64;
+        Some(std::time::Duration::from_secs_f64(secs))
     }
 
     /// The walk counter of a transaction's slot.

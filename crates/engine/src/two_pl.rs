@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 
 use crate::index::RecordPtr;
+use crate::record::Refused;
 use crate::sync::{spin_step, AtomicU64, Ordering};
 use crate::ConflictReason;
 
@@ -100,15 +101,19 @@ impl Held {
     }
 
     /// A shared lock on `r` (nothing if any lock on it is held already). Read-only
-    /// transactions wait; others fail at once.
-    pub(crate) fn share_record(&mut self, r: RecordPtr, wait: bool) -> Result<(), ConflictReason> {
+    /// transactions wait; others fail at once. `Removed`: `r` left the index (it keeps its
+    /// writer bit for good), look the key up again.
+    pub(crate) fn share_record(&mut self, r: RecordPtr, wait: bool) -> Result<(), Refused> {
         if self.record_mode(r).is_some() {
             return Ok(());
         }
         let mut step = 0;
         while !r.get().try_lock_shared() {
+            if r.get().is_removed() {
+                return Err(Refused::Removed);
+            }
             if !wait {
-                return Err(ConflictReason::LockBusy);
+                return Err(ConflictReason::LockBusy.into());
             }
             spin_step(&mut step);
         }
@@ -116,13 +121,14 @@ impl Held {
         Ok(())
     }
 
-    /// The exclusive lock on `r`, upgrading a shared one.
-    pub(crate) fn own_record(&mut self, r: RecordPtr) -> Result<(), ConflictReason> {
+    /// The exclusive lock on `r`, upgrading a shared one. (A record this transaction holds
+    /// a lock on cannot be removed: removal needs the lock word free.)
+    pub(crate) fn own_record(&mut self, r: RecordPtr) -> Result<(), Refused> {
         match self.record_mode(r) {
             Some(true) => Ok(()),
             Some(false) => {
                 if !r.get().try_lock_exclusive(true) {
-                    return Err(ConflictReason::LockBusy);
+                    return Err(ConflictReason::LockBusy.into());
                 }
                 let i = self.by_addr[&r.addr()];
                 self.records[i].1 = true;
@@ -130,12 +136,25 @@ impl Held {
             }
             None => {
                 if !r.get().try_lock_exclusive(false) {
-                    return Err(ConflictReason::LockBusy);
+                    if r.get().is_removed() {
+                        return Err(Refused::Removed);
+                    }
+                    return Err(ConflictReason::LockBusy.into());
                 }
                 self.push_record(r, true);
                 Ok(())
             }
         }
+    }
+
+    /// The records held exclusively that have no version: inserts this transaction made and
+    /// did not commit (to remove once the locks are released).
+    pub(crate) fn empty_owned(&self) -> Vec<RecordPtr> {
+        self.records
+            .iter()
+            .filter(|&&(r, exclusive)| exclusive && r.get().newest().is_none())
+            .map(|&(r, _)| r)
+            .collect()
     }
 
     /// S on table `id` (its lock word `lock`).

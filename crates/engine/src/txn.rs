@@ -30,9 +30,9 @@ use std::sync::atomic::Ordering as StdOrdering;
 
 use crate::db::{Db, SiteStats, Table, TableState};
 use crate::durability::DurabilityTicket;
-use crate::index::{OrderedIndex, RecordPtr};
+use crate::index::{OrderedIndex, RecordPtr, TableIndex};
 use crate::range::{Range, ReadMode, Reader};
-use crate::record::{Record, Version};
+use crate::record::{Record, Refused, Removed, Version};
 use crate::timestamp::SlotId;
 use crate::two_pl::Held;
 use crate::validation::{self, PredicateLog};
@@ -46,6 +46,20 @@ pub struct CommitTs(pub(crate) u64);
 
 impl CommitTs {
     /// The raw timestamp.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+/// Which committed write of a key a transaction saw ([`Txn::version_of`]): equal versions
+/// read at two times mean no commit wrote the key in between. Redis's WATCH needs exactly
+/// this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KeyVersion(u64);
+
+impl KeyVersion {
+    /// The raw stamp: the commit timestamp of the version seen, or for an absent key a bound
+    /// on its last removal (see [`Txn::version_of`]).
     pub fn get(self) -> u64 {
         self.0
     }
@@ -156,22 +170,57 @@ impl<'db> Txn<'db> {
         if let Some(own) = self.writes.as_ref().and_then(|w| w.get(table.id, key)) {
             return Ok(own);
         }
+        Ok(self
+            .read_committed(state, table.id, key)?
+            .and_then(Version::value))
+    }
+
+    /// Which committed write of `key` this transaction sees (its own uncommitted writes do
+    /// not count): the same `KeyVersion` read again later means no commit wrote the key in
+    /// between, a different one that some commit did. It is a read of the key like
+    /// [`Txn::get`] (validated at commit, and so on). For an absent key the version is the
+    /// newest removal of a deleted key among the 1/4096 of keys that share its bucket, so
+    /// it can differ with no write to this key when another key's deletion was collected
+    /// meanwhile (a spurious "changed", never a missed one).
+    pub fn version_of(&self, table: &Table, key: impl AsRef<[u8]>) -> Result<KeyVersion, Error> {
+        let key = key.as_ref();
+        self.check_key(key)?;
+        let state = self.db.table_state(table)?;
+        Ok(match self.read_committed(state, table.id, key)? {
+            Some(version) => KeyVersion(version.ts()),
+            None => KeyVersion(self.db.removal_stamp(table.id, key)),
+        })
+    }
+
+    /// The committed version of `key` this transaction reads, by its protocol.
+    #[inline]
+    fn read_committed(
+        &self,
+        state: &'db TableState,
+        table: u32,
+        key: &[u8],
+    ) -> Result<Option<&Version>, Error> {
         if self.two_pl {
-            return self.get_locked(state, table.id, key);
+            return self.get_locked(state, table, key);
         }
         if self.visible_reads {
             let Some(record) = state.index.get_or_stamp(key, self.ts) else {
                 return Ok(None);
             };
-            self.note_read(table.id, key, record);
-            return Ok(read_visible(record.get(), self.ts, self.walk_word()));
+            self.note_read(table, key, record);
+            return Ok(read_visible(
+                &state.index,
+                record.get(),
+                self.ts,
+                self.walk_word(),
+            ));
         }
-        self.log_read(|p| p.point(table.id, key));
+        self.log_read(|p| p.point(table, key));
         let Some(record) = state.index.get_or_stamp(key, 0) else {
             return Ok(None);
         };
-        self.note_read(table.id, key, record);
-        Ok(read_snapshot(record.get(), self.ts, self.walk_word()))
+        self.note_read(table, key, record);
+        Ok(record.get().read_snapshot(self.ts, self.walk_word()))
     }
 
     /// Remembers the record a read-write transaction read, for its commit.
@@ -214,24 +263,29 @@ impl<'db> Txn<'db> {
         state: &TableState,
         table: u32,
         key: &[u8],
-    ) -> Result<Option<&[u8]>, Error> {
+    ) -> Result<Option<&Version>, Error> {
         let wait = self.read_only;
         let mut held = self.held.borrow_mut();
-        let record = match state.index.get_or_stamp(key, 0) {
-            Some(r) => r,
-            None => {
-                // No record at all: the table's S lock keeps the key from appearing.
-                held.share_table(table, &state.lock2pl, wait)
-                    .map_err(|r| self.lock_conflict(r))?;
-                match state.index.get_or_stamp(key, 0) {
-                    Some(r) => r,
-                    None => return Ok(None),
+        loop {
+            let record = match state.index.get_or_stamp(key, 0) {
+                Some(r) => r,
+                None => {
+                    // No record at all: the table's S lock keeps the key from appearing.
+                    held.share_table(table, &state.lock2pl, wait)
+                        .map_err(|r| self.lock_conflict(r))?;
+                    match state.index.get_or_stamp(key, 0) {
+                        Some(r) => r,
+                        None => return Ok(None),
+                    }
                 }
+            };
+            match held.share_record(record, wait) {
+                Ok(()) => return Ok(record.get().newest()),
+                // Removed from the index meanwhile: look again.
+                Err(Refused::Removed) => std::hint::spin_loop(),
+                Err(Refused::Conflict(r)) => return Err(self.lock_conflict(r)),
             }
-        };
-        held.share_record(record, wait)
-            .map_err(|r| self.lock_conflict(r))?;
-        Ok(record.get().newest().and_then(|v| v.value()))
+        }
     }
 
     /// Counts a two-phase-locking conflict (it surfaces at a read or write, not at commit).
@@ -249,16 +303,22 @@ impl<'db> Txn<'db> {
         self.check_key(key)?;
         let state = self.db.table_state(table)?;
         if self.two_pl {
-            let record = state
-                .index
-                .get_or_insert_with(key, |gap_stamp| RecordPtr::new(Record::new(key, gap_stamp)));
             let mut held = self.held.borrow_mut();
-            if record.get().newest().is_none() {
-                // The key's first version: a phantom for anyone holding the table's S.
-                held.intend_table(table.id, &state.lock2pl)
-                    .map_err(|r| self.lock_conflict(r))?;
+            loop {
+                let record = state.index.get_or_insert_with(key, |gap_stamp| {
+                    RecordPtr::new(Record::new(table.id, key, gap_stamp))
+                });
+                if record.get().newest().is_none() {
+                    // The key's first version: a phantom for anyone holding the table's S.
+                    held.intend_table(table.id, &state.lock2pl)
+                        .map_err(|r| self.lock_conflict(r))?;
+                }
+                match held.own_record(record) {
+                    Ok(()) => break,
+                    Err(Refused::Removed) => std::hint::spin_loop(),
+                    Err(Refused::Conflict(r)) => return Err(self.lock_conflict(r)),
+                }
             }
-            held.own_record(record).map_err(|r| self.lock_conflict(r))?;
         }
         self.writes
             .get_or_insert_with(write_set::take)
@@ -351,8 +411,11 @@ impl<'db> Txn<'db> {
             },
         );
         for r in records {
-            held.share_record(r, wait)
-                .map_err(|r| self.lock_conflict(r))?;
+            match held.share_record(r, wait) {
+                // Removed: the key is absent, and the table's S keeps it from coming back.
+                Ok(()) | Err(Refused::Removed) => {}
+                Err(Refused::Conflict(r)) => return Err(self.lock_conflict(r)),
+            }
         }
         Ok(())
     }
@@ -392,9 +455,9 @@ impl<'db> Txn<'db> {
                 ConflictReason::WriteWrite => &stats.conflicts_write_write,
                 ConflictReason::ReadChanged => &stats.conflicts_read_changed,
                 ConflictReason::LockBusy => &stats.conflicts_lock_busy,
-                _ => &stats.conflicts_written_by_younger,
+                ConflictReason::WrittenByYounger => &stats.conflicts_written_by_younger,
             },
-            Err(_) => &stats.conflicts_written_by_younger,
+            Err(_) => &stats.commit_errors,
         };
         counter.fetch_add(1, StdOrdering::Relaxed);
         result
@@ -469,7 +532,8 @@ impl<'db> Txn<'db> {
         let site = self.slot.site as usize;
         let mut superseded = std::mem::take(&mut ws.superseded);
         let result = lock_and_install(
-            &prepared,
+            self.db,
+            &mut prepared,
             ts,
             || self.log_append(ts),
             |record| superseded.push(record),
@@ -477,10 +541,7 @@ impl<'db> Txn<'db> {
         let installed = prepared.len() as u64;
         let ws = self.writes.as_mut().expect("checked above");
         if result.is_err() {
-            for (_, version) in prepared.drain(..) {
-                // SAFETY: the versions were never published.
-                unsafe { Version::free(version) };
-            }
+            abandon(self.db, site, &prepared);
         }
         prepared.clear();
         ws.prepared = prepared;
@@ -565,13 +626,10 @@ impl<'db> Txn<'db> {
         }
         let site = self.slot.site as usize;
         let mut superseded = std::mem::take(&mut ws.superseded);
-        let result = self.lock_validate_install(&prepared, start, site, |r| superseded.push(r));
+        let result = self.lock_validate_install(&mut prepared, start, site, |r| superseded.push(r));
         let installed = prepared.len() as u64;
         if result.is_err() {
-            for (_, version) in prepared.drain(..) {
-                // SAFETY: the versions were never published.
-                unsafe { Version::free(version) };
-            }
+            abandon(self.db, site, &prepared);
         }
         prepared.clear();
         let ws = self.writes.as_mut().expect("checked above");
@@ -595,7 +653,7 @@ impl<'db> Txn<'db> {
     /// Steps 1-5 of a precision-locking commit over `prepared` (sorted); returns `cts`.
     fn lock_validate_install(
         &self,
-        prepared: &[(RecordPtr, NonNull<Version>)],
+        prepared: &mut [(RecordPtr, NonNull<Version>)],
         start: u64,
         site: usize,
         mut superseded: impl FnMut(RecordPtr),
@@ -606,8 +664,16 @@ impl<'db> Txn<'db> {
             from: 0,
             to: 0,
         };
-        for &(record, _) in prepared {
-            record.get().lock_no_wait(start)?;
+        for i in 0..held.records.len() {
+            loop {
+                match held.records[i].0.get().lock_no_wait(start) {
+                    Ok(()) => break,
+                    Err(Refused::Conflict(reason)) => return Err(reason),
+                    Err(Refused::Removed) => {
+                        held.records[i].0 = self.db.record_again(held.records[i].0);
+                    }
+                }
+            }
             held.to += 1;
         }
         let ws = self.writes.as_ref().expect("a commit with writes");
@@ -618,7 +684,7 @@ impl<'db> Txn<'db> {
             || timestamps.snapshot().low,
         );
         debug_assert!(cts > start);
-        for &(record, _) in prepared {
+        for &(record, _) in held.records.iter() {
             record.get().stamp(cts);
         }
         held.ts = cts;
@@ -633,7 +699,8 @@ impl<'db> Txn<'db> {
         }
         // Validated: the transaction is serialized at `cts`.
         self.log_append(cts);
-        for &(record, version) in prepared {
+        for i in 0..held.records.len() {
+            let (record, version) = held.records[i];
             // SAFETY: still private to this commit.
             unsafe { Version::set_ts(version, cts) };
             if record.get().install(version) {
@@ -662,18 +729,34 @@ impl<'db> Txn<'db> {
         }
         if self.two_pl {
             let db = self.db;
-            self.held
-                .get_mut()
-                .release_all(|id| &db.table_state_by_id(id).lock2pl);
+            let held = self.held.get_mut();
+            // Records this transaction inserted and never gave a version (it aborted).
+            let empty = held.empty_owned();
+            held.release_all(|id| &db.table_state_by_id(id).lock2pl);
+            if !empty.is_empty() {
+                db.remove_empty_records(self.slot.site as usize, empty.into_iter());
+            }
         }
     }
 }
 
+/// After a failed commit: frees the unpublished versions and removes the records of inserts
+/// that ended up with nothing in them (this commit's, or another's that failed too).
+fn abandon(db: &Db, site: usize, prepared: &[(RecordPtr, NonNull<Version>)]) {
+    for &(_, version) in prepared {
+        // SAFETY: the versions were never published, and `prepared` is cleared after this.
+        unsafe { Version::free(version) };
+    }
+    db.remove_empty_records(site, prepared.iter().map(|&(record, _)| record));
+}
+
 /// Locks every prepared record in (table, key) order, then installs and unlocks, calling
-/// `superseded` for each record that gained a garbage version. On a conflict, unlocks what
-/// it locked and reports why; nothing was installed.
+/// `superseded` for each record that now needs the GC. On a conflict, unlocks what it locked
+/// and reports why; nothing was installed. A record that left the index since it was found
+/// is replaced by the key's current one (same key, so the order holds).
 fn lock_and_install(
-    prepared: &[(RecordPtr, NonNull<Version>)],
+    db: &Db,
+    prepared: &mut [(RecordPtr, NonNull<Version>)],
     ts: u64,
     before_install: impl FnOnce(),
     mut superseded: impl FnMut(RecordPtr),
@@ -684,13 +767,20 @@ fn lock_and_install(
         from: 0,
         to: 0,
     };
-    for &(record, _) in prepared {
-        record.get().lock_for_commit(ts)?;
+    for i in 0..held.records.len() {
+        loop {
+            match held.records[i].0.get().lock_for_commit(ts) {
+                Ok(()) => break,
+                Err(Refused::Conflict(reason)) => return Err(reason),
+                Err(Refused::Removed) => held.records[i].0 = db.record_again(held.records[i].0),
+            }
+        }
         held.to += 1;
     }
     // Every record is held and validated: the transaction is now serialized at `ts`.
     before_install();
-    for &(record, version) in prepared {
+    for i in 0..held.records.len() {
+        let (record, version) = held.records[i];
         if record.get().install(version) {
             superseded(record);
         }
@@ -704,7 +794,7 @@ fn lock_and_install(
 /// them: on a conflict (nothing installed yet), and on a panic mid-install (an invariant
 /// broke), so other transactions are not left waiting on a lock nobody will release.
 struct HeldRecords<'a> {
-    records: &'a [(RecordPtr, NonNull<Version>)],
+    records: &'a mut [(RecordPtr, NonNull<Version>)],
     ts: u64,
     from: usize,
     to: usize,
@@ -729,7 +819,9 @@ fn record_for_write(
     reads.and_then(|r| r.find(table, key)).unwrap_or_else(|| {
         db.table_state_by_id(table)
             .index
-            .get_or_insert_with(key, |gap_stamp| RecordPtr::new(Record::new(key, gap_stamp)))
+            .get_or_insert_with(key, |gap_stamp| {
+                RecordPtr::new(Record::new(table, key, gap_stamp))
+            })
     })
 }
 
@@ -742,13 +834,26 @@ pub(crate) fn read_snapshot<'t>(
     record.read_snapshot(ts, walk).and_then(|v| v.value())
 }
 
-/// MVTO read of `record` at `ts`, as a value slice (`None` if absent or deleted).
+/// MVTO read of `record` at `ts`: the version it sees (`None` if none). If the record has
+/// left the index, reads the key again through `index`, leaving `ts` on the gap or reading
+/// the record that holds the key now (`record.rs`, "Removal").
 pub(crate) fn read_visible<'t>(
-    record: &'t Record,
+    index: &'t TableIndex,
+    mut record: &'t Record,
     ts: u64,
     walk: &crate::sync::AtomicU64,
-) -> Option<&'t [u8]> {
-    record.read(ts, walk).and_then(|v| v.value())
+) -> Option<&'t Version> {
+    let mut step = 0;
+    loop {
+        match record.read(ts, walk) {
+            Ok(version) => return version,
+            Err(Removed) => {
+                // The removal may still be taking the key out of the index.
+                crate::sync::spin_step(&mut step);
+                record = index.get_or_stamp(record.key(), ts)?.get();
+            }
+        }
+    }
 }
 
 impl Drop for Txn<'_> {

@@ -258,3 +258,86 @@ fn run_retries_conflicts_and_returns_other_errors() {
         "conflicts are retried a bounded number of times"
     );
 }
+
+/// `version_of` (what WATCH rests on): equal exactly when no commit wrote the key in
+/// between, including a key deleted and collected, and a key created and deleted again.
+#[test]
+fn key_versions_change_exactly_when_the_key_is_written() {
+    use verso_engine::Concurrency;
+    for cc in [
+        Concurrency::Mvto,
+        Concurrency::PrecisionLocking,
+        Concurrency::TwoPhaseLocking,
+    ] {
+        let db = Db::open(Options::default().concurrency(cc)).unwrap();
+        let t = db.table("t").unwrap();
+        let version = |key: &[u8]| {
+            let txn = db.begin_read_only().unwrap();
+            let v = txn.version_of(&t, key).unwrap();
+            txn.commit().unwrap();
+            v
+        };
+        let absent = version(b"k");
+        assert_eq!(version(b"k"), absent, "{cc:?}: nothing happened");
+        db.run(|txn| txn.put(&t, b"other", b"x")).unwrap();
+        assert_eq!(version(b"k"), absent, "{cc:?}: another key was written");
+        db.run(|txn| txn.put(&t, b"k", b"1")).unwrap();
+        let one = version(b"k");
+        assert_ne!(one, absent, "{cc:?}: created");
+        db.run(|txn| txn.put(&t, b"k", b"1")).unwrap();
+        let again = version(b"k");
+        assert_ne!(again, one, "{cc:?}: rewritten with the same value");
+        db.run(|txn| txn.delete(&t, b"k")).unwrap();
+        let deleted = version(b"k");
+        assert_ne!(deleted, again, "{cc:?}: deleted");
+        db.collect_garbage();
+        db.collect_garbage();
+        assert_eq!(db.table_index_len(&t).unwrap(), 1, "{cc:?}: k was removed");
+        assert_eq!(version(b"k"), deleted, "{cc:?}: a removal is not a write");
+        // Created and deleted again, and collected: still a change since `absent`.
+        let before = version(b"k");
+        db.run(|txn| txn.put(&t, b"k", b"2")).unwrap();
+        db.run(|txn| txn.delete(&t, b"k")).unwrap();
+        db.collect_garbage();
+        db.collect_garbage();
+        assert_eq!(db.table_index_len(&t).unwrap(), 1);
+        assert_ne!(
+            version(b"k"),
+            before,
+            "{cc:?}: created, deleted and collected"
+        );
+        // Own uncommitted writes do not count.
+        let mut txn = db.begin().unwrap();
+        let seen = txn.version_of(&t, b"other").unwrap();
+        txn.put(&t, b"other", b"y").unwrap();
+        assert_eq!(txn.version_of(&t, b"other").unwrap(), seen);
+        txn.commit().unwrap();
+    }
+}
+
+/// The age of the oldest active transaction, for every timestamp algorithm.
+#[test]
+fn the_oldest_transaction_age_is_reported() {
+    use std::time::Duration;
+    use verso_engine::TimestampSource;
+    for source in [
+        TimestampSource::Auto,
+        TimestampSource::Atomic,
+        TimestampSource::Mutex,
+    ] {
+        let db = Db::open(Options::default().timestamps(source)).unwrap();
+        assert_eq!(db.oldest_transaction_age(), None, "{source:?}");
+        let old = db.begin_read_only().unwrap();
+        std::thread::sleep(Duration::from_millis(60));
+        let young = db.begin().unwrap();
+        let age = db.oldest_transaction_age().expect("two are active");
+        assert!(age >= Duration::from_millis(50), "{source:?}: {age:?}");
+        drop(old);
+        assert!(
+            db.oldest_transaction_age().is_some(),
+            "{source:?}: one is active"
+        );
+        drop(young);
+        assert_eq!(db.oldest_transaction_age(), None, "{source:?}");
+    }
+}

@@ -171,3 +171,91 @@ fn memory_is_bounded_and_long_readers_release_what_they_hold() {
         "{after} bytes still held after the reader ended"
     );
 }
+
+/// Key churn (insert a unique key, delete it) must not leave a record per key ever written:
+/// deleted keys leave the index once the watermark passes their tombstones, and their
+/// records are freed. Under every protocol and both indexes.
+#[test]
+fn churned_keys_leave_the_index_and_memory() {
+    use verso_engine::{Concurrency, IndexKind};
+    let _serial = serial();
+    for cc in [
+        Concurrency::Mvto,
+        Concurrency::PrecisionLocking,
+        Concurrency::TwoPhaseLocking,
+    ] {
+        for index in [IndexKind::Masstree, IndexKind::LockedBTree] {
+            let db = Db::open(Options::default().concurrency(cc).index(index)).unwrap();
+            let t = db.table("t").unwrap();
+            let churn = |from: u64, n: u64| {
+                for k in from..from + n {
+                    db.run(|txn| txn.put(&t, k.to_be_bytes(), [9u8; 100]))
+                        .unwrap();
+                    db.run(|txn| txn.delete(&t, k.to_be_bytes())).unwrap();
+                }
+                db.collect_garbage();
+                db.collect_garbage();
+            };
+            churn(0, 5_000);
+            let baseline = LIVE_BYTES.load(Ordering::Relaxed);
+            churn(5_000, 20_000);
+            let growth = LIVE_BYTES.load(Ordering::Relaxed) - baseline;
+            let stats = db.stats();
+            assert_eq!(
+                db.table_index_len(&t).unwrap(),
+                0,
+                "{cc:?} {index:?}: deleted keys stayed in the index: {stats:?}"
+            );
+            assert_eq!(stats.records_removed, 25_000, "{cc:?} {index:?}: {stats:?}");
+            assert_eq!(stats.records_freed, 25_000, "{cc:?} {index:?}: {stats:?}");
+            // 20 000 keys of ~100 bytes each were written: about 4.5 MB if records stayed.
+            assert!(
+                growth < 200_000,
+                "{cc:?} {index:?}: live memory grew by {growth} bytes over 20 000 churned keys"
+            );
+        }
+    }
+}
+
+/// The empty record an aborted insert leaves in the index is removed by the aborting
+/// commit (or, under two-phase locking, by the aborting transaction's end).
+#[test]
+fn aborted_inserts_leave_no_record_behind() {
+    use verso_engine::{Concurrency, Error};
+    let _serial = serial();
+    for cc in [
+        Concurrency::Mvto,
+        Concurrency::PrecisionLocking,
+        Concurrency::TwoPhaseLocking,
+    ] {
+        let db = Db::open(Options::default().concurrency(cc)).unwrap();
+        let t = db.table("t").unwrap();
+        db.run(|txn| txn.put(&t, b"hot", b"0")).unwrap();
+        let mut aborted = 0;
+        for k in 0..2_000u64 {
+            // The loser inserts a fresh key and writes the hot key; the younger winner reads
+            // (two-phase locking: share-locks) the hot key first, then writes it and commits.
+            let mut loser = db.begin().unwrap();
+            loser.put(&t, k.to_be_bytes(), b"new").unwrap();
+            let mut winner = db.begin().unwrap();
+            winner.get(&t, b"hot").unwrap();
+            let lost = loser.put(&t, b"hot", b"2"); // 2PL: refused (the winner's lock)
+            winner.put(&t, b"hot", b"1").unwrap();
+            winner.commit().unwrap();
+            match lost.and_then(|()| loser.commit().map(|_| ())) {
+                Err(Error::Conflict { .. }) => aborted += 1,
+                Err(e) => panic!("{cc:?}: {e}"),
+                Ok(()) => panic!("{cc:?}: the loser committed"),
+            }
+        }
+        db.collect_garbage();
+        db.collect_garbage();
+        assert_eq!(aborted, 2_000, "{cc:?}");
+        assert_eq!(
+            db.table_index_len(&t).unwrap(),
+            1,
+            "{cc:?}: aborted inserts left records: {:?}",
+            db.stats()
+        );
+    }
+}

@@ -184,3 +184,78 @@ fn deleted_keys_in_a_range_are_protected_like_gaps() {
         assert!(conflict(old.commit()));
     });
 }
+
+/// Phantom protection survives the removal of a deleted key's record: a younger reader's
+/// read of the deleted key lives in the record's `tslast`, which the GC folds into the
+/// index's gap stamp as it removes the key; an older transaction that inserts the key
+/// afterwards (into a fresh record) must still abort.
+#[test]
+fn a_read_of_a_deleted_key_outlives_the_removal_of_its_record() {
+    each_index(|db, t| {
+        db.run(|txn| txn.put(&t, b"k", b"v")).unwrap();
+        db.run(|txn| txn.delete(&t, b"k")).unwrap();
+        let mut old = db.begin().unwrap();
+        let young = db.begin().unwrap();
+        assert_eq!(young.get(&t, b"k").unwrap(), None, "reads the tombstone");
+        // The tombstone is below every active timestamp: the GC removes the record.
+        let removed = db.stats().records_removed;
+        db.collect_garbage();
+        assert_eq!(
+            db.stats().records_removed,
+            removed + 1,
+            "the record was not removed"
+        );
+        assert_eq!(db.table_index_len(&t).unwrap(), 0);
+        old.put(&t, b"k", b"phantom").unwrap();
+        assert!(conflict(old.commit()), "the older insert must abort");
+        young.commit().unwrap();
+        assert_eq!(db.begin_read_only().unwrap().get(&t, b"k").unwrap(), None);
+    });
+}
+
+/// The same through a range read that covered the deleted key.
+#[test]
+fn a_range_read_over_a_deleted_key_outlives_the_removal_of_its_record() {
+    each_index(|db, t| {
+        db.run(|txn| {
+            txn.put(&t, b"a", b"")?;
+            txn.put(&t, b"m", b"")?;
+            txn.put(&t, b"z", b"")
+        })
+        .unwrap();
+        db.run(|txn| txn.delete(&t, b"m")).unwrap();
+        let mut old = db.begin().unwrap();
+        let young = db.begin().unwrap();
+        assert_eq!(young.range(&t, &b"b"[..]..&b"y"[..]).unwrap().count(), 0);
+        db.collect_garbage();
+        assert_eq!(
+            db.table_index_len(&t).unwrap(),
+            2,
+            "m's record was not removed"
+        );
+        old.put(&t, b"m", b"phantom").unwrap();
+        assert!(conflict(old.commit()));
+        young.commit().unwrap();
+    });
+}
+
+/// An older writer whose read found the record before it was removed commits into the
+/// key's new record (the dead one is refused at lock time, not written into).
+#[test]
+fn a_commit_that_found_a_removed_record_writes_the_key_again() {
+    each_index(|db, t| {
+        db.run(|txn| txn.put(&t, b"k", b"v")).unwrap();
+        db.run(|txn| txn.delete(&t, b"k")).unwrap();
+        let mut txn = db.begin().unwrap();
+        assert_eq!(txn.get(&t, b"k").unwrap(), None); // remembers the record for its commit
+        db.collect_garbage();
+        assert_eq!(db.table_index_len(&t).unwrap(), 0);
+        txn.put(&t, b"k", b"again").unwrap();
+        txn.commit().unwrap();
+        assert_eq!(
+            db.begin_read_only().unwrap().get(&t, b"k").unwrap(),
+            Some(&b"again"[..])
+        );
+        assert_eq!(db.table_index_len(&t).unwrap(), 1);
+    });
+}

@@ -87,6 +87,30 @@ impl<V: Copy> LockedBTree<V> {
         (value, true)
     }
 
+    /// Removes `key` if `keep_going(value)` says so, leaving `stamp` on the gap the key
+    /// leaves behind (with the stamps of the two gaps it separated): a later insert of `key`
+    /// learns a stamp `>= stamp`. Returns the removed value.
+    pub fn remove_if(
+        &self,
+        key: &[u8],
+        stamp: u64,
+        keep_going: impl FnOnce(V) -> bool,
+    ) -> Option<V> {
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        if !keep_going(map.get(key)?.value) {
+            return None;
+        }
+        let e = map.remove(key)?;
+        let merged = stamp.max(e.gap_after.load(Ordering::Acquire));
+        gap_before(&map, &self.head_gap, Bound::Excluded(key)).fetch_max(merged, Ordering::AcqRel);
+        Some(e.value)
+    }
+
+    /// Removes `key`, returning its value.
+    pub fn remove(&self, key: &[u8]) -> Option<V> {
+        self.remove_if(key, 0, |_| true)
+    }
+
     /// Visits the entries within `(lo, hi)` in `direction`, under the read lock, until `visit`
     /// returns `false`, stamping every gap the walk covers. Returns `true` when the walk
     /// reached the far bound (nothing is left), `false` when `visit` stopped it.
@@ -245,6 +269,8 @@ mod tests {
         Insert(u8),
         Lookup(u8),
         Scan(u8, u8, bool),
+        /// Removes the key, leaving the op's stamp where it was.
+        Remove(u8),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -252,6 +278,7 @@ mod tests {
             (0u8..32).prop_map(Op::Insert),
             (0u8..32).prop_map(Op::Lookup),
             (0u8..32, 0u8..32, any::<bool>()).prop_map(|(a, b, r)| Op::Scan(a, b, r)),
+            (0u8..32).prop_map(Op::Remove),
         ]
     }
 
@@ -281,6 +308,11 @@ mod tests {
                         let got = t.get_or_stamp(&[k], stamp).map(|v| (v >> 16) as u8);
                         prop_assert_eq!(got, model.get(&k).copied());
                         if got.is_none() { covered.push((k, k, stamp)); }
+                    }
+                    Op::Remove(k) => {
+                        let got = t.remove_if(&[k], stamp, |_| true).map(|v| (v >> 16) as u8);
+                        prop_assert_eq!(got, model.take(&k));
+                        if got.is_some() { covered.push((k, k, stamp)); }
                     }
                     Op::Scan(a, b, rev) => {
                         let (lo, hi) = (a.min(b), a.max(b));

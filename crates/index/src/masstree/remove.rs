@@ -24,6 +24,21 @@ use super::{as_border, node, retire_suffix, IndexValue, Masstree};
 impl<V: IndexValue> Masstree<V> {
     /// Removes `key`, returning its value.
     pub fn remove(&self, key: &[u8]) -> Option<V> {
+        self.remove_if(key, 0, |_| true)
+    }
+
+    /// Removes `key` if `keep_going(value)` says so, leaving `stamp` as a gap stamp where
+    /// the key was: a later insert of `key` learns a stamp `>= stamp` (the engine folds a
+    /// removed record's read timestamp into the index this way, so phantom protection
+    /// survives the removal). Returns the removed value; `None` if the key was absent or
+    /// `keep_going` refused. `keep_going` runs with a node lock held: it must not block or
+    /// touch this index.
+    pub fn remove_if(
+        &self,
+        key: &[u8],
+        stamp: u64,
+        keep_going: impl FnOnce(V) -> bool,
+    ) -> Option<V> {
         let g = epoch::pin();
         let mut root = self.root.load(Ordering::Acquire);
         let mut k = Key::new(key);
@@ -54,7 +69,15 @@ impl<V: IndexValue> Masstree<V> {
                 n.header.version.unlock();
                 return None;
             }
+            // SAFETY: a non-LAYER slot holds `V::into_bits` words.
+            if !keep_going(unsafe { V::from_bits(e.value) }) {
+                n.header.version.unlock();
+                return None;
+            }
             n.header.version.mark_insert();
+            // Under the lock: an insert into `n` locks it and then loads the stamp, and an
+            // unlink or layer removal hands the stamp on to whichever node takes the range.
+            n.stamp.fetch_max(stamp, Ordering::SeqCst);
             let np = perm.remove(pos);
             assert!(np.is_valid() && np.count() + 1 == perm.count());
             n.permutation.store(np.0, Ordering::Release);

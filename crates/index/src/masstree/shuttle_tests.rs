@@ -514,3 +514,73 @@ fn shuttle_layer_removed_while_inserting() {
         check_exact(&t, end, universe);
     });
 }
+
+/// A removal's stamp (the engine folds a removed record's read timestamp into the index this
+/// way) against the structural changes it may trigger. Node 1 is cut to two keys; one remover
+/// takes its first key with stamp 100 while another empties the node (so it is unlinked and
+/// its stamp handed to node 0), an inserter re-inserts the first key, and a reader stamps the
+/// second key's gap with 200 after the removal it waits for. Any insert of a key after its
+/// stamped removal (or after a stamping lookup that found it absent) must learn the stamp.
+#[test]
+fn shuttle_removal_stamps_survive_unlinks() {
+    let all: Vec<Key> = (0..45u64).map(|i| k8(2 * i)).collect();
+    let cut: Vec<Key> = all[17..30].to_vec();
+    let (a, b) = (all[15].clone(), all[16].clone());
+    let ctx = Arc::new((all, cut, a, b));
+    check(move || {
+        let (all, cut, a, b) = &*ctx;
+        let t = Arc::new(Masstree::<u64>::new());
+        for k in all {
+            insert(&t, k);
+        }
+        for k in cut {
+            assert_eq!(t.remove(k), Some(val(k)));
+        }
+        assert_eq!(shape(&t), (1, vec![15, 2, 15]));
+        let removed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut hs = Vec::new();
+        {
+            let (t, a, removed) = (t.clone(), a.clone(), removed.clone());
+            hs.push(thread::spawn(move || {
+                assert_eq!(t.remove_if(&a, 100, |v| v == val(&a)), Some(val(&a)));
+                removed.store(true, Ordering::SeqCst);
+            }));
+        }
+        {
+            let (t, b) = (t.clone(), b.clone());
+            hs.push(thread::spawn(move || {
+                // Refused by the predicate first: nothing changes.
+                assert_eq!(t.remove_if(&b, 7, |v| v != val(&b)), None);
+                assert_eq!(t.remove_if(&b, 0, |_| true), Some(val(&b)));
+                // Absent now: a stamping lookup leaves 200 on its gap.
+                assert_eq!(t.get_or_stamp(&b, 200), None);
+            }));
+        }
+        {
+            let (t, a, removed) = (t.clone(), a.clone(), removed.clone());
+            hs.push(thread::spawn(move || {
+                // Linearized after the removal it observed: the insert must learn its stamp.
+                let after_removal = removed.load(Ordering::SeqCst);
+                let (gap, inserted) = t.get_or_insert_with(&a, |s| s);
+                if after_removal {
+                    assert!(inserted, "{a:?} still present after its removal returned");
+                }
+                if inserted {
+                    assert!(
+                        gap >= 100,
+                        "re-insert of a removed key missed its stamp: {gap}"
+                    );
+                }
+            }));
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+        let (gap, inserted) = t.get_or_insert_with(b, |s| s);
+        assert!(inserted);
+        assert!(
+            gap >= 200,
+            "insert after a stamped absent lookup missed it: {gap}"
+        );
+    });
+}

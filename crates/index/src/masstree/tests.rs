@@ -261,7 +261,14 @@ proptest! {
                     }
                 }
                 StampOp::Remove(k) => {
-                    prop_assert_eq!(t.remove(&k).is_some(), model.remove(&k));
+                    // Every other removal leaves its stamp (the engine's fold of a removed
+                    // record's `tslast`); the rest leave none, as a plain `remove`.
+                    let fold = if i % 2 == 0 { stamp } else { 0 };
+                    let removed = t.remove_if(&k, fold, |_| true).is_some();
+                    prop_assert_eq!(removed, model.remove(&k));
+                    if removed && fold > 0 {
+                        covered.push((k.clone(), k, fold, BTreeSet::new()));
+                    }
                 }
                 StampOp::Lookup(k) => {
                     let got = t.get_or_stamp(&k, stamp).is_some();
@@ -371,6 +378,31 @@ fn root_count(t: &Masstree<u64>) -> usize {
     let g = crossbeam_epoch::pin();
     let root = t.root.load(super::sync::Ordering::Acquire);
     Masstree::<u64>::find_border(root, 0, &g).0.perm().count()
+}
+
+#[test]
+fn remove_if_respects_the_predicate_and_leaves_its_stamp() {
+    let t = Masstree::<u64>::new();
+    t.insert(b"k", 1);
+    t.insert(b"a long key past one slice", 2);
+    assert_eq!(
+        t.remove_if(b"k", 50, |v| v == 2),
+        None,
+        "refused: value differs"
+    );
+    assert_eq!(t.get(b"k"), Some(1));
+    assert_eq!(t.remove_if(b"absent", 50, |_| true), None);
+    assert_eq!(t.remove_if(b"k", 50, |v| v == 1), Some(1));
+    assert_eq!(t.get(b"k"), None);
+    assert!(
+        t.get_or_insert_with(b"k", |g| g).0 >= 50,
+        "the removal's stamp was lost"
+    );
+    assert_eq!(
+        t.remove_if(b"a long key past one slice", 70, |_| true),
+        Some(2)
+    );
+    assert!(t.get_or_insert_with(b"a long key past one slice", |g| g).0 >= 70);
 }
 
 #[test]
