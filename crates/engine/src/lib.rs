@@ -51,7 +51,7 @@ pub use durability::{CheckpointReport, DurabilityTicket, RecoveryReport, CHECKPO
 pub use error::{ConflictReason, Error};
 pub use index::IndexKind;
 pub use options::{
-    Concurrency, Durability, Isolation, Options, TimestampSource, DATA_DIR_DEFAULT,
+    Concurrency, Durability, Fault, Isolation, Options, TimestampSource, DATA_DIR_DEFAULT,
     FSYNC_INTERVAL_DEFAULT, KEY_SIZE_MAX_DEFAULT, RUN_ATTEMPTS_DEFAULT, SIZE_LIMIT_CEILING,
     VALUE_SIZE_MAX_DEFAULT,
 };

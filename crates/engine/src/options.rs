@@ -141,6 +141,20 @@ pub const DATA_DIR_DEFAULT: &str = "verso-data";
 /// Default longest wait before a `lazy` commit reaches the disk.
 pub const FSYNC_INTERVAL_DEFAULT: std::time::Duration = std::time::Duration::from_millis(10);
 
+/// A deliberate bug to inject, so tests can show that the history checkers catch what it
+/// breaks. Not for use outside tests.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// No bug (the default).
+    #[default]
+    None,
+    /// MVTO commits ignore younger readers and writers of the keys they write and install
+    /// their versions below the newer ones: versions installed with a stale timestamp.
+    StaleInstall,
+}
+
 /// Configuration for [`Db::open`](crate::Db::open). Build it with `Options::default()` and
 /// the setters.
 #[derive(Clone, Debug)]
@@ -158,6 +172,7 @@ pub struct Options {
     pub(crate) logs: usize,
     pub(crate) recovery_truncate: bool,
     pub(crate) storage: std::sync::Arc<dyn verso_log::Storage>,
+    pub(crate) fault: Fault,
 }
 
 impl Default for Options {
@@ -176,6 +191,7 @@ impl Default for Options {
             logs: std::thread::available_parallelism().map_or(1, usize::from),
             recovery_truncate: false,
             storage: std::sync::Arc::new(verso_log::OsStorage),
+            fault: Fault::None,
         }
     }
 }
@@ -260,6 +276,13 @@ impl Options {
     /// `verso_log::FaultyStorage`).
     pub fn storage(mut self, storage: std::sync::Arc<dyn verso_log::Storage>) -> Self {
         self.storage = storage;
+        self
+    }
+
+    /// Injects a deliberate bug (tests of the checkers only).
+    #[doc(hidden)]
+    pub fn inject_fault(mut self, fault: Fault) -> Self {
+        self.fault = fault;
         self
     }
 

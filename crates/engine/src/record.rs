@@ -563,6 +563,51 @@ impl Record {
         needs_gc
     }
 
+    /// [`Fault::StaleInstall`](crate::Fault): takes the record at `ts` ignoring younger
+    /// readers and writers, and installs `version` in timestamp order, below newer versions.
+    pub(crate) fn install_stale(&self, version: NonNull<Version>) -> Result<bool, Removed> {
+        // SAFETY: `version` is a fresh, unpublished allocation owned by the committer.
+        let ts = unsafe { version.as_ref() }.ts;
+        let mut step = 0;
+        while let Err(owner) =
+            self.owner
+                .compare_exchange(OWNER_NONE, ts, Ordering::SeqCst, Ordering::Relaxed)
+        {
+            if owner == OWNER_DEAD {
+                return Err(Removed);
+            }
+            spin_step(&mut step);
+        }
+        // SAFETY: we hold the record; chain nodes are live while it is held (no pruning).
+        let head = unsafe { self.head.load(Ordering::Acquire).as_ref() };
+        let needs_gc = match head {
+            Some(h) if h.ts > ts => {
+                let mut above = h;
+                // SAFETY: as above.
+                while let Some(next) = unsafe { above.next.load(Ordering::Acquire).as_ref() } {
+                    if next.ts < ts {
+                        break;
+                    }
+                    above = next;
+                }
+                // SAFETY: still private to this thread.
+                let v = unsafe { version.as_ref() };
+                v.next
+                    .store(above.next.load(Ordering::Acquire), Ordering::Relaxed);
+                above.next.store(version.as_ptr(), Ordering::Release);
+                self.tslast.fetch_max(ts, Ordering::SeqCst);
+                self.queued.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            _ => {
+                self.owner.store(ts, Ordering::SeqCst);
+                return Ok(self.install(version)).inspect(|_| self.unlock(ts));
+            }
+        };
+        self.unlock(ts);
+        Ok(needs_gc)
+    }
+
     /// Releases the record after `lock_for_commit` at `ts`.
     pub(crate) fn unlock(&self, ts: u64) {
         debug_assert_eq!(self.owner.load(Ordering::Relaxed), ts);
@@ -784,7 +829,12 @@ mod loom_tests {
     /// record each of them ends up on (the dead one, or one inserted after the removal).
     #[test]
     fn removal_keeps_reads_and_older_inserts_ordered() {
-        loom::model(|| {
+        // Three threads with retry loops: every schedule with up to three preemptions (the
+        // unbounded model runs for hours), and room for the loops' yields.
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(3);
+        model.max_branches = 100_000;
+        model.check(|| {
             let made = Arc::new(loom::sync::Mutex::new(Vec::new()));
             let dead = Arc::new(*Record::new(0, b"k", 0));
             dead.lock_for_commit(1).unwrap();

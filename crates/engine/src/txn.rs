@@ -531,6 +531,26 @@ impl<'db> Txn<'db> {
         }
         let site = self.slot.site as usize;
         let mut superseded = std::mem::take(&mut ws.superseded);
+        if self.db.options.fault == crate::Fault::StaleInstall {
+            self.log_append(ts);
+            for &mut (ref mut record, version) in prepared.iter_mut() {
+                while record.get().install_stale(version).map(|gc| {
+                    if gc {
+                        superseded.push(*record);
+                    }
+                }) == Err(Removed)
+                {
+                    *record = self.db.record_again(*record);
+                }
+            }
+            prepared.clear();
+            let ws = self.writes.as_mut().expect("checked above");
+            ws.prepared = prepared;
+            let mut gc = self.db.gc[site].lock().unwrap_or_else(|e| e.into_inner());
+            gc.extend(superseded.drain(..));
+            ws.superseded = superseded;
+            return Ok(CommitTs(ts));
+        }
         let result = lock_and_install(
             self.db,
             &mut prepared,
