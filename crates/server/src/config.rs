@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use crate::resp::Limits;
 use crate::server::ServerConfig;
+use crate::session::SessionLimits;
 
 /// Most worker threads `threads` may ask for.
 pub const THREADS_MAX: usize = 1024;
@@ -40,6 +41,12 @@ pub struct Settings {
     pub max_query_buffer: Option<usize>,
     /// Bytes of replies a client may leave unread before it is disconnected (default 256 MiB).
     pub max_output_buffer: Option<usize>,
+    /// Keys one connection may watch at once (default 10000).
+    pub max_watched_keys: Option<usize>,
+    /// Commands one MULTI block may queue (default 100000).
+    pub max_multi_commands: Option<usize>,
+    /// Bytes one MULTI block's queued commands may hold (default 256 MiB).
+    pub max_multi_bytes: Option<usize>,
     /// Port of the Prometheus metrics endpoint (`GET /metrics`) on `bind` (default: off).
     pub metrics_port: Option<u16>,
     /// none, lazy or sync (default lazy: acknowledged at once, on disk within
@@ -116,6 +123,9 @@ impl Settings {
             max_multibulk_len: over.max_multibulk_len.or(self.max_multibulk_len),
             max_query_buffer: over.max_query_buffer.or(self.max_query_buffer),
             max_output_buffer: over.max_output_buffer.or(self.max_output_buffer),
+            max_watched_keys: over.max_watched_keys.or(self.max_watched_keys),
+            max_multi_commands: over.max_multi_commands.or(self.max_multi_commands),
+            max_multi_bytes: over.max_multi_bytes.or(self.max_multi_bytes),
             metrics_port: over.metrics_port.or(self.metrics_port),
             durability: over.durability.or(self.durability),
             data_dir: over.data_dir.or(self.data_dir),
@@ -152,6 +162,23 @@ impl Settings {
                 "max-query-buffer",
                 self.max_query_buffer,
                 d.limits.query_buffer_max,
+            )?,
+        };
+        let session = SessionLimits {
+            watched_keys_max: positive(
+                "max-watched-keys",
+                self.max_watched_keys,
+                d.session.watched_keys_max,
+            )?,
+            multi_commands_max: positive(
+                "max-multi-commands",
+                self.max_multi_commands,
+                d.session.multi_commands_max,
+            )?,
+            multi_bytes_max: positive(
+                "max-multi-bytes",
+                self.max_multi_bytes,
+                d.session.multi_bytes_max,
             )?,
         };
         let port = self.port.unwrap_or(d.port);
@@ -202,6 +229,7 @@ impl Settings {
                 self.max_output_buffer,
                 d.output_buffer_max,
             )?,
+            session,
             idle_timeout_s: self.timeout.unwrap_or(d.idle_timeout_s),
             metrics_port: self.metrics_port,
             durability,

@@ -3,14 +3,15 @@
 //!
 //! The bytes go through [`Parser`] (small limits) into two [`Session`]s on one small database,
 //! so MULTI, WATCH and SELECT interleave between connections as they would on a server. Every
-//! reply is encoded in both protocol versions. Afterwards the database must still work: a
+//! reply is encoded in both protocol versions, and no transaction may be left open after a
+//! request (nothing a connection keeps may hold one). Afterwards the database must work: a
 //! fresh connection writes a key and reads it back. The only assertion that can fire on a
 //! correct server is none at all: the input may do anything a client may.
 
 use verso_engine::{Concurrency, Db, Options};
 
 use crate::resp::{Limits, Parser, Reply, Version};
-use crate::session::{Session, Shared};
+use crate::session::{Session, SessionLimits, Shared};
 
 /// Limits small enough that a fuzz input can reach them.
 pub const LIMITS: Limits = Limits {
@@ -20,6 +21,12 @@ pub const LIMITS: Limits = Limits {
 };
 /// Requests run per input (bounds the work one input can cause).
 pub const REQUESTS_MAX: usize = 256;
+/// Per-connection limits small enough that a fuzz input reaches them too.
+pub const SESSION_LIMITS: SessionLimits = SessionLimits {
+    watched_keys_max: 4,
+    multi_commands_max: 8,
+    multi_bytes_max: 512,
+};
 
 /// A small database for [`run`]: short keys and values, precision locking as on the server.
 pub fn shared() -> Shared {
@@ -28,7 +35,9 @@ pub fn shared() -> Shared {
         .key_size_max(256)
         .value_size_max(LIMITS.bulk_len_max * 4);
     let db = Db::open(opts).expect("opening a small database");
-    Shared::new(db, None).expect("making the server's tables")
+    Shared::new(db, None)
+        .expect("making the server's tables")
+        .with_limits(SESSION_LIMITS)
 }
 
 /// Feeds `data` to two sessions over `shared`: the first byte's bits choose which session
@@ -59,6 +68,12 @@ pub fn run(shared: &Shared, data: &[u8]) {
         }
         let session = &mut sessions[which];
         let reply = session.execute(args);
+        // Nothing a connection keeps between requests may hold a transaction (or GC).
+        assert_eq!(
+            shared.db.oldest_transaction_age(),
+            None,
+            "a transaction outlived its request"
+        );
         for version in [Version::Resp2, Version::Resp3] {
             out.clear();
             reply.encode(version, &mut out);
@@ -68,7 +83,7 @@ pub fn run(shared: &Shared, data: &[u8]) {
             open[which] = false;
         }
     }
-    drop(sessions); // ends MULTI blocks and WATCH transactions
+    drop(sessions); // ends MULTI blocks and forgets watched keys
     check_still_works(shared);
 }
 

@@ -65,7 +65,28 @@ fn counters(shared: &Shared) -> Vec<(&'static str, &'static str, u64)> {
             "EXEC blocks that failed (WATCH).",
             load(&s.exec_aborts),
         ),
+        (
+            "records_removed",
+            "Records taken out of the index (deleted keys, aborted inserts).",
+            e.records_removed,
+        ),
+        (
+            "records_freed",
+            "Removed records freed (the rest wait for older transactions).",
+            e.records_freed,
+        ),
     ]
+}
+
+/// How long the oldest active engine transaction has run, in seconds (0 if none): one left
+/// open holds back garbage collection, so memory grows with every write while this does.
+/// Nothing a connection keeps between commands holds one, so this stays within the longest
+/// single command (KEYS or FLUSHALL over a large database); more means something is stuck.
+fn oldest_transaction_age_s(shared: &Shared) -> f64 {
+    shared
+        .db
+        .oldest_transaction_age()
+        .map_or(0.0, |age| age.as_secs_f64())
 }
 
 /// INFO's text: every section, or only the `sections` named (case-insensitive; `all`,
@@ -115,6 +136,11 @@ fn section_text(shared: &Shared, name: &str, out: &mut String) {
             for (key, _, value) in counters(shared) {
                 let _ = write!(out, "{key}:{value}\r\n");
             }
+            let _ = write!(
+                out,
+                "oldest_transaction_age_seconds:{:.3}\r\n",
+                oldest_transaction_age_s(shared)
+            );
         }
         "memory" => {
             let _ = write!(
@@ -172,6 +198,13 @@ pub fn prometheus(shared: &Shared) -> String {
             "# HELP verso_{key} {help}\n# TYPE verso_{key} gauge\nverso_{key} {value}\n"
         );
     }
+    let _ = write!(
+        out,
+        "# HELP verso_oldest_transaction_age_seconds Age of the oldest active transaction (0: none).\n\
+         # TYPE verso_oldest_transaction_age_seconds gauge\n\
+         verso_oldest_transaction_age_seconds {:.3}\n",
+        oldest_transaction_age_s(shared)
+    );
     for (i, t) in shared.tables.iter().enumerate() {
         if let Ok(n) = shared.db.table_index_len(t) {
             if i == 0 {

@@ -27,6 +27,8 @@ pub struct ServerConfig {
     pub max_clients: usize,
     /// Bytes of replies one client may have pending before it is disconnected.
     pub output_buffer_max: usize,
+    /// What one connection may keep between commands (watched keys, a MULTI queue).
+    pub session: crate::session::SessionLimits,
     /// Seconds a client may stay silent before it is disconnected (0: never).
     pub idle_timeout_s: u64,
     /// Port of the Prometheus endpoint on `bind` (`None`: off); see [`crate::metrics`].
@@ -65,6 +67,7 @@ impl Default for ServerConfig {
             threads: crate::config::default_threads(),
             max_clients: 10_000,
             output_buffer_max: 256 << 20,
+            session: crate::session::SessionLimits::default(),
             idle_timeout_s: 0,
             metrics_port: None,
             durability: verso_engine::Durability::Lazy,

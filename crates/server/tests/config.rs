@@ -2,6 +2,7 @@
 
 use verso_server::config::{ConfigError, Settings};
 use verso_server::server::ServerConfig;
+use verso_server::session::SessionLimits;
 
 #[test]
 fn the_example_file_parses_to_the_defaults() {
@@ -18,6 +19,8 @@ fn the_example_file_parses_to_the_defaults() {
     assert_eq!(cfg.limits, d.limits);
     assert_eq!(cfg.max_clients, d.max_clients);
     assert_eq!(cfg.output_buffer_max, d.output_buffer_max);
+    assert_eq!(cfg.session, d.session);
+    assert_eq!(cfg.session, SessionLimits::default());
     assert_eq!(cfg.idle_timeout_s, d.idle_timeout_s);
     assert_eq!(cfg.threads, d.threads);
     // Every key in the example (commented or not) is a real setting.
@@ -37,12 +40,14 @@ fn flags_override_the_file() {
     let file = Settings::parse(
         "port = 7000\nthreads = 3\nmax-clients = 5\ntimeout = 9\nmax-bulk-len = 100\n\
          max-multibulk-len = 10\nmax-query-buffer = 1000\nmax-output-buffer = 2000\n\
-         bind = \"127.0.0.2\"\nrequirepass = \"pw\"\n",
+         bind = \"127.0.0.2\"\nrequirepass = \"pw\"\nmax-watched-keys = 7\n\
+         max-multi-commands = 8\nmax-multi-bytes = 9\n",
     )
     .unwrap();
     let flags = Settings {
         port: Some(7001),
         max_bulk_len: Some(200),
+        max_multi_bytes: Some(90),
         ..Settings::default()
     };
     let cfg = file.overridden_by(flags).resolve().unwrap();
@@ -56,6 +61,12 @@ fn flags_override_the_file() {
     assert_eq!(cfg.idle_timeout_s, 9);
     assert_eq!(cfg.bind.to_string(), "127.0.0.2");
     assert_eq!(cfg.password.as_deref(), Some("pw"));
+    let session = SessionLimits {
+        watched_keys_max: 7,
+        multi_commands_max: 8,
+        multi_bytes_max: 90,
+    };
+    assert_eq!(cfg.session, session);
 }
 
 #[test]
@@ -74,6 +85,9 @@ fn bad_values_are_refused() {
         "threads = 0",
         "max-clients = 0",
         "max-bulk-len = 0",
+        "max-watched-keys = 0",
+        "max-multi-commands = 0",
+        "max-multi-bytes = 0",
         "requirepass = \"\"",
     ] {
         let s = Settings::parse(text).unwrap();
@@ -98,7 +112,9 @@ fn with_server(settings: &str, test: impl FnOnce(u16)) {
     let listener = server::bind(&cfg).expect("bind");
     let port = listener.local_addr().unwrap().port();
     let db = Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)).unwrap();
-    let shared = Shared::new(db, cfg.password.clone()).unwrap();
+    let shared = Shared::new(db, cfg.password.clone())
+        .unwrap()
+        .with_limits(cfg.session);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| server::serve(listener, &shared, &cfg, &stop));
@@ -228,4 +244,22 @@ fn a_client_that_never_reads_is_dropped_at_the_output_limit() {
             "the server kept a client that never read"
         );
     });
+}
+
+#[test]
+fn session_limits_from_the_settings_apply_on_a_real_server() {
+    with_server(
+        "port = 0\nmax-watched-keys = 2\nmax-multi-commands = 2",
+        |port| {
+            let mut c = connect(port);
+            c.write_all(b"WATCH a b c\r\nWATCH a b\r\nMULTI\r\nPING\r\nPING\r\nPING\r\nEXEC\r\n")
+                .unwrap();
+            let expected = "-ERR too many watched keys (max 2); raise --max-watched-keys\r\n\
+                            +OK\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n\
+                            -ERR too many commands queued in MULTI (max 2); raise --max-multi-commands\r\n\
+                            -EXECABORT Transaction discarded because of previous errors.\r\n";
+            let got = read_exact_len(&mut c, expected.len());
+            assert_eq!(String::from_utf8(got).unwrap(), expected);
+        },
+    );
 }

@@ -120,4 +120,14 @@ fn known_inputs() {
     ] {
         fuzzing::run(&shared, data);
     }
+    // Past `fuzzing::SESSION_LIMITS`: too many watched keys, queued commands, queued bytes.
+    let big = "x".repeat(fuzzing::SESSION_LIMITS.multi_bytes_max);
+    for data in [
+        "\x00WATCH a b c d e\r\nWATCH a b\r\nSELECT 1\r\nWATCH a b c\r\nSET a 1\r\nMULTI\r\nEXEC\r\n"
+            .to_string(),
+        format!("\x00MULTI\r\n{}GET a\r\nEXEC\r\n", "PING\r\n".repeat(9)),
+        format!("\x00MULTI\r\nSET a {big}\r\nSET b 1\r\nEXEC\r\nEXEC\r\n"),
+    ] {
+        fuzzing::run(&shared, data.as_bytes());
+    }
 }

@@ -8,7 +8,10 @@
 //!   unique and names its writer (the value before an INCRBY is its reply minus `x`);
 //! * a WATCH read-modify-write transfer between two `wN` keys (`WATCH a b; GET a; GET b;
 //!   MULTI; SET a ..; SET b ..; EXEC`): values are `balance:txn-id`, so each names its writer;
-//!   an EXEC answered nil is recorded as aborted;
+//!   an EXEC answered nil is recorded as aborted. The GETs run outside the block, yet are
+//!   this transaction's reads: WATCH holds no transaction, but EXEC fails unless neither key
+//!   was written between the WATCH (before the GETs) and EXEC's commit, so a committed
+//!   transfer read the values current when it committed;
 //! * a read-only MULTI/EXEC of every key;
 //! * a SET or GET of a register key (checked for linearizability separately).
 //!

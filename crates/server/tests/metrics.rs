@@ -1,5 +1,5 @@
-//! Observability: INFO's sections and filtering, connected clients, aborts by reason, and the
-//! Prometheus endpoint over HTTP.
+//! Observability: INFO's sections and filtering, connected clients, aborts by reason, the age
+//! of the oldest transaction, GC's record counts, and the Prometheus endpoint over HTTP.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -44,6 +44,9 @@ fn info_has_every_section_and_filters_by_name() {
         "conflicts_write_write:",
         "conflicts_read_changed:",
         "retries:",
+        "records_removed:",
+        "records_freed:",
+        "oldest_transaction_age_seconds:0.000\r\n",
         "used_memory:",
         "db0:keys=1",
     ] {
@@ -110,6 +113,14 @@ fn the_metrics_endpoint_serves_prometheus_text() {
             ok.contains("verso_conflicts_read_changed_total 0\n"),
             "{ok}"
         );
+        for counter in ["verso_records_removed_total", "verso_records_freed_total"] {
+            assert!(ok.contains(&format!("# TYPE {counter} counter\n")), "{ok}");
+        }
+        assert!(
+            ok.contains("# TYPE verso_oldest_transaction_age_seconds gauge\n")
+                && ok.contains("verso_oldest_transaction_age_seconds 0.000\n"),
+            "{ok}"
+        );
         let missing = http_get(port, "/other");
         assert!(missing.starts_with("HTTP/1.0 404"), "{missing}");
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -120,6 +131,44 @@ fn the_metrics_endpoint_serves_prometheus_text() {
         .filter(|l| !l.starts_with('#'))
     {
         let value = line.rsplit(' ').next().unwrap();
-        assert!(value.parse::<u64>().is_ok(), "{line}");
+        assert!(value.parse::<f64>().is_ok_and(f64::is_finite), "{line}");
     }
+}
+
+/// A transaction left open shows in INFO and the metrics as the age of the oldest one (only an
+/// embedding caller can do that: no client state holds one), and GC's record counts move.
+#[test]
+fn the_oldest_transaction_age_and_record_removal_are_reported() {
+    let sh = shared();
+    let mut c = Session::new(&sh);
+    let field = |text: &str, key: &str| -> f64 {
+        let line = text.lines().find(|l| l.starts_with(key)).expect(key);
+        line[key.len() + 1..].trim().parse().expect(key)
+    };
+    let open = sh.db.begin().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let stats = info_text(&mut c, "stats");
+    assert!(
+        field(&stats, "oldest_transaction_age_seconds") >= 0.02,
+        "{stats}"
+    );
+    let prom = info::prometheus(&sh);
+    assert!(
+        field(&prom, "verso_oldest_transaction_age_seconds") >= 0.02,
+        "{prom}"
+    );
+    drop(open);
+    let stats = info_text(&mut c, "stats");
+    assert_eq!(field(&stats, "oldest_transaction_age_seconds"), 0.0);
+
+    for line in ["SET gone v", "DEL gone"] {
+        c.execute(line.split(' ').map(|w| w.as_bytes().to_vec()).collect());
+    }
+    // One pass takes the deleted key out of the index, the next frees its record.
+    sh.db.collect_garbage();
+    sh.db.collect_garbage();
+    let stats = info_text(&mut c, "stats");
+    assert!(field(&stats, "records_removed") >= 1.0, "{stats}");
+    assert!(field(&stats, "records_freed") >= 1.0, "{stats}");
+    assert!(field(&info::prometheus(&sh), "verso_records_removed_total") >= 1.0);
 }

@@ -258,11 +258,17 @@ fn watch_conflict_makes_exec_nil_and_the_helper_retries() {
         let r: Option<(i64,)> = redis::pipe().atomic().incr("w", 1).query(&mut a).unwrap();
         assert_eq!(r, Some((501,)));
 
-        // An unrelated key changing does not fail the EXEC.
+        // An unwatched key changing does not fail the EXEC, even one the block reads: only
+        // watched keys matter, as in Redis, and the block reads at EXEC.
         let () = redis::cmd("WATCH").arg("w").query(&mut a).unwrap();
         let () = b.set("other", 1).unwrap();
-        let r: Option<(i64,)> = redis::pipe().atomic().incr("w", 1).query(&mut a).unwrap();
-        assert_eq!(r, Some((502,)));
+        let r: Option<(i64, i64)> = redis::pipe()
+            .atomic()
+            .incr("w", 1)
+            .get("other")
+            .query(&mut a)
+            .unwrap();
+        assert_eq!(r, Some((502, 1)));
 
         // The crate's optimistic transaction helper: the first attempt loses a race (B
         // writes between the read and the EXEC) and is retried; the retry sees B's value.

@@ -1,11 +1,12 @@
 //! The command layer driven directly, as a client would over the wire: replies, errors,
-//! MULTI/EXEC, WATCH races between two connections, AUTH, SELECT, SCAN.
+//! MULTI/EXEC, WATCH races between two connections (Redis's semantics, and that a watch holds
+//! no transaction), the per-connection limits, AUTH, SELECT, SCAN.
 
 use std::collections::BTreeSet;
 
 use verso_engine::{Concurrency, Db, Options};
 use verso_server::resp::Reply;
-use verso_server::session::{Session, Shared};
+use verso_server::session::{Session, SessionLimits, Shared};
 
 fn shared(password: Option<&str>) -> Shared {
     let db = Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)).unwrap();
@@ -248,4 +249,274 @@ fn durability_tickets_and_save_commands() {
         &cmd(&mut s, "SAVE"),
         "ERR SAVE needs a durable server"
     ));
+}
+
+/// `a` watches `key` (in its current database), `change` runs on `b`, and `a` runs a block
+/// that sets `key`: the EXEC reply.
+fn exec_after(sh: &Shared, setup: &[&str], key: &str, change: &[&str], gc: bool) -> Reply {
+    let (mut a, mut b) = (Session::new(sh), Session::new(sh));
+    for line in setup {
+        cmd(&mut b, line);
+    }
+    assert_eq!(cmd(&mut a, &format!("WATCH {key}")), Reply::ok());
+    for line in change {
+        cmd(&mut b, line);
+    }
+    if gc {
+        sh.db.collect_garbage();
+    }
+    assert_eq!(cmd(&mut a, "MULTI"), Reply::ok());
+    assert_eq!(cmd(&mut a, &format!("SET {key} mine")), queued());
+    cmd(&mut a, "EXEC")
+}
+
+fn queued() -> Reply {
+    Reply::Simple("QUEUED".into())
+}
+
+#[test]
+fn exec_fails_when_a_watched_key_was_written_in_any_way() {
+    let sh = shared(None);
+    let nil = Reply::NilArray;
+    assert_eq!(
+        exec_after(&sh, &["SET k1 v"], "k1", &["SET k1 w"], false),
+        nil
+    );
+    // The same value written again is still a write, as in Redis.
+    assert_eq!(
+        exec_after(&sh, &["SET k2 v"], "k2", &["SET k2 v"], false),
+        nil
+    );
+    assert_eq!(
+        exec_after(&sh, &["SET k3 v"], "k3", &["DEL k3"], false),
+        nil
+    );
+    assert_eq!(exec_after(&sh, &[], "k4", &["SET k4 v"], false), nil);
+    // Absent at WATCH, created and deleted again: absent at EXEC, but written.
+    assert_eq!(
+        exec_after(&sh, &[], "k5", &["SET k5 v", "DEL k5"], false),
+        nil
+    );
+    // The same once the deleted record left the index: its removal is remembered.
+    let removed = sh.db.stats().records_removed;
+    assert_eq!(
+        exec_after(&sh, &[], "k6", &["SET k6 v", "DEL k6"], true),
+        nil
+    );
+    assert_eq!(exec_after(&sh, &["SET k7 v"], "k7", &["DEL k7"], true), nil);
+    assert!(
+        sh.db.stats().records_removed >= removed + 2,
+        "the deleted keys were not collected, so this tested nothing"
+    );
+    assert_eq!(
+        cmd(&mut Session::new(&sh), "EXISTS k5 k6 k7"),
+        Reply::Integer(0)
+    );
+    let exec_aborts = sh
+        .stats
+        .exec_aborts
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(exec_aborts, 7);
+}
+
+#[test]
+fn exec_succeeds_when_no_watched_key_was_written() {
+    let sh = shared(None);
+    let ok = Reply::Array(vec![Reply::ok()]);
+    assert_eq!(exec_after(&sh, &[], "n1", &[], false), ok);
+    // DEL or GETDEL of an absent key, SET NX of a present one: nothing is written, so the
+    // watch is undisturbed (as in Redis, which does not touch a key it did not change).
+    assert_eq!(
+        exec_after(&sh, &[], "n2", &["DEL n2", "GETDEL n2"], false),
+        ok
+    );
+    assert_eq!(
+        exec_after(&sh, &["SET n3 v"], "n3", &["SET n3 w NX"], false),
+        ok
+    );
+    assert_eq!(exec_after(&sh, &[], "n4", &["SET other v"], true), ok);
+}
+
+/// The change from running the block in WATCH's transaction: only watched keys matter now,
+/// and what the block reads is read at EXEC.
+#[test]
+fn a_changed_unwatched_key_the_block_reads_does_not_fail_exec() {
+    let sh = shared(None);
+    let (mut a, mut b) = (Session::new(&sh), Session::new(&sh));
+    cmd(&mut b, "SET unwatched old");
+    assert_eq!(cmd(&mut a, "WATCH w"), Reply::ok());
+    assert_eq!(cmd(&mut a, "GET unwatched"), bulk("old"));
+    cmd(&mut b, "SET unwatched new");
+    cmd(&mut a, "MULTI");
+    cmd(&mut a, "GET unwatched");
+    cmd(&mut a, "SET w done");
+    assert_eq!(
+        cmd(&mut a, "EXEC"),
+        Reply::Array(vec![bulk("new"), Reply::ok()])
+    );
+}
+
+#[test]
+fn a_watched_key_written_by_the_same_client_fails_exec() {
+    let sh = shared(None);
+    let mut a = Session::new(&sh);
+    assert_eq!(cmd(&mut a, "WATCH k"), Reply::ok());
+    assert_eq!(cmd(&mut a, "SET k mine"), Reply::ok());
+    cmd(&mut a, "MULTI");
+    cmd(&mut a, "SET other 1");
+    assert_eq!(cmd(&mut a, "EXEC"), Reply::NilArray);
+    assert_eq!(cmd(&mut a, "GET other"), Reply::Nil);
+}
+
+#[test]
+fn keys_stay_watched_in_their_database_and_keep_their_first_version() {
+    let sh = shared(None);
+    let (mut a, mut b) = (Session::new(&sh), Session::new(&sh));
+    // Watched in db 0, then SELECT 1: a write to db 1's key of the same name is no change.
+    cmd(&mut a, "WATCH k");
+    cmd(&mut a, "SELECT 1");
+    cmd(&mut b, "SELECT 1");
+    cmd(&mut b, "SET k other-db");
+    cmd(&mut a, "MULTI");
+    cmd(&mut a, "SET x 1");
+    assert_eq!(cmd(&mut a, "EXEC"), Reply::Array(vec![Reply::ok()]));
+    // ...but a write to db 0's is, though `a` is in db 1 now.
+    cmd(&mut a, "SELECT 0");
+    cmd(&mut a, "WATCH k");
+    cmd(&mut a, "SELECT 1");
+    cmd(&mut b, "SELECT 0");
+    cmd(&mut b, "SET k db0");
+    cmd(&mut a, "MULTI");
+    cmd(&mut a, "SET x 2");
+    assert_eq!(cmd(&mut a, "EXEC"), Reply::NilArray);
+    // Watching a key again keeps the version first seen: the write in between still counts.
+    cmd(&mut a, "WATCH k");
+    cmd(&mut b, "SELECT 1");
+    cmd(&mut b, "SET k again");
+    cmd(&mut a, "WATCH k");
+    cmd(&mut a, "MULTI");
+    assert_eq!(cmd(&mut a, "EXEC"), Reply::NilArray);
+}
+
+#[test]
+fn unwatch_discard_and_exec_forget_the_watch() {
+    let sh = shared(None);
+    let (mut a, mut b) = (Session::new(&sh), Session::new(&sh));
+    let ok = Reply::Array(vec![Reply::ok()]);
+    let then_exec = |a: &mut Session<'_>, b: &mut Session<'_>| {
+        cmd(b, "INCR k");
+        cmd(a, "MULTI");
+        cmd(a, "SET x 1");
+        cmd(a, "EXEC")
+    };
+    cmd(&mut a, "WATCH k");
+    assert_eq!(cmd(&mut a, "UNWATCH"), Reply::ok());
+    assert_eq!(then_exec(&mut a, &mut b), ok);
+    cmd(&mut a, "WATCH k");
+    cmd(&mut a, "MULTI");
+    assert_eq!(cmd(&mut a, "DISCARD"), Reply::ok());
+    assert_eq!(then_exec(&mut a, &mut b), ok);
+    // A failed EXEC (nil, or EXECABORT) forgets it too.
+    cmd(&mut a, "WATCH k");
+    assert_eq!(then_exec(&mut a, &mut b), Reply::NilArray);
+    assert_eq!(then_exec(&mut a, &mut b), ok);
+    cmd(&mut a, "WATCH k");
+    cmd(&mut a, "MULTI");
+    assert!(is_err(&cmd(&mut a, "NOSUCH"), "ERR unknown command"));
+    assert!(is_err(&cmd(&mut a, "EXEC"), "EXECABORT"));
+    assert_eq!(then_exec(&mut a, &mut b), ok);
+    // WATCH inside MULTI is refused.
+    cmd(&mut a, "MULTI");
+    assert!(is_err(
+        &cmd(&mut a, "WATCH k"),
+        "ERR WATCH inside MULTI is not allowed"
+    ));
+    assert_eq!(cmd(&mut a, "EXEC"), Reply::Array(Vec::new()));
+}
+
+/// The denial of service WATCH used to be: a transaction held open per watching client.
+#[test]
+fn an_idle_watch_holds_no_transaction() {
+    let sh = shared(None);
+    let mut a = Session::new(&sh);
+    assert_eq!(cmd(&mut a, "WATCH k"), Reply::ok());
+    assert_eq!(sh.db.oldest_transaction_age(), None);
+    // More watching clients than the engine has transaction slots (1024).
+    let mut idle: Vec<Session<'_>> = (0..2000).map(|_| Session::new(&sh)).collect();
+    for (i, s) in idle.iter_mut().enumerate() {
+        assert_eq!(cmd(s, &format!("WATCH k key{i}")), Reply::ok());
+    }
+    assert_eq!(sh.db.oldest_transaction_age(), None);
+    let txn = sh.db.begin().expect("a transaction slot is free");
+    drop(txn);
+    assert_eq!(cmd(&mut a, "SET k v"), Reply::ok());
+    cmd(&mut idle[0], "MULTI");
+    assert_eq!(cmd(&mut idle[0], "EXEC"), Reply::NilArray);
+}
+
+fn limited(limits: SessionLimits) -> Shared {
+    shared(None).with_limits(limits)
+}
+
+#[test]
+fn watching_too_many_keys_is_refused_and_watches_none_of_them() {
+    let sh = limited(SessionLimits {
+        watched_keys_max: 3,
+        ..SessionLimits::default()
+    });
+    let (mut a, mut b) = (Session::new(&sh), Session::new(&sh));
+    let too_many = "ERR too many watched keys (max 3); raise --max-watched-keys";
+    assert_eq!(cmd(&mut a, "WATCH a b"), Reply::ok());
+    assert_eq!(cmd(&mut a, "WATCH c d"), Reply::Error(too_many.into()));
+    // c was not watched: its change does not fail EXEC.
+    cmd(&mut b, "SET c 1");
+    cmd(&mut a, "MULTI");
+    assert_eq!(cmd(&mut a, "EXEC"), Reply::Array(Vec::new()));
+    // Distinct keys count (per database): a repeated or already watched key is free.
+    assert_eq!(cmd(&mut a, "WATCH a a b"), Reply::ok());
+    assert_eq!(cmd(&mut a, "WATCH b c c"), Reply::ok());
+    assert_eq!(cmd(&mut a, "WATCH a"), Reply::ok());
+    cmd(&mut a, "SELECT 1");
+    assert_eq!(cmd(&mut a, "WATCH a"), Reply::Error(too_many.into()));
+    cmd(&mut a, "UNWATCH");
+    assert_eq!(cmd(&mut a, "WATCH a b c"), Reply::ok());
+}
+
+#[test]
+fn a_multi_queue_over_its_limits_fails_the_exec() {
+    let sh = limited(SessionLimits {
+        multi_commands_max: 3,
+        multi_bytes_max: 300,
+        ..SessionLimits::default()
+    });
+    let mut a = Session::new(&sh);
+    cmd(&mut a, "MULTI");
+    for i in 0..3 {
+        assert_eq!(cmd(&mut a, &format!("SET k{i} v")), queued());
+    }
+    assert_eq!(
+        cmd(&mut a, "SET k3 v"),
+        Reply::Error(
+            "ERR too many commands queued in MULTI (max 3); raise --max-multi-commands".into()
+        )
+    );
+    assert_eq!(
+        cmd(&mut a, "PING"),
+        queued(),
+        "queueing goes on, as in Redis"
+    );
+    assert!(is_err(&cmd(&mut a, "EXEC"), "EXECABORT"));
+    assert_eq!(cmd(&mut a, "DBSIZE"), Reply::Integer(0), "nothing ran");
+    // Bytes: each argument counts with its 24-byte header.
+    cmd(&mut a, "MULTI");
+    assert_eq!(cmd(&mut a, &format!("SET k {}", "v".repeat(100))), queued());
+    assert_eq!(
+        cmd(&mut a, &format!("SET k {}", "v".repeat(100))),
+        Reply::Error("ERR MULTI queue too large (max 300 bytes); raise --max-multi-bytes".into())
+    );
+    assert!(is_err(&cmd(&mut a, "EXEC"), "EXECABORT"));
+    // A new block starts from nothing.
+    cmd(&mut a, "MULTI");
+    assert_eq!(cmd(&mut a, &format!("SET k {}", "v".repeat(100))), queued());
+    assert_eq!(cmd(&mut a, "EXEC"), Reply::Array(vec![Reply::ok()]));
 }

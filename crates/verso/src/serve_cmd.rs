@@ -71,6 +71,19 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BYTES")]
     max_output_buffer: Option<usize>,
 
+    /// Keys one connection may watch at once; WATCH past it is refused [default: 10000].
+    #[arg(long, value_name = "N")]
+    max_watched_keys: Option<usize>,
+
+    /// Commands one MULTI block may queue; past it the block fails [default: 100000].
+    #[arg(long, value_name = "N")]
+    max_multi_commands: Option<usize>,
+
+    /// Bytes one MULTI block's queued commands may hold; past it the block fails
+    /// [default: 268435456].
+    #[arg(long, value_name = "BYTES")]
+    max_multi_bytes: Option<usize>,
+
     /// Serve Prometheus metrics at http://BIND:PORT/metrics [default: off].
     #[arg(long, value_name = "PORT")]
     metrics_port: Option<u16>,
@@ -120,6 +133,9 @@ impl ServeArgs {
             max_multibulk_len: self.max_multibulk_len,
             max_query_buffer: self.max_query_buffer,
             max_output_buffer: self.max_output_buffer,
+            max_watched_keys: self.max_watched_keys,
+            max_multi_commands: self.max_multi_commands,
+            max_multi_bytes: self.max_multi_bytes,
             metrics_port: self.metrics_port,
             durability: self.durability.clone(),
             data_dir: self.data_dir.clone(),
@@ -158,7 +174,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Precision locking (WATCH/EXEC relies on its commit validation) and the durability
+    // Precision locking (EXEC after WATCH relies on its commit validation) and the durability
     // settings; a durable database recovers its data directory here.
     let db = match Db::open(cfg.db_options()) {
         Ok(db) => db,
@@ -179,7 +195,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         );
     }
     let shared = match Shared::with_policy(db, cfg.password.clone(), cfg.checkpoints.clone()) {
-        Ok(s) => s,
+        Ok(s) => s.with_limits(cfg.session),
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;

@@ -3,17 +3,30 @@
 //! replies to the connection's output ([`Session::execute`] returns a [`Reply`] instead).
 //!
 //! Every data command is one serializable engine transaction, retried on conflict. MULTI
-//! queues commands and EXEC runs them as one transaction. WATCH begins a transaction and
-//! reads the watched keys in it; EXEC then runs the queue *in that transaction*, so under
-//! precision locking its commit validation fails exactly when a watched key (or anything else
-//! the block read) was changed by a commit after the WATCH, and EXEC replies nil. That needs
-//! precision locking, the server's protocol (MVTO would serialize the block at the WATCH and
-//! let it commit); so the server's database always runs it.
+//! queues commands and EXEC runs them as one transaction.
+//!
+//! WATCH holds nothing open: it reads the [`KeyVersion`] of each watched key in one short
+//! read-only transaction and keeps (database, key, version). EXEC begins one serializable
+//! transaction that first reads the versions again: if any differs, it is dropped and EXEC
+//! replies nil. Otherwise the block runs in it and commits; precision locking's commit
+//! validation fails if a watched key (or anything the block read) was written after EXEC's
+//! transaction began, and that too is a nil reply (one attempt). So, exactly as in Redis, only
+//! the watched keys matter, a write by this same connection counts, and keys stay watched in
+//! the database they were watched in. A write is a commit that writes the key: DEL or GETDEL
+//! of an absent key, SET NX of a present one and the like write nothing and do not disturb a
+//! watch, while a SET of the same value does. An absent watched key may rarely be seen as
+//! changed with no write to it (see [`verso_engine::Txn::version_of`]); never the reverse.
+//! UNWATCH, DISCARD, EXEC and the end of the connection forget the watch.
+//!
+//! No state a client leaves between commands holds a transaction, a slot or the GC watermark
+//! (WATCH keeps versions, SCAN keeps a key); what it does keep is bounded by
+//! [`SessionLimits`].
 //!
 //! One job per file: this one holds the connection's state and the dispatcher (the one
 //! `match` over command names); `data` runs the data commands as transactions, `multi` is
 //! MULTI/EXEC/DISCARD/WATCH, `connection` the connection and server commands (AUTH, HELLO,
-//! SELECT, CLIENT, COMMAND, CONFIG), and `scan` SCAN's cursors.
+//! SELECT, CLIENT, COMMAND, CONFIG), `scan` SCAN's cursors, and `limits` the bounds on what a
+//! connection keeps.
 //!
 //! Durability: commits never wait for the disk here. Each leaves its durability ticket in
 //! the session ([`Session::take_ticket`]); the network loop holds the reply (and every later
@@ -23,16 +36,20 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use verso_engine::{Db, DurabilityTicket, Error, Table, Txn};
+use verso_engine::{Db, DurabilityTicket, Error, KeyVersion, Table, Txn};
 
 use crate::resp::{Reply, Version};
 
 mod connection;
 mod data;
+mod limits;
 mod multi;
 mod scan;
 
 pub use connection::constant_time_eq;
+pub use limits::{
+    SessionLimits, MULTI_BYTES_MAX_DEFAULT, MULTI_COMMANDS_MAX_DEFAULT, WATCHED_KEYS_MAX_DEFAULT,
+};
 
 /// Longest command name the dispatcher upper-cases (longer names are unknown commands).
 const NAME_LEN_MAX: usize = 16;
@@ -52,6 +69,8 @@ pub struct Shared {
     pub stats: Stats,
     /// Checkpoints: automatic, `BGSAVE`, `SAVE`, and their status.
     pub persistence: crate::persistence::Persistence,
+    /// What one connection may keep between commands.
+    pub limits: SessionLimits,
     next_client: AtomicU64,
 }
 
@@ -93,10 +112,19 @@ impl Shared {
             password,
             stats: Stats::default(),
             persistence: crate::persistence::Persistence::new(policy),
+            limits: SessionLimits::default(),
             next_client: AtomicU64::new(1),
         })
     }
+
+    /// The same, with per-connection `limits` (the server's settings) instead of the defaults.
+    pub fn with_limits(self, limits: SessionLimits) -> Shared {
+        Shared { limits, ..self }
+    }
 }
+
+/// The watched keys, by (database index, key), with the version WATCH saw of each.
+type Watched = HashMap<(usize, Vec<u8>), KeyVersion>;
 
 /// One connection.
 pub struct Session<'s> {
@@ -108,10 +136,11 @@ pub struct Session<'s> {
     pub name: Option<String>,
     /// Commands queued by MULTI; `Some` while in MULTI.
     queue: Option<Vec<Vec<Vec<u8>>>>,
+    /// What the queued commands are charged against `SessionLimits::multi_bytes_max`.
+    queue_bytes: usize,
     /// A command in the MULTI block was rejected: EXEC must fail.
     queue_failed: bool,
-    /// The transaction WATCH began (it read the watched keys).
-    watch: Option<Txn<'s>>,
+    watched: Watched,
     /// SCAN cursor id -> last key returned.
     cursors: HashMap<u64, Vec<u8>>,
     next_cursor: u64,
@@ -168,8 +197,9 @@ impl<'s> Session<'s> {
             authenticated: shared.password.is_none(),
             name: None,
             queue: None,
+            queue_bytes: 0,
             queue_failed: false,
-            watch: None,
+            watched: HashMap::new(),
             cursors: HashMap::new(),
             next_cursor: 1,
             closing: false,
@@ -260,7 +290,7 @@ impl<'s> Session<'s> {
             b"DISCARD" if args.len() == 1 => self.discard(),
             b"WATCH" if args.len() >= 2 => self.watch(&args[1..]),
             b"UNWATCH" if args.len() == 1 => {
-                self.watch = None;
+                self.unwatch();
                 Reply::ok()
             }
             b"SCAN" if args.len() >= 2 => self.scan(&args[1..]),

@@ -1,13 +1,15 @@
-//! MULTI/EXEC/DISCARD/WATCH: queueing, running a block as one transaction (in WATCH's
-//! transaction when there is one, so its commit validation sees changes to watched keys), and
-//! PING/ECHO, which a block may hold.
+//! MULTI/EXEC/DISCARD/WATCH/UNWATCH: queueing (bounded by `SessionLimits`), running a block
+//! as one transaction, WATCH's key versions and EXEC's check of them (module docs of
+//! `session`), and PING/ECHO, which a block may hold.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
 use verso_engine::{Error, Table, Txn};
 
+use super::limits::{queue_too_large, queued_bytes, too_many_queued, too_many_watched};
 use super::{arity_error, backoff, data, engine_error, unknown_command, upper, Session};
-use super::{NAME_LEN_MAX, RETRIES_MAX};
+use super::{Watched, NAME_LEN_MAX, RETRIES_MAX};
 use crate::keyspace::CmdError;
 use crate::resp::Reply;
 
@@ -28,6 +30,7 @@ impl<'s> Session<'s> {
             return Reply::err("MULTI calls can not be nested");
         }
         self.queue = Some(Vec::new());
+        self.queue_bytes = 0;
         self.queue_failed = false;
         Reply::ok()
     }
@@ -37,53 +40,61 @@ impl<'s> Session<'s> {
         if self.queue.take().is_none() {
             return Reply::err("DISCARD without MULTI");
         }
-        self.watch = None;
+        self.queue_failed = false;
+        self.unwatch();
         Reply::ok()
     }
 
+    /// Forgets every watched key (and the memory they took).
+    pub(super) fn unwatch(&mut self) {
+        self.watched = Default::default();
+    }
+
     pub(super) fn enqueue(&mut self, name: &[u8], args: &[Vec<u8>]) -> Reply {
-        match queued_arity(name) {
+        let reply = match queued_arity(name) {
             Some(a) if data::arity_ok(a, args.len()) => {
-                self.queue.as_mut().expect("in MULTI").push(args.to_vec());
-                Reply::Simple("QUEUED".into())
+                let limits = self.shared.limits;
+                let queue = self.queue.as_mut().expect("in MULTI");
+                if self.queue_failed {
+                    // EXEC will refuse the block: keeping the command would only cost memory.
+                    return Reply::Simple("QUEUED".into());
+                }
+                let bytes = queued_bytes(args);
+                if queue.len() >= limits.multi_commands_max {
+                    too_many_queued(limits.multi_commands_max)
+                } else if bytes > limits.multi_bytes_max.saturating_sub(self.queue_bytes) {
+                    queue_too_large(limits.multi_bytes_max)
+                } else {
+                    queue.push(args.to_vec());
+                    self.queue_bytes += bytes;
+                    return Reply::Simple("QUEUED".into());
+                }
             }
-            Some(_) => {
-                self.queue_failed = true;
-                arity_error(&args[0])
-            }
-            None => {
-                self.queue_failed = true;
-                unknown_command(args)
-            }
-        }
+            Some(_) => arity_error(&args[0]),
+            None => unknown_command(args),
+        };
+        // As in Redis, an error while queueing fails the block (EXEC replies EXECABORT); the
+        // queue goes now rather than at EXEC.
+        self.queue_failed = true;
+        self.queue = Some(Vec::new());
+        self.queue_bytes = 0;
+        reply
     }
 
     pub(super) fn exec(&mut self) -> Reply {
         let Some(queue) = self.queue.take() else {
             return Reply::err("EXEC without MULTI");
         };
+        self.queue_bytes = 0;
+        let watched = std::mem::take(&mut self.watched);
         if std::mem::take(&mut self.queue_failed) {
-            self.watch = None;
             return Reply::Error(
                 "EXECABORT Transaction discarded because of previous errors.".into(),
             );
         }
         let t = self.table();
-        if let Some(mut txn) = self.watch.take() {
-            // One attempt: a conflict means something the block saw (a watched key above
-            // all) changed since WATCH.
-            let replies = run_queue(&mut txn, &t, &self.shared.tables, &queue);
-            return match replies.and_then(|r| self.commit(txn).map(|_| r)) {
-                Ok(r) => Reply::Array(r),
-                Err(e) if e.is_conflict() => {
-                    self.shared
-                        .stats
-                        .exec_aborts
-                        .fetch_add(1, Ordering::Relaxed);
-                    Reply::NilArray
-                }
-                Err(e) => engine_error(&e),
-            };
+        if !watched.is_empty() {
+            return self.exec_watched(&watched, &t, &queue);
         }
         for attempt in 0..RETRIES_MAX {
             let mut txn = match self.shared.db.begin() {
@@ -104,30 +115,87 @@ impl<'s> Session<'s> {
         Reply::err("transaction kept conflicting; try again")
     }
 
+    /// EXEC after WATCH: one transaction that checks the watched versions first, then runs
+    /// the block. One attempt: a conflict at commit may be a watched key written after the
+    /// check, so it fails the EXEC like a changed version (no retry could tell them apart
+    /// without reading the versions again, which is what the client's retry does).
+    fn exec_watched(&mut self, watched: &Watched, t: &Table, queue: &[Vec<Vec<u8>>]) -> Reply {
+        let mut txn = match self.shared.db.begin() {
+            Ok(txn) => txn,
+            Err(e) => return engine_error(&e),
+        };
+        let shared = self.shared;
+        let tables = &shared.tables;
+        let unchanged = watched.iter().try_fold(true, |same, ((db, key), seen)| {
+            Ok::<_, Error>(same && txn.version_of(&tables[*db], key)? == *seen)
+        });
+        let outcome = match unchanged {
+            Ok(true) => run_queue(&mut txn, t, tables, queue)
+                .and_then(|r| self.commit(txn).map(|_| Some(r))),
+            Ok(false) => Ok(None), // dropping `txn` aborts it
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(Some(r)) => Reply::Array(r),
+            Ok(None) => self.exec_failed(),
+            Err(e) if e.is_conflict() => self.exec_failed(),
+            Err(e) => engine_error(&e),
+        }
+    }
+
+    fn exec_failed(&self) -> Reply {
+        self.shared
+            .stats
+            .exec_aborts
+            .fetch_add(1, Ordering::Relaxed);
+        Reply::NilArray
+    }
+
+    /// WATCH key...: notes the version of each key not watched yet (a key watched again
+    /// keeps its first version, as in Redis), all read in one read-only transaction that
+    /// ends before the reply. Over the limit, or on an engine error, none of the keys is
+    /// watched.
     pub(super) fn watch(&mut self, keys: &[Vec<u8>]) -> Reply {
         if self.queue.is_some() {
             return Reply::err("WATCH inside MULTI is not allowed");
         }
-        if self.watch.is_none() {
-            match self.shared.db.begin() {
-                Ok(txn) => self.watch = Some(txn),
-                Err(e) => return engine_error(&e),
-            }
+        let db = self.db_index;
+        let mut seen = HashSet::with_capacity(keys.len());
+        let new: Vec<&Vec<u8>> = keys
+            .iter()
+            .filter(|k| seen.insert(k.as_slice()))
+            .filter(|k| !self.watched.contains_key(&(db, k.to_vec())))
+            .collect();
+        let max = self.shared.limits.watched_keys_max;
+        if new.len() > max.saturating_sub(self.watched.len()) {
+            return too_many_watched(max);
+        }
+        if new.is_empty() {
+            return Reply::ok();
         }
         let t = self.table();
-        let txn = self.watch.as_ref().expect("just set");
-        for k in keys {
-            // Reading logs the key as a predicate: EXEC's commit validates it.
-            if let Err(e) = txn.get(&t, k) {
-                return engine_error(&e);
-            }
+        let txn = match self.shared.db.begin_read_only() {
+            Ok(txn) => txn,
+            Err(e) => return engine_error(&e),
+        };
+        let versions: Result<Vec<_>, Error> = new.iter().map(|k| txn.version_of(&t, k)).collect();
+        if let Err(e) = self.commit(txn) {
+            return engine_error(&e);
         }
-        Reply::ok()
+        match versions {
+            Ok(versions) => {
+                for (k, v) in new.into_iter().zip(versions) {
+                    self.watched.insert((db, k.clone()), v);
+                }
+                Reply::ok()
+            }
+            Err(e) => engine_error(&e),
+        }
     }
 }
 
-/// Runs a queued block; the first engine error ends it (a conflict retries the block), and a
-/// command's own error becomes its reply, as in Redis.
+/// Runs a queued block; a conflict ends it (the caller retries the block, or fails a watched
+/// EXEC), and any other error becomes that command's reply, as in Redis.
 fn run_queue(
     txn: &mut Txn<'_>,
     t: &Table,
