@@ -829,10 +829,11 @@ mod loom_tests {
     /// record each of them ends up on (the dead one, or one inserted after the removal).
     #[test]
     fn removal_keeps_reads_and_older_inserts_ordered() {
-        // Three threads with retry loops: every schedule with up to three preemptions (the
-        // unbounded model runs for hours), and room for the loops' yields.
+        // Three threads with retry loops: every schedule with up to two preemptions (three
+        // take tens of minutes, unbounded hours), with room for the loops' yields. Bound 2
+        // catches a reader that ignores a dead record and a removal that folds nothing.
         let mut model = loom::model::Builder::new();
-        model.preemption_bound = Some(3);
+        model.preemption_bound = Some(2);
         model.max_branches = 100_000;
         model.check(|| {
             let made = Arc::new(loom::sync::Mutex::new(Vec::new()));
