@@ -16,28 +16,15 @@ use verso_check::{
 };
 use verso_engine::{Concurrency, Db, IndexKind, Isolation, Options, Table, TimestampSource, Txn};
 
+/// The default key space: small, so conflicts, phantoms and removals all happen.
 const KEYS: u64 = 24;
 
-struct Rng(u64);
+mod common;
+use common::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // SplitMix64: tiny, fast, good enough to drive a workload.
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    /// Skewed towards small keys (a rough zipf): the square of a uniform fraction.
-    fn key(&mut self) -> Key {
-        let u = self.below(1 << 16) as f64 / f64::from(1 << 16);
-        let k = ((u * u) * KEYS as f64) as u64;
-        format!("k{k:02}").into_bytes()
-    }
+/// One of `keys` keys, skewed towards small ones (a rough zipf).
+fn key(rng: &mut Rng, keys: u64) -> Key {
+    format!("k{:03}", rng.skewed(keys)).into_bytes()
 }
 
 fn decode(value: &[u8]) -> VersionId {
@@ -56,6 +43,8 @@ struct Open<'d, 'r> {
     mvto: bool,
     /// Snapshot isolation: recorded with its snapshot (start) timestamp.
     snapshot: bool,
+    /// The workload's key space.
+    keys: u64,
     /// An operation failed with a conflict (two-phase locking reports them at reads and
     /// writes): the transaction is aborted at its end.
     failed: bool,
@@ -66,7 +55,15 @@ struct Open<'d, 'r> {
 /// add real concurrency on top.
 const OPEN_MAX: usize = 3;
 
-fn run_thread(db: &Db, t: Table, rec: &Recorder, start: &Barrier, seed: u64, txns: usize) {
+fn run_thread(
+    db: &Db,
+    t: Table,
+    rec: &Recorder,
+    start: &Barrier,
+    seed: u64,
+    txns: usize,
+    keys: u64,
+) {
     // Two-phase locking: a read-only transaction waits for writers, so one thread must not
     // hold a write lock in another open transaction meanwhile (it would wait for itself).
     let open_max = if db.concurrency() == Concurrency::TwoPhaseLocking {
@@ -94,6 +91,7 @@ fn run_thread(db: &Db, t: Table, rec: &Recorder, start: &Barrier, seed: u64, txn
                 rec: b,
                 read_only,
                 ops_left: 1 + rng.below(6),
+                keys,
                 mvto: db.concurrency() == Concurrency::Mvto,
                 snapshot: txn_is_snapshot,
                 failed: false,
@@ -120,26 +118,28 @@ fn run_thread(db: &Db, t: Table, rec: &Recorder, start: &Barrier, seed: u64, txn
 }
 
 fn one_op(o: &mut Open<'_, '_>, t: Table, rng: &mut Rng) -> Result<(), verso_engine::Error> {
+    let keys = o.keys;
+    let key = |rng: &mut Rng| key(rng, keys);
     let (txn, b) = (&mut o.txn, &mut o.rec);
     match rng.below(10) {
         0..=3 => {
-            let k = rng.key();
+            let k = key(rng);
             let got = txn.get(&t, &k)?;
             b.read(k, Observed::from_value(got).expect("undecodable value"));
         }
         4..=6 if !o.read_only => {
-            let k = rng.key();
+            let k = key(rng);
             let v = b.next_version(&k);
             txn.put(&t, &k, encode_version(v, 16 + rng.below(32) as usize))?;
             b.write(k);
         }
         7 if !o.read_only => {
-            let k = rng.key();
+            let k = key(rng);
             txn.delete(&t, &k)?;
             b.delete(k);
         }
         _ => {
-            let (a, z) = (rng.key(), rng.key());
+            let (a, z) = (key(rng), key(rng));
             let (lo, hi) = if a <= z { (a, z) } else { (z, a) };
             let lo = if rng.below(2) == 0 {
                 Bound::Included(lo)
@@ -201,96 +201,102 @@ fn finish(o: Open<'_, '_>, rng: &mut Rng) {
     }
 }
 
-fn run(source: TimestampSource, index: IndexKind, threads: u64, txns: usize, seed: u64) {
-    run_cc(Concurrency::Mvto, source, index, threads, txns, seed);
-}
-
-fn run_cc(
-    cc: Concurrency,
-    source: TimestampSource,
-    index: IndexKind,
-    threads: u64,
-    txns: usize,
-    seed: u64,
-) {
-    assert!(run_level(
-        cc,
-        Isolation::Serializable,
-        source,
-        index,
-        threads,
-        txns,
-        seed
-    ));
-}
-
-/// Runs the workload and checks its history at `isolation`'s level; returns whether the
-/// history is also serializable.
-fn run_level(
+/// One randomized run: the protocol, the isolation level checked, the engine's timestamp
+/// source and index, and the workload's size.
+#[derive(Clone, Copy, Debug)]
+struct Workload {
     cc: Concurrency,
     isolation: Isolation,
     source: TimestampSource,
     index: IndexKind,
     threads: u64,
     txns: usize,
+    keys: u64,
     seed: u64,
-) -> bool {
-    let db = Db::open(
-        Options::default()
-            .timestamps(source)
-            .index(index)
-            .concurrency(cc)
-            .isolation(isolation),
-    )
-    .unwrap();
-    let t = db.table("t").unwrap();
-    let rec = Recorder::new();
-    let start = Barrier::new(threads as usize);
-    std::thread::scope(|s| {
-        for i in 0..threads {
-            let (db, rec, start) = (&db, &rec, &start);
-            s.spawn(move || {
-                run_thread(
-                    db,
-                    t,
-                    rec,
-                    start,
-                    seed.wrapping_mul(31).wrapping_add(i),
-                    txns,
-                )
-            });
+}
+
+impl Workload {
+    fn new(cc: Concurrency, seed: u64) -> Self {
+        Workload {
+            cc,
+            isolation: Isolation::Serializable,
+            source: TimestampSource::Auto,
+            index: IndexKind::Masstree,
+            threads: 4,
+            txns: 1_500,
+            keys: KEYS,
+            seed,
         }
-    });
-    let history = rec.into_history();
-    let stats = db.stats();
-    let checked = if isolation == Isolation::Snapshot {
-        check_snapshot_isolation(&history)
-    } else {
-        check_strict_serializable(&history)
-    };
-    match checked {
-        Ok(check) => {
-            // The workload must actually exercise what it claims to.
-            assert!(
-                stats.commits > (threads * txns as u64) / 3,
-                "too few commits: {stats:?}"
-            );
-            let conflicts = stats.conflicts_read_by_younger
-                + stats.conflicts_written_by_younger
-                + stats.conflicts_write_write
-                + stats.conflicts_read_changed
-                + stats.conflicts_lock_busy;
-            assert!(
-                conflicts >= 20,
-                "too few conflicts to mean anything: {stats:?}"
-            );
-            eprintln!("{cc} {source:?} {index:?} seed {seed}: {check:?}; {stats:?}");
-            verso_check::check_serializable(&history).is_ok()
-        }
-        Err(v) => {
-            panic!(
-                "{cc} {isolation:?} {source:?} {index:?} seed {seed}: history violates the level:\n{v}"
-            )
+    }
+
+    /// Runs and checks strict serializability.
+    fn check(self) {
+        assert!(self.run());
+    }
+
+    /// Runs the workload and checks its history at its isolation level; returns whether
+    /// the history is also serializable.
+    fn run(self) -> bool {
+        let Workload {
+            cc,
+            isolation,
+            source,
+            index,
+            threads,
+            txns,
+            keys,
+            seed,
+        } = self;
+        let db = Db::open(
+            Options::default()
+                .timestamps(source)
+                .index(index)
+                .concurrency(cc)
+                .isolation(isolation),
+        )
+        .unwrap();
+        let t = db.table("t").unwrap();
+        let rec = Recorder::new();
+        let start = Barrier::new(threads as usize);
+        std::thread::scope(|s| {
+            for i in 0..threads {
+                let (db, rec, start) = (&db, &rec, &start);
+                let seed = seed.wrapping_mul(31).wrapping_add(i);
+                s.spawn(move || run_thread(db, t, rec, start, seed, txns, keys));
+            }
+        });
+        let history = rec.into_history();
+        let stats = db.stats();
+        let checked = if isolation == Isolation::Snapshot {
+            check_snapshot_isolation(&history)
+        } else {
+            check_strict_serializable(&history)
+        };
+        match checked {
+            Ok(check) => {
+                // The workload must actually exercise what it claims to.
+                assert!(
+                    stats.commits > (threads * txns as u64) / 3,
+                    "too few commits: {stats:?}"
+                );
+                let conflicts = stats.conflicts_read_by_younger
+                    + stats.conflicts_written_by_younger
+                    + stats.conflicts_write_write
+                    + stats.conflicts_read_changed
+                    + stats.conflicts_lock_busy;
+                assert!(
+                    conflicts >= 20,
+                    "too few conflicts to mean anything: {stats:?}"
+                );
+                // Deleted keys leave the index while others read and write them again.
+                assert!(
+                    stats.records_removed > 0,
+                    "no record was removed: {stats:?}"
+                );
+                eprintln!("{self:?}: {check:?}; {stats:?}");
+                verso_check::check_serializable(&history).is_ok()
+            }
+            Err(v) => panic!("{self:?}: history violates the level:\n{v}"),
         }
     }
 }
@@ -298,48 +304,60 @@ fn run_level(
 #[test]
 fn random_workloads_are_strictly_serializable() {
     for seed in 1..=3 {
-        run(TimestampSource::Auto, IndexKind::Masstree, 4, 1_500, seed);
+        Workload::new(Concurrency::Mvto, seed).check();
     }
 }
 
 #[test]
 fn random_workloads_with_atomic_timestamps_and_the_btree_index_are_strictly_serializable() {
-    run(TimestampSource::Atomic, IndexKind::LockedBTree, 3, 2_000, 7);
+    Workload {
+        source: TimestampSource::Atomic,
+        index: IndexKind::LockedBTree,
+        threads: 3,
+        txns: 2_000,
+        ..Workload::new(Concurrency::Mvto, 7)
+    }
+    .check();
+}
+
+/// More threads than cores and a wider key space: fewer conflicts, more removals of
+/// deleted keys under way while others insert them again.
+#[test]
+fn wider_workloads_with_more_threads_are_strictly_serializable() {
+    for (cc, seed) in [
+        (Concurrency::Mvto, 41),
+        (Concurrency::PrecisionLocking, 42),
+        (Concurrency::TwoPhaseLocking, 43),
+    ] {
+        Workload {
+            threads: 8,
+            txns: 1_000,
+            keys: 96,
+            ..Workload::new(cc, seed)
+        }
+        .check();
+    }
 }
 
 #[test]
 fn precision_locking_workloads_are_strictly_serializable() {
     for seed in 11..=13 {
-        run_cc(
-            Concurrency::PrecisionLocking,
-            TimestampSource::Auto,
-            IndexKind::Masstree,
-            4,
-            1_500,
-            seed,
-        );
+        Workload::new(Concurrency::PrecisionLocking, seed).check();
     }
-    run_cc(
-        Concurrency::PrecisionLocking,
-        TimestampSource::Atomic,
-        IndexKind::LockedBTree,
-        3,
-        2_000,
-        17,
-    );
+    Workload {
+        source: TimestampSource::Atomic,
+        index: IndexKind::LockedBTree,
+        threads: 3,
+        txns: 2_000,
+        ..Workload::new(Concurrency::PrecisionLocking, 17)
+    }
+    .check();
 }
 
 #[test]
 fn two_phase_locking_workloads_are_strictly_serializable() {
     for seed in 21..=22 {
-        run_cc(
-            Concurrency::TwoPhaseLocking,
-            TimestampSource::Auto,
-            IndexKind::Masstree,
-            4,
-            1_500,
-            seed,
-        );
+        Workload::new(Concurrency::TwoPhaseLocking, seed).check();
     }
 }
 
@@ -347,15 +365,11 @@ fn two_phase_locking_workloads_are_strictly_serializable() {
 fn snapshot_isolation_workloads_are_snapshot_isolated() {
     let mut anomalies = 0;
     for seed in 31..=33 {
-        let serializable = run_level(
-            Concurrency::PrecisionLocking,
-            Isolation::Snapshot,
-            TimestampSource::Auto,
-            IndexKind::Masstree,
-            4,
-            1_500,
-            seed,
-        );
+        let serializable = Workload {
+            isolation: Isolation::Snapshot,
+            ..Workload::new(Concurrency::PrecisionLocking, seed)
+        }
+        .run();
         anomalies += usize::from(!serializable);
     }
     // The anomaly snapshot isolation is documented to allow does happen here.
@@ -363,4 +377,34 @@ fn snapshot_isolation_workloads_are_snapshot_isolated() {
         anomalies > 0,
         "no run showed write skew under snapshot isolation"
     );
+}
+
+/// `scripts/soak.sh`: the workload under every protocol, in rounds with fresh seeds, for
+/// `VERSO_SOAK_SECS` seconds each.
+#[test]
+#[ignore = "a soak run of minutes: scripts/soak.sh"]
+fn soak_random_workloads() {
+    let per_protocol = common::soak_duration();
+    for (i, cc) in [
+        Concurrency::Mvto,
+        Concurrency::PrecisionLocking,
+        Concurrency::TwoPhaseLocking,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let started = std::time::Instant::now();
+        let mut round = 0u64;
+        while started.elapsed() < per_protocol {
+            round += 1;
+            Workload {
+                threads: 4 + round % 5,
+                txns: 3_000,
+                keys: [24, 64, 200][(round % 3) as usize],
+                ..Workload::new(cc, 1_000_000 * (i as u64 + 1) + round)
+            }
+            .check();
+        }
+        eprintln!("soak: {cc} passed {round} rounds");
+    }
 }
