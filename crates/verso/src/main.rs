@@ -36,8 +36,9 @@ enum Command {
     /// Run a benchmark against an in-process database.
     #[command(subcommand)]
     Bench(Bench),
-    /// Serve the Redis protocol (RESP2/RESP3) on 127.0.0.1:6380 (in progress: string
-    /// commands, MULTI/EXEC/WATCH, SCAN, AUTH; no persistence yet).
+    /// Serve the Redis protocol (RESP2/RESP3) on 127.0.0.1:6380: string commands,
+    /// MULTI/EXEC/WATCH, SCAN, VRANGE, AUTH, INFO; durable by default (redo logs and
+    /// checkpoints in --data-dir, recovered at start).
     Serve(serve_cmd::ServeArgs),
 }
 

@@ -23,22 +23,24 @@
 //!   after marking that node inserting.
 //! * Reclamation: key suffixes replaced or removed are retired through `crossbeam-epoch`;
 //!   every operation pins the epoch.
-//!
-//! # Not implemented yet (precisely)
-//! * Cleanup after removes: an emptied border node is unlinked (marked `DELETED`, its
+//! * Removes (`remove.rs`): an emptied border node is unlinked (marked `DELETED`, its
 //!   range and gap stamp handed to its previous sibling, removed from the border list and
 //!   from the interior tree together with any interior nodes left without another child,
 //!   freed through the epoch collector); when it was a leftmost child, the bounding
 //!   separator in the nearest ancestor is rewritten (masstree-beta's "redirect"), with every
 //!   node on that path marked split. An emptied layer (h >= 1) is removed from its parent
-//!   slot, interior nodes and all. A layer's leftmost border node stays (empty, valid)
-//!   while its layer lives, and interior nodes left with one child and no separator are not
-//!   collapsed into their parent (they are freed when their last border node goes).
+//!   slot, interior nodes and all. `remove_if` leaves a stamp where the key was (the engine
+//!   folds a removed record's read timestamp in this way).
 //! * Stale layer roots (h >= 1) are written back into their slot lazily, by the next
 //!   insert or update that passes through it; until then readers climb `parent` pointers.
 //!   The layer-0 root is updated at once.
-//! * The thesis's sequential-insert split optimization is implemented; suffixes are always
-//!   out of line (no inline suffix storage).
+//! * The thesis's sequential-insert split optimization.
+//!
+//! # Not implemented (precisely)
+//! * A layer's leftmost border node stays (empty, valid) while its layer lives, and
+//!   interior nodes left with one child and no separator are not collapsed into their
+//!   parent (they are freed when their last border node goes).
+//! * Suffixes are always out of line (no inline suffix storage, no per-node string bag).
 
 mod cursor;
 mod insert;
