@@ -278,27 +278,13 @@ fn a_version_installed_with_a_stale_timestamp_is_caught() {
 #[test]
 #[ignore = "a soak run of minutes: scripts/soak.sh"]
 fn soak_append_workloads() {
-    let per_protocol = common::soak_duration();
-    for (i, cc) in [
-        Concurrency::Mvto,
-        Concurrency::PrecisionLocking,
-        Concurrency::TwoPhaseLocking,
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let started = std::time::Instant::now();
-        let mut round = 0u64;
-        while started.elapsed() < per_protocol {
-            round += 1;
-            Workload {
-                threads: 4 + round % 5,
-                txns: 4_000,
-                keys: [8, 24, 64][(round % 3) as usize],
-                ..Workload::new(cc, 1_000_000 * (i as u64 + 1) + round)
-            }
-            .check();
+    common::soak(|cc, round, seed| {
+        Workload {
+            threads: 4 + round % 5,
+            txns: 4_000,
+            keys: [8, 24, 64][(round % 3) as usize],
+            ..Workload::new(cc, seed)
         }
-        eprintln!("soak: {cc} passed {round} rounds");
-    }
+        .check()
+    });
 }

@@ -19,21 +19,8 @@ use verso_engine::{Concurrency, Db, Options};
 use verso_server::server::{self, ServerConfig};
 use verso_server::session::Shared;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // SplitMix64: small and seeded, so a failing run can be replayed.
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+mod common;
+use common::Rng;
 
 /// One run: how many clients, transactions each, live keys, and how often the window of
 /// live keys moves on (in transactions over all clients).

@@ -24,12 +24,30 @@ impl Rng {
     }
 }
 
-/// `VERSO_SOAK_SECS`: how long the soak variants of the workload tests run (they are
-/// `#[ignore]`d; `scripts/soak.sh` runs them).
-pub fn soak_duration() -> std::time::Duration {
+/// The soak variant of a workload test (`#[ignore]`d; `scripts/soak.sh` runs it): for each
+/// protocol, `round(cc, round number, seed)` again and again for `VERSO_SOAK_SECS` seconds
+/// (default 60), with a fresh seed each round.
+pub fn soak(mut round: impl FnMut(verso_engine::Concurrency, u64, u64)) {
+    use verso_engine::Concurrency;
     let secs = std::env::var("VERSO_SOAK_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(60);
-    std::time::Duration::from_secs(secs)
+    let per_protocol = std::time::Duration::from_secs(secs);
+    for (i, cc) in [
+        Concurrency::Mvto,
+        Concurrency::PrecisionLocking,
+        Concurrency::TwoPhaseLocking,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let started = std::time::Instant::now();
+        let mut n = 0u64;
+        while started.elapsed() < per_protocol {
+            n += 1;
+            round(cc, n, 1_000_000 * (i as u64 + 1) + n);
+        }
+        eprintln!("soak: {cc} passed {n} rounds");
+    }
 }
