@@ -150,6 +150,8 @@ proptest! {
         }
         drop(snapshots);
         db.collect_garbage();
+        // No transaction is left: every deleted key has left the index.
+        prop_assert_eq!(db.table_index_len(&t).unwrap(), committed.len(), "{:?}", db.stats());
         let check = db.begin_read_only().unwrap();
         let got: Vec<_> = check.range(&t, ..).unwrap().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
         let want: Vec<_> = committed.into_iter().collect();
