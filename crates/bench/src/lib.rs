@@ -5,7 +5,8 @@
 //! loop so that the engine, not the harness, is what gets measured at millions of
 //! transactions per second. `--raw-index` runs the same key stream as plain index lookups,
 //! the ceiling to compare against. [`index_bench`] is the index micro-benchmark: Verso's
-//! Masstree against other concurrent ordered maps (`verso bench index`).
+//! Masstree against other concurrent ordered maps (`verso bench index`). [`churn`] checks
+//! that memory stays bounded while keys are inserted and deleted at a constant live set.
 //!
 //! ```no_run
 //! use verso_bench::ycsb::{self, YcsbConfig};
@@ -22,6 +23,7 @@
 //! value store), [`runner`] (threads, phases, progress), [`report`] (summary and JSON),
 //! [`rss`] (memory and machine facts).
 
+pub mod churn;
 pub mod core_workloads;
 pub mod dist;
 pub mod durability_bench;

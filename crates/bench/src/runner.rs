@@ -578,7 +578,7 @@ pub(crate) fn load_units(
 }
 
 /// The progress display on stderr: a bar on a terminal, else a line per second.
-enum Display {
+pub(crate) enum Display {
     Bar(ProgressBar),
     Lines,
     Quiet,
@@ -586,7 +586,7 @@ enum Display {
 
 impl Display {
     /// A display for the run (`what` = "txn") or for a load counting `what` (a noun).
-    fn new(progress: Progress, len: u64, what: &str) -> Self {
+    pub(crate) fn new(progress: Progress, len: u64, what: &str) -> Self {
         let tty = std::io::stderr().is_terminal();
         let load = what != "txn";
         match progress {
@@ -640,6 +640,20 @@ impl Display {
         }
     }
 
+    /// A run's state in the benchmark's own words, for runs that show more than a rate
+    /// (`len` of [`Display::new`] is then the run's length in milliseconds).
+    pub(crate) fn status(&mut self, elapsed: Duration, message: &str) {
+        match self {
+            Display::Bar(bar) => {
+                bar.set_prefix("run");
+                bar.set_position(elapsed.as_millis() as u64);
+                bar.set_message(message.to_string());
+            }
+            Display::Lines => eprintln!("t={}s  {message}", elapsed.as_secs_f64().round()),
+            Display::Quiet => {}
+        }
+    }
+
     fn loaded(&mut self, elapsed: Duration, loaded: u64, keys: u64, noun: &str) {
         match self {
             Display::Bar(bar) => bar.set_position(loaded),
@@ -654,7 +668,7 @@ impl Display {
         }
     }
 
-    fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         if let Display::Bar(bar) = self {
             bar.finish_and_clear();
         }

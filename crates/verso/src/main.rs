@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+mod churn_cmd;
 mod durability_cmd;
 mod persist_args;
 mod results_cmd;
@@ -82,6 +83,18 @@ enum Bench {
     /// recovery time (checkpoint load + log replay) and checks every key is back.
     #[command(verbatim_doc_comment)]
     Durability(durability_cmd::DurabilityArgs),
+    /// Memory under key churn: loads --keys keys, then each transaction inserts a fresh key
+    /// and deletes a live one, so the live set stays exactly --keys, for --duration seconds.
+    ///
+    /// Each thread owns a stripe of the key space (thread << 48 | j) and slides a window
+    /// along it: insert j = hi, delete j = lo. Every --sample-interval it records the RSS,
+    /// the interval's throughput and the engine's reclamation counters (records removed
+    /// from the index and freed, GC backlog). The summary gives RSS a minute in (10 % of a
+    /// shorter run), at the end and at most, and their ratio (the target: <= 1.10); after
+    /// the run a range read checks the live set. `verso bench plot` draws the RSS curve
+    /// from the --json output. Exit status 1 if the live set did not hold.
+    #[command(verbatim_doc_comment)]
+    Churn(churn_cmd::ChurnArgs),
     /// Index micro-benchmark: Verso's Masstree against other concurrent ordered maps.
     ///
     /// The index alone, no transactions: byte keys to u64 values. rw1 (masstree-beta's
@@ -109,8 +122,9 @@ enum Bench {
     /// Files are grouped by benchmark. Per benchmark: throughput (--y, default txn_per_sec)
     /// against --x (default threads), one line per series, a series being the rest of the
     /// configuration that differs between the files (workload, index, long_readers, ...);
-    /// and a latency chart of every file's p50, p99 and p99.9 on a log scale. Prints the
-    /// paths written.
+    /// and a latency chart of every file's p50, p99 and p99.9 on a log scale. `bench churn`
+    /// reports get one chart instead: RSS (MiB) and throughput over the run's seconds, one
+    /// line per file. Prints the paths written.
     #[command(verbatim_doc_comment)]
     Plot(results_cmd::PlotArgs),
 }
@@ -275,6 +289,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Tpcc(args)) => bench_tpcc(&args),
         Command::Bench(Bench::Tatp(args)) => tatp_cmd::run(&args),
         Command::Bench(Bench::Durability(args)) => durability_cmd::run(&args),
+        Command::Bench(Bench::Churn(args)) => churn_cmd::run(&args),
         Command::Bench(Bench::Index(args)) => bench_index(&args),
         Command::Bench(Bench::Compare(args)) => results_cmd::run_compare(&args),
         Command::Bench(Bench::Plot(args)) => results_cmd::run_plot(&args),

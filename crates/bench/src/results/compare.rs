@@ -23,6 +23,8 @@ pub const KEY_FIELDS: &[&str] = &[
     "p999_us",
     "abort_rate",
     "peak_rss_bytes",
+    "rss_ratio",
+    "rss_end_bytes",
 ];
 
 /// One compared field.
@@ -63,7 +65,9 @@ pub fn compare(files: &[ResultFile], all: bool) -> Result<Comparison, ResultsErr
     let benchmark = same_benchmark(files)?.to_string();
     let mut rows: Vec<Row> = Vec::new();
     for (field, v) in &files[0].fields {
-        if !v.is_number() {
+        // A churn report's per-interval samples are a curve (`verso bench plot` draws it);
+        // set side by side row by row they would bury the figures that sum it up.
+        if !v.is_number() || field.starts_with("samples.") {
             continue;
         }
         let values: Option<Vec<f64>> = files.iter().map(|f| f.get(field)?.as_f64()).collect();

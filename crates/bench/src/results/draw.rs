@@ -30,6 +30,9 @@ const COLORS: &[RGBColor] = &[
 
 /// Size of the throughput chart, pixels.
 const LINE_CHART_SIZE: (u32, u32) = (1024, 640);
+/// Width of a time chart, and height per panel.
+const TIME_CHART_WIDTH: u32 = 1024;
+const TIME_PANEL_HEIGHT: u32 = 400;
 /// Latency chart: height, and bounds on its width (it grows with the files).
 const LATENCY_HEIGHT: u32 = 640;
 const LATENCY_WIDTH_MIN: u32 = 1024;
@@ -76,10 +79,27 @@ pub(super) struct LatencyChart {
     pub(super) slots: Vec<Slot>,
 }
 
+/// One panel of a [`TimeChart`]: lines over seconds.
+pub(super) struct Panel {
+    pub(super) y_desc: String,
+    /// (label, (seconds, y) sorted by time) per file.
+    pub(super) series: Vec<(String, Vec<(f64, f64)>)>,
+    /// Horizontal reference lines: (label, y).
+    pub(super) marks: Vec<(String, f64)>,
+}
+
+/// Panels stacked over one time axis (a churn run's RSS and throughput).
+pub(super) struct TimeChart {
+    pub(super) title: String,
+    pub(super) footer: String,
+    pub(super) panels: Vec<Panel>,
+}
+
 /// A chart ready to draw.
 pub(super) enum Chart {
     Lines(LineChart),
     Latency(LatencyChart),
+    Time(TimeChart),
 }
 
 /// Registers the embedded DejaVu Sans (regular and bold) as [`FONT`], once per process.
@@ -145,6 +165,10 @@ impl Chart {
     pub(super) fn size(&self) -> (u32, u32) {
         match self {
             Chart::Lines(_) => LINE_CHART_SIZE,
+            Chart::Time(c) => (
+                TIME_CHART_WIDTH,
+                TIME_PANEL_HEIGHT.saturating_mul(c.panels.len().max(1) as u32) + 60,
+            ),
             Chart::Latency(c) => {
                 let longest = c
                     .slots
@@ -171,6 +195,7 @@ impl Chart {
         match self {
             Chart::Lines(c) => &c.footer,
             Chart::Latency(c) => &c.footer,
+            Chart::Time(c) => &c.footer,
         }
     }
 
@@ -195,6 +220,7 @@ impl Chart {
         match self {
             Chart::Lines(c) => draw_lines(&main, c),
             Chart::Latency(c) => draw_latency(&main, c),
+            Chart::Time(c) => draw_time(&main, c),
         }
     }
 }
@@ -365,6 +391,90 @@ where
         .border_style(BLACK.mix(0.5))
         .label_font((FONT, 15))
         .draw()?;
+    Ok(())
+}
+
+fn draw_time<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    c: &TimeChart,
+) -> Result<(), Box<dyn Error>>
+where
+    DB::ErrorType: 'static,
+{
+    let (title, rest) = area.split_vertically(40);
+    title.draw(&Text::new(
+        c.title.as_str(),
+        (18, 8),
+        (FONT, 24).into_font().style(FontStyle::Bold),
+    ))?;
+    let points = || {
+        c.panels
+            .iter()
+            .flat_map(|p| p.series.iter().flat_map(|s| &s.1))
+    };
+    let t_max = points().fold(0.0f64, |m, p| m.max(p.0)).max(1e-3);
+    let last = c.panels.len().saturating_sub(1);
+    for (i, (panel, area)) in c
+        .panels
+        .iter()
+        .zip(rest.split_evenly((c.panels.len(), 1)))
+        .enumerate()
+    {
+        let ys = || panel.series.iter().flat_map(|s| s.1.iter().map(|p| p.1));
+        let y_max = ys()
+            .chain(panel.marks.iter().map(|m| m.1))
+            .fold(0.0f64, f64::max);
+        // From zero: a bounded curve should look flat against its whole height, not
+        // against the noise of its last few percent. Headroom for the legend.
+        let y1 = if y_max > 0.0 { y_max * 1.35 } else { 1.0 };
+        let mut chart = ChartBuilder::on(&area)
+            .margin(18)
+            .x_label_area_size(if i == last { 52 } else { 28 })
+            .y_label_area_size(84)
+            .build_cartesian_2d(0.0..t_max * 1.02, 0.0..y1)?;
+        let mut mesh = chart.configure_mesh();
+        mesh.y_desc(panel.y_desc.as_str())
+            .axis_desc_style((FONT, 17))
+            .label_style((FONT, 14))
+            .x_label_formatter(&|v| si(*v))
+            .y_label_formatter(&|v| si(*v))
+            .light_line_style(BLACK.mix(0.06))
+            .bold_line_style(BLACK.mix(0.15));
+        if i == last {
+            mesh.x_desc("seconds since the churn began");
+        }
+        mesh.draw()?;
+        for (j, (label, line)) in panel.series.iter().enumerate() {
+            let color = COLORS[j % COLORS.len()];
+            chart
+                .draw_series(LineSeries::new(line.iter().copied(), color.stroke_width(2)))?
+                .label(label.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))
+                });
+        }
+        for (label, y) in &panel.marks {
+            let grey = BLACK.mix(0.45);
+            chart.draw_series(DashedLineSeries::new(
+                [(0.0, *y), (t_max, *y)],
+                8,
+                6,
+                grey.stroke_width(1),
+            ))?;
+            chart.draw_series(std::iter::once(Text::new(
+                label.clone(),
+                (t_max * 0.01, *y),
+                (FONT, 13).into_font().color(&grey),
+            )))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK.mix(0.5))
+            .label_font((FONT, 15))
+            .draw()?;
+    }
     Ok(())
 }
 

@@ -31,7 +31,13 @@ pub const RESULT_FILE_BYTES_MAX: u64 = 64 << 20;
 pub const FLATTEN_DEPTH_MAX: usize = 16;
 
 /// Top-level string fields that describe a run's outcome or build, not its configuration.
-const NOT_CONFIG: &[&str] = &["benchmark", "version", "consistency"];
+const NOT_CONFIG: &[&str] = &[
+    "benchmark",
+    "version",
+    "consistency",
+    "rss_bounded",
+    "live_set_constant",
+];
 
 /// Top-level numeric fields that are configuration (the rest are measurements).
 const CONFIG_NUMBERS: &[&str] = &[
@@ -46,6 +52,7 @@ const CONFIG_NUMBERS: &[&str] = &[
     "theta",
     "long_readers",
     "stock_scan_ms",
+    "sample_interval_s",
 ];
 
 /// Why results could not be read, compared or plotted.

@@ -8,12 +8,18 @@
 //!   repeated runs of one configuration are drawn as points around their mean;
 //! - **latency**: p50, p99 and p99.9 of every file on a log scale, one column per file.
 //!
+//! `verso bench churn` reports are drawn differently: their point is a curve over time, so
+//! they get one chart of two panels, RSS (MiB) and throughput against seconds, one line per
+//! file, from the `samples` of each report.
+//!
 //! Text is drawn with DejaVu Sans, embedded in the binary and registered with plotters'
 //! `ab_glyph` renderer, so charts render the same on machines without any system font.
 
 use std::path::PathBuf;
 
-use super::draw::{self, Chart, LatencyChart, LineChart, Series, Slot, QUANTILES};
+use super::draw::{
+    self, Chart, LatencyChart, LineChart, Panel, Series, Slot, TimeChart, QUANTILES,
+};
 use super::{describe, distinguishing, scalar_text, ResultFile, ResultsError};
 
 /// The x fields tried, in order, when none is given.
@@ -63,7 +69,23 @@ pub fn plot(files: &[ResultFile], opts: &PlotOptions) -> Result<Plotted, Results
         }
     }
     let mut done = Plotted::default();
+    let write = |name: String, chart: Option<Chart>, done: &mut Plotted| {
+        let Some(chart) = chart else { return Ok(()) };
+        let size = chart.size();
+        for ext in ["svg", "png"] {
+            let path = opts.out_dir.join(format!("{name}.{ext}"));
+            draw::write_chart(&chart, &path, size)?;
+            done.written.push(path);
+        }
+        Ok::<(), ResultsError>(())
+    };
     for (bench, group) in &groups {
+        if *bench == "churn" {
+            // A churn run's result is a curve, not a point against a configuration.
+            let chart = churn_chart(group, &mut done.notes);
+            write("churn_rss_over_time".into(), chart, &mut done)?;
+            continue;
+        }
         let x = opts.x.clone().unwrap_or_else(|| auto_x(group));
         let y = opts.y.clone().unwrap_or_else(|| default_y(group));
         let charts = [
@@ -82,13 +104,7 @@ pub fn plot(files: &[ResultFile], opts: &PlotOptions) -> Result<Plotted, Results
             ),
         ];
         for (name, chart) in charts {
-            let Some(chart) = chart else { continue };
-            let size = chart.size();
-            for ext in ["svg", "png"] {
-                let path = opts.out_dir.join(format!("{name}.{ext}"));
-                draw::write_chart(&chart, &path, size)?;
-                done.written.push(path);
-            }
+            write(name, chart, &mut done)?;
         }
     }
     if done.written.is_empty() {
@@ -298,4 +314,100 @@ fn axis_desc(field: &str) -> String {
         "new_order_per_sec" => "New-Order transactions per second".into(),
         other => other.to_string(),
     }
+}
+
+/// Each sample's (t_s, RSS in MiB, txn/s), from the flattened `samples.{i}.{field}` fields
+/// (in one pass: a ten-minute run has thousands of them).
+fn churn_samples(f: &ResultFile) -> Vec<(f64, f64, f64)> {
+    let mut rows: std::collections::BTreeMap<usize, [Option<f64>; 3]> = Default::default();
+    for (k, v) in &f.fields {
+        let Some((i, name)) = k.strip_prefix("samples.").and_then(|r| r.split_once('.')) else {
+            continue;
+        };
+        let (Ok(i), Some(v)) = (i.parse::<usize>(), v.as_f64()) else {
+            continue;
+        };
+        let slot = match name {
+            "t_s" => 0,
+            "rss_bytes" => 1,
+            "txn_per_sec" => 2,
+            _ => continue,
+        };
+        rows.entry(i).or_default()[slot] = Some(v);
+    }
+    let mib = f64::from(1u32 << 20);
+    rows.values()
+        .filter_map(|r| Some((r[0]?, r[1]? / mib, r[2]?)))
+        .collect()
+}
+
+fn churn_chart(group: &[&ResultFile], notes: &mut Vec<String>) -> Option<Chart> {
+    let mut usable = Vec::new();
+    for f in group {
+        let samples = churn_samples(f);
+        if samples.is_empty() {
+            notes.push(format!(
+                "{}: no samples, left out of the churn chart",
+                f.path.display()
+            ));
+        } else {
+            usable.push((*f, samples));
+        }
+    }
+    if usable.is_empty() {
+        notes.push("no churn file has samples: no churn chart".into());
+        return None;
+    }
+    let files: Vec<&ResultFile> = usable.iter().map(|(f, _)| *f).collect();
+    let varying = distinguishing(&files);
+    let mut labels: Vec<String> = files.iter().map(|f| describe(f, &varying)).collect();
+    let unique = (1..labels.len()).all(|i| !labels[..i].contains(&labels[i]));
+    if labels.iter().any(String::is_empty) || !unique {
+        labels = files
+            .iter()
+            .map(|f| {
+                f.path
+                    .file_name()
+                    .map_or(String::new(), |n| n.to_string_lossy().into())
+            })
+            .collect();
+    }
+    let mut rss = Panel {
+        y_desc: "RSS (MiB)".into(),
+        series: Vec::new(),
+        marks: Vec::new(),
+    };
+    let mut tput = Panel {
+        y_desc: "transactions per second".into(),
+        series: Vec::new(),
+        marks: Vec::new(),
+    };
+    for ((f, samples), label) in usable.iter().zip(&labels) {
+        let ratio = f
+            .number("rss_ratio")
+            .map_or(String::new(), |r| format!(" (end/reference {r:.3})"));
+        rss.series.push((
+            format!("{label}{ratio}"),
+            samples.iter().map(|s| (s.0, s.1)).collect(),
+        ));
+        tput.series
+            .push((label.clone(), samples.iter().map(|s| (s.0, s.2)).collect()));
+    }
+    // With one run, where its RSS was measured from and the bound it was held to.
+    if let [(f, _)] = usable.as_slice() {
+        if let (Some(at), Some(bytes)) = (
+            f.number("rss_reference_s"),
+            f.number("rss_first_minute_bytes"),
+        ) {
+            let mib = bytes / f64::from(1u32 << 20);
+            rss.marks.push((format!("at {at:.0} s: {mib:.0} MiB"), mib));
+            rss.marks
+                .push((format!("+10 %: {:.0} MiB", mib * 1.1), mib * 1.1));
+        }
+    }
+    Some(Chart::Time(TimeChart {
+        title: "churn: RSS and throughput at a constant live set".into(),
+        footer: footer(&files, &varying),
+        panels: vec![rss, tput],
+    }))
 }
