@@ -15,6 +15,7 @@ mod durability_cmd;
 mod persist_args;
 mod results_cmd;
 mod serve_cmd;
+mod sim_cmd;
 mod tatp_cmd;
 use verso_bench::core_workloads::CoreWorkload;
 use verso_bench::index_bench::{self, IndexBenchConfig};
@@ -41,6 +42,9 @@ enum Command {
     /// MULTI/EXEC/WATCH, SCAN, VRANGE, AUTH, INFO; durable by default (redo logs and
     /// checkpoints in --data-dir, recovered at start).
     Serve(serve_cmd::ServeArgs),
+    /// Run a protocol under the deterministic simulator.
+    #[command(subcommand)]
+    Sim(sim_cmd::Sim),
 }
 
 #[derive(Subcommand, Debug)]
@@ -282,7 +286,10 @@ impl YcsbArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    exit_on_panic();
+    // The simulator catches a panic of the protocol code as a failed seed and reports it.
+    if !matches!(cli.command, Command::Sim(_)) {
+        exit_on_panic();
+    }
     match cli.command {
         Command::Serve(args) => serve_cmd::run(&args),
         Command::Bench(Bench::Ycsb(args)) => bench_ycsb(&args),
@@ -290,6 +297,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Tatp(args)) => tatp_cmd::run(&args),
         Command::Bench(Bench::Durability(args)) => durability_cmd::run(&args),
         Command::Bench(Bench::Churn(args)) => churn_cmd::run(&args),
+        Command::Sim(sim) => sim_cmd::run_sim(&sim),
         Command::Bench(Bench::Index(args)) => bench_index(&args),
         Command::Bench(Bench::Compare(args)) => results_cmd::run_compare(&args),
         Command::Bench(Bench::Plot(args)) => results_cmd::run_plot(&args),

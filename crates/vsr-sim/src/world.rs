@@ -1,0 +1,758 @@
+//! The simulated world: replicas with their disks, clients, and the network between them,
+//! all in one event queue ordered by virtual time (ties broken by insertion order, so a
+//! seed fixes the run).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+
+use verso_vsr::kv::{KvApp, KvOp, KvReply};
+use verso_vsr::{
+    Action, Address, Client, ClientEvent, Config, DiskWrite, Durable, Entry, Message, MessageOf,
+    Replica, Role, Viewstamp,
+};
+
+use crate::checks::{self, History, OpRecord};
+use crate::rng::Rng;
+use crate::{Failure, Faults, SimConfig};
+
+type Msg = MessageOf<KvApp>;
+type Disk = Durable<KvOp, KvReply, KvApp>;
+type Write = DiskWrite<KvOp, KvReply, KvApp>;
+
+/// What a finished run measured.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    pub ops_acknowledged: u64,
+    pub ops_lost: u64,
+    pub crashes: u64,
+    pub total_crashes: u64,
+    pub view_changes: u64,
+    pub state_transfers: u64,
+    pub messages: u64,
+    /// Messages between replicas and clients per acknowledged operation, by kind.
+    pub messages_by_kind: BTreeMap<&'static str, u64>,
+    pub virtual_ms: u64,
+    /// Virtual milliseconds from the end of faults until the group had finished.
+    pub recovery_ms: u64,
+}
+
+enum Event {
+    Deliver {
+        to: Address,
+        from: Address,
+        msg: Box<Msg>,
+    },
+    SyncDone {
+        replica: u8,
+        incarnation: u64,
+        id: u64,
+    },
+    Restart {
+        replica: u8,
+    },
+    Fault,
+    EndFaults,
+}
+
+/// A replica's machine: the process (absent while crashed) and its disk.
+struct Node {
+    replica: Option<Replica<KvApp>>,
+    incarnation: u64,
+    durable: Disk,
+    /// Writes handed to the disk and not yet synced.
+    unsynced: Vec<Write>,
+    /// Per pending sync: its id and how many unsynced writes it covers.
+    syncs: VecDeque<(u64, usize)>,
+    /// When the disk's last sync completes (syncs complete in order).
+    disk_free_at: u64,
+    /// Restarted and not yet holding what was acknowledged before (see `Faults::Minority`).
+    amnesia_until: Option<Viewstamp>,
+    /// Role and view last traced.
+    traced: Option<(Role, verso_vsr::ViewNum)>,
+}
+
+struct SimClient {
+    client: Client<KvOp, KvReply>,
+    remaining: usize,
+    /// The operation in flight: index into `history.ops`.
+    current: Option<usize>,
+}
+
+pub(crate) struct World {
+    cfg: SimConfig,
+    rng: Rng,
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(u64, u64)>>,
+    events: HashMap<u64, Event>,
+    nodes: Vec<Node>,
+    clients: Vec<SimClient>,
+    /// `blocked[a][b]`: messages from replica a to replica b are lost.
+    blocked: Vec<Vec<bool>>,
+    faults_on: bool,
+    faults_ended_at: u64,
+    // Per-run fault rates, drawn from the seed (swarm testing: each seed its own mix).
+    drop_ppm: u64,
+    dup_ppm: u64,
+    delay_max: u64,
+    stall_ppm: u64,
+    history: History,
+    /// Every entry seen on the wire, by viewstamp: two different ones are a violation.
+    entries: HashMap<Viewstamp, Entry<KvOp>>,
+    /// Every durable point a primary announced.
+    announced_dps: Vec<Viewstamp>,
+    max_acked: Viewstamp,
+    /// A property broken while the run went on (reported with the trace).
+    violation: Option<String>,
+    trace: VecDeque<String>,
+    outcome: Outcome,
+}
+
+const TRACE_KEPT: usize = 400;
+
+impl World {
+    pub(crate) fn new(cfg: SimConfig) -> World {
+        let mut rng = Rng::new(cfg.seed);
+        let n = cfg.replicas;
+        let networked = cfg.faults != Faults::None;
+        let drop_ppm = if networked { rng.range(0, 100_000) } else { 0 };
+        let dup_ppm = if networked { rng.range(0, 50_000) } else { 0 };
+        let delay_max = if networked { rng.range(1, 40) } else { 2 };
+        let stall_ppm = if networked { rng.range(0, 50_000) } else { 0 };
+        let mut w = World {
+            nodes: Vec::new(),
+            clients: Vec::new(),
+            blocked: vec![vec![false; usize::from(n)]; usize::from(n)],
+            faults_on: cfg.faults != Faults::None,
+            faults_ended_at: 0,
+            drop_ppm,
+            dup_ppm,
+            delay_max,
+            stall_ppm,
+            history: History::default(),
+            entries: HashMap::new(),
+            announced_dps: Vec::new(),
+            max_acked: Viewstamp::ZERO,
+            violation: None,
+            trace: VecDeque::new(),
+            outcome: Outcome::default(),
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            events: HashMap::new(),
+            rng,
+            cfg,
+        };
+        let checkpoint_interval = match w.rng.below(3) {
+            0 => 0,
+            _ => w.rng.range(8, 64),
+        };
+        for id in 0..n {
+            let mut config = w.replica_config();
+            config.checkpoint_interval = checkpoint_interval;
+            w.nodes.push(Node {
+                replica: Some(Replica::new(id, config, KvApp::new(), 0)),
+                incarnation: 0,
+                durable: Disk::default(),
+                unsynced: Vec::new(),
+                syncs: VecDeque::new(),
+                disk_free_at: 0,
+                amnesia_until: None,
+                traced: None,
+            });
+        }
+        for c in 0..w.cfg.clients {
+            w.clients.push(SimClient {
+                client: Client::new(c as u64 + 1, n, 300),
+                remaining: w.cfg.ops_per_client,
+                current: None,
+            });
+        }
+        if w.faults_on {
+            let t = w.rng.range(200, 1500);
+            w.schedule(t, Event::Fault);
+        }
+        let end = w.cfg.fault_ms;
+        w.schedule(end, Event::EndFaults);
+        w
+    }
+
+    fn replica_config(&mut self) -> Config {
+        let mut c = Config::new(self.cfg.replicas);
+        c.mode = self.cfg.mode;
+        c.mistake = self.cfg.mistake;
+        c.heartbeat_interval = 50;
+        c.view_change_timeout = 500;
+        c.view_change_jitter = 300;
+        c.election_timeout = 400;
+        c.catch_up_timeout = 100;
+        c.batch_requests_max = 4;
+        c.pipeline_max = 8;
+        c.request_queue_max = 64;
+        c.flush_entries_max = 16;
+        c.unflushed_entries_max = 64;
+        c.catch_up_entries_max = 8;
+        c.clients_max = 64;
+        c.seed = self.rng.next();
+        c
+    }
+
+    fn schedule(&mut self, at: u64, e: Event) {
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq)));
+        self.events.insert(self.seq, e);
+    }
+
+    fn log(&mut self, line: impl FnOnce() -> String) {
+        let line = format!("{:>7} {}", self.now, line());
+        if self.cfg.trace {
+            println!("{line}");
+        }
+        if self.trace.len() == TRACE_KEPT {
+            self.trace.pop_front();
+        }
+        self.trace.push_back(line);
+    }
+
+    fn fail(&self, message: String) -> Failure {
+        Failure {
+            seed: self.cfg.seed,
+            message,
+            trace: self.trace.iter().cloned().collect(),
+        }
+    }
+
+    pub(crate) fn run(mut self) -> Result<Outcome, Failure> {
+        let deadline = self.cfg.fault_ms + self.cfg.liveness_ms;
+        loop {
+            self.start_client_ops();
+            if self.finished() {
+                break;
+            }
+            let next_event = self.queue.peek().map(|Reverse((t, _))| *t);
+            let next_timer = self.next_timer();
+            let t = match (next_event, next_timer) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => a.or(b).expect("replicas always have a timer"),
+            };
+            if t > deadline {
+                let states = self.describe_replicas();
+                return Err(self.fail(format!(
+                    "no progress: {} ms after faults stopped, {} client operations are \
+                     unfinished and the replicas have not converged: {states}",
+                    self.cfg.liveness_ms,
+                    self.clients
+                        .iter()
+                        .map(|c| c.remaining + c.current.iter().count())
+                        .sum::<usize>()
+                )));
+            }
+            self.now = t;
+            if next_event == Some(t) {
+                let Reverse((_, seq)) = self.queue.pop().expect("peeked");
+                let e = self.events.remove(&seq).expect("scheduled");
+                self.handle(e)?;
+            } else {
+                self.fire_timers();
+            }
+            if let Some(m) = self.violation.take() {
+                return Err(self.fail(m));
+            }
+        }
+        self.outcome.virtual_ms = self.now;
+        self.outcome.recovery_ms = self.now.saturating_sub(self.faults_ended_at);
+        self.final_checks()?;
+        Ok(self.outcome)
+    }
+
+    fn next_timer(&self) -> Option<u64> {
+        let replicas = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.replica.as_ref().map(|r| r.poll_timeout()));
+        let clients = self.clients.iter().map(|c| c.client.poll_timeout());
+        replicas.chain(clients).min()
+    }
+
+    fn fire_timers(&mut self) {
+        let now = self.now;
+        for i in 0..self.nodes.len() {
+            let due = self.nodes[i]
+                .replica
+                .as_ref()
+                .is_some_and(|r| r.poll_timeout() <= now);
+            if due {
+                let r = self.nodes[i].replica.as_mut().expect("checked");
+                r.handle_timeout(now);
+                self.drain(i as u8);
+            }
+        }
+        for c in 0..self.clients.len() {
+            if self.clients[c].client.poll_timeout() <= now {
+                self.clients[c].client.handle_timeout(now);
+                self.drain_client(c);
+            }
+        }
+    }
+
+    fn handle(&mut self, e: Event) -> Result<(), Failure> {
+        match e {
+            Event::Deliver { to, from, msg } => match to {
+                Address::Replica(r) => {
+                    let now = self.now;
+                    if let Some(rep) = self.nodes[usize::from(r)].replica.as_mut() {
+                        rep.handle_message(now, from, *msg);
+                        self.drain(r);
+                    }
+                }
+                Address::Client(c) => {
+                    let i = (c - 1) as usize;
+                    self.clients[i].client.handle_message(self.now, *msg);
+                    self.drain_client(i);
+                }
+            },
+            Event::SyncDone {
+                replica,
+                incarnation,
+                id,
+            } => {
+                let node = &mut self.nodes[usize::from(replica)];
+                if node.incarnation != incarnation || node.replica.is_none() {
+                    return Ok(());
+                }
+                while node.syncs.front().is_some_and(|(s, _)| *s <= id) {
+                    let (_, count) = node.syncs.pop_front().expect("checked");
+                    for w in node.unsynced.drain(..count) {
+                        node.durable.apply(&w, None);
+                    }
+                    for s in &mut node.syncs {
+                        s.1 -= count;
+                    }
+                }
+                let now = self.now;
+                node.replica
+                    .as_mut()
+                    .expect("checked")
+                    .handle_synced(now, id);
+                self.drain(replica);
+            }
+            Event::Restart { replica } => self.restart(replica),
+            Event::Fault => {
+                if self.faults_on {
+                    self.inject_fault();
+                    let t = self.now + self.rng.range(100, 1500);
+                    self.schedule(t, Event::Fault);
+                }
+            }
+            Event::EndFaults => self.end_faults(),
+        }
+        self.check_amnesia();
+        Ok(())
+    }
+
+    /// Carries out a replica's actions.
+    fn drain(&mut self, r: u8) {
+        let i = usize::from(r);
+        if let Some(rep) = &self.nodes[i].replica {
+            let now_state = (rep.role(), rep.view());
+            if self.nodes[i].traced.as_ref() != Some(&now_state) {
+                let (op_max, dp) = (rep.op_max(), rep.dp());
+                self.nodes[i].traced = Some(now_state.clone());
+                self.log(|| {
+                    format!(
+                        "replica {r}: {:?} in view {} (op_max {op_max}, dp {dp})",
+                        now_state.0, now_state.1
+                    )
+                });
+            }
+        }
+        while let Some(a) = self.nodes[i].replica.as_mut().and_then(|x| x.poll_action()) {
+            match a {
+                Action::Send { to, message } => self.send(Address::Replica(r), to, message),
+                Action::Write(w) => self.nodes[i].unsynced.push(w),
+                Action::Sync { id } => {
+                    let stall = self.faults_on && self.rng.chance(self.stall_ppm);
+                    let latency = if stall {
+                        self.rng.range(200, 1500)
+                    } else {
+                        self.rng.range(1, 8)
+                    };
+                    let node = &mut self.nodes[i];
+                    let count = node.unsynced.len();
+                    node.syncs.push_back((id, count));
+                    let at = node.disk_free_at.max(self.now) + latency;
+                    node.disk_free_at = at;
+                    let incarnation = node.incarnation;
+                    self.schedule(
+                        at,
+                        Event::SyncDone {
+                            replica: r,
+                            incarnation,
+                            id,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    fn drain_client(&mut self, c: usize) {
+        while let Some((to, msg)) = self.clients[c].client.poll_send::<KvApp>() {
+            let from = Address::Client(self.clients[c].client.id());
+            self.send(from, to, msg);
+        }
+        while let Some(ev) = self.clients[c].client.poll_event() {
+            let now = self.now;
+            let view = self.clients[c].client.view();
+            match ev {
+                ClientEvent::Done {
+                    seq,
+                    result,
+                    vs,
+                    dp,
+                } => {
+                    let i = self.clients[c]
+                        .current
+                        .take()
+                        .expect("a reply to a request");
+                    let op = &mut self.history.ops[i];
+                    assert_eq!(op.seq, seq);
+                    op.end = Some(now);
+                    op.result = Some(result);
+                    op.vs = Some(vs);
+                    op.dp = Some(dp);
+                    op.ev = view;
+                    self.max_acked = self.max_acked.max(vs);
+                    self.outcome.ops_acknowledged += 1;
+                    self.log(|| format!("client {} done seq {seq} at {vs} (dp {dp})", c + 1));
+                }
+                ClientEvent::DoneWithoutReply { seq } => {
+                    let i = self.clients[c]
+                        .current
+                        .take()
+                        .expect("a reply to a request");
+                    let op = &mut self.history.ops[i];
+                    assert_eq!(op.seq, seq);
+                    op.end = Some(now);
+                    op.executed_unknown = true;
+                }
+                ClientEvent::Forgotten { seqs } => {
+                    self.log(|| format!("client {} told it lost {seqs:?}", c + 1));
+                    self.history.forgotten.push((c as u64 + 1, seqs));
+                }
+            }
+        }
+    }
+
+    fn start_client_ops(&mut self) {
+        for c in 0..self.clients.len() {
+            let sc = &self.clients[c];
+            if sc.current.is_some() || sc.remaining == 0 || !sc.client.is_idle() {
+                continue;
+            }
+            let key = self.rng.below(self.cfg.keys);
+            let client_id = sc.client.id();
+            let seq = self
+                .history
+                .ops
+                .iter()
+                .filter(|o| o.client == client_id)
+                .count() as u64
+                + 1;
+            let op = match self.rng.below(10) {
+                0..=4 => KvOp::Put(key, client_id << 32 | seq),
+                5 => KvOp::Delete(key),
+                _ => KvOp::Get(key),
+            };
+            let sync = self.rng.below(8) == 0;
+            let now = self.now;
+            let sc = &mut self.clients[c];
+            let got = sc.client.submit(now, op, sync);
+            assert_eq!(got, seq);
+            sc.remaining -= 1;
+            sc.current = Some(self.history.ops.len());
+            self.history
+                .ops
+                .push(OpRecord::new(client_id, seq, op, sync, now));
+            self.drain_client(c);
+        }
+    }
+
+    fn send(&mut self, from: Address, to: Address, msg: Msg) {
+        self.outcome.messages += 1;
+        *self.outcome.messages_by_kind.entry(msg.kind()).or_default() += 1;
+        self.observe(&msg);
+        if let (Address::Replica(a), Address::Replica(b)) = (from, to) {
+            if self.blocked[usize::from(a)][usize::from(b)] {
+                return;
+            }
+        }
+        if self.faults_on && self.rng.chance(self.drop_ppm) {
+            return;
+        }
+        let copies = if self.faults_on && self.rng.chance(self.dup_ppm) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let at = self.now + self.rng.range(1, self.delay_max);
+            self.schedule(
+                at,
+                Event::Deliver {
+                    to,
+                    from,
+                    msg: Box::new(msg.clone()),
+                },
+            );
+        }
+    }
+
+    /// Records what the wire shows: entries (for the uniqueness check and the final log)
+    /// and announced durable points.
+    fn observe(&mut self, msg: &Msg) {
+        let entries = match msg {
+            Message::Prepare { entries, dp, .. } | Message::CatchUpReply { entries, dp, .. } => {
+                self.announced_dps.push(*dp);
+                entries.as_slice()
+            }
+            Message::Heartbeat { dp, .. } | Message::Reply { dp, .. } => {
+                self.announced_dps.push(*dp);
+                &[]
+            }
+            _ => &[],
+        };
+        for e in entries {
+            match self.entries.get(&e.vs) {
+                Some(seen) if seen != e => {
+                    let m = format!(
+                        "two different entries share viewstamp {}: {seen:?} and {e:?}",
+                        e.vs
+                    );
+                    self.violation.get_or_insert(m);
+                }
+                Some(_) => {}
+                None => {
+                    self.entries.insert(e.vs, e.clone());
+                }
+            }
+        }
+    }
+
+    fn describe_replicas(&self) -> String {
+        let mut out = String::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            match &n.replica {
+                None => out.push_str(&format!("[{i}: down] ")),
+                Some(r) => out.push_str(&format!(
+                    "[{i}: {:?} view {} op_max {} disk {} dp {} commit {:?}] ",
+                    r.role(),
+                    r.view(),
+                    r.op_max(),
+                    r.disk_op_max(),
+                    r.dp(),
+                    r.commit()
+                )),
+            }
+        }
+        out
+    }
+
+    /// Whether every replica but `except` is up and holds everything acknowledged so far.
+    /// Under `Faults::Minority` a replica crashes only then: an acknowledged operation is
+    /// then always in the memory of f+1 live replicas, as property 3 of the thesis needs (a
+    /// crash while another replica lags behind can lose acknowledged operations: Lazy VSR
+    /// holds them only in memory).
+    fn others_hold_everything(&self, except: usize) -> bool {
+        // Everything any replica holds, not just what clients heard acknowledged: an
+        // acknowledgement may still be on its way when the crash comes.
+        let top = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.replica.as_ref().map(|r| r.op_max()))
+            .max()
+            .unwrap_or(Viewstamp::ZERO)
+            .max(self.max_acked);
+        self.nodes.iter().enumerate().all(|(i, n)| {
+            i == except
+                || (n.amnesia_until.is_none()
+                    && n.replica.as_ref().is_some_and(|r| r.op_max() >= top))
+        })
+    }
+
+    fn check_amnesia(&mut self) {
+        for n in &mut self.nodes {
+            if let (Some(target), Some(r)) = (n.amnesia_until, n.replica.as_ref()) {
+                if r.op_max() >= target {
+                    n.amnesia_until = None;
+                }
+            }
+        }
+    }
+
+    fn inject_fault(&mut self) {
+        let n = self.nodes.len();
+        let r = self.rng.below(n as u64) as usize;
+        match self.rng.below(10) {
+            0..=2 => {
+                let allowed = self.nodes[r].replica.is_some()
+                    && (self.cfg.faults == Faults::Total || self.others_hold_everything(r));
+                if allowed {
+                    self.crash(r as u8);
+                    let t = self.now + self.rng.range(50, 2000);
+                    self.schedule(t, Event::Restart { replica: r as u8 });
+                }
+            }
+            3 if self.cfg.faults == Faults::Total => {
+                self.outcome.total_crashes += 1;
+                self.log(|| "total crash".to_string());
+                for i in 0..n {
+                    if self.nodes[i].replica.is_some() {
+                        self.crash(i as u8);
+                    }
+                    let t = self.now + self.rng.range(50, 2000);
+                    self.schedule(t, Event::Restart { replica: i as u8 });
+                }
+            }
+            4..=5 => {
+                // A partition: a random side, cut both ways or (asymmetric) one way.
+                let side: Vec<bool> = (0..n).map(|_| self.rng.below(2) == 0).collect();
+                let one_way = self.rng.below(3) == 0;
+                for a in 0..n {
+                    for b in 0..n {
+                        let cut = side[a] != side[b] && (!one_way || side[a]);
+                        self.blocked[a][b] = cut;
+                    }
+                }
+                self.log(|| format!("partition {side:?} one_way={one_way}"));
+            }
+            _ => {
+                for row in &mut self.blocked {
+                    row.fill(false);
+                }
+                self.log(|| "heal".to_string());
+            }
+        }
+    }
+
+    fn crash(&mut self, r: u8) {
+        let node = &mut self.nodes[usize::from(r)];
+        if node.replica.is_none() {
+            return;
+        }
+        node.replica = None;
+        node.incarnation += 1;
+        // The disk keeps a random prefix of the unsynced writes, the last one maybe torn.
+        let keep = self.rng.below(node.unsynced.len() as u64 + 1) as usize;
+        let writes: Vec<Write> = node.unsynced.drain(..).collect();
+        for (i, w) in writes.iter().take(keep).enumerate() {
+            let torn = i + 1 == keep && matches!(w, DiskWrite::Append(_));
+            let part = match w {
+                DiskWrite::Append(es) if torn => Some(self.rng.below(es.len() as u64 + 1) as usize),
+                _ => None,
+            };
+            node.durable.apply(w, part);
+        }
+        node.syncs.clear();
+        node.disk_free_at = self.now;
+        self.outcome.crashes += 1;
+        self.log(|| format!("crash replica {r} (kept {keep} unsynced writes)"));
+    }
+
+    fn restart(&mut self, r: u8) {
+        let i = usize::from(r);
+        if self.nodes[i].replica.is_some() {
+            return;
+        }
+        let mut config = self.replica_config();
+        config.checkpoint_interval = self
+            .nodes
+            .iter()
+            .find_map(|n| n.replica.as_ref().map(|x| x.config().checkpoint_interval))
+            .unwrap_or(16);
+        let replica = Replica::recover(r, config, KvApp::new(), &self.nodes[i].durable, self.now);
+        let target = self.max_acked;
+        self.log(|| {
+            format!(
+                "restart replica {r}: view {} op_max {} dp {}",
+                replica.view(),
+                replica.op_max(),
+                replica.dp()
+            )
+        });
+        let node = &mut self.nodes[i];
+        node.replica = Some(replica);
+        node.amnesia_until = Some(target);
+    }
+
+    fn end_faults(&mut self) {
+        self.faults_on = false;
+        self.faults_ended_at = self.now;
+        for row in &mut self.blocked {
+            row.fill(false);
+        }
+        for r in 0..self.nodes.len() {
+            self.restart(r as u8);
+        }
+        self.log(|| "faults end".to_string());
+    }
+
+    /// Every client is done, and (after faults) the replicas agree with a primary.
+    fn finished(&self) -> bool {
+        if self.faults_on
+            || self
+                .clients
+                .iter()
+                .any(|c| c.remaining > 0 || c.current.is_some())
+        {
+            return false;
+        }
+        let reps: Vec<&Replica<KvApp>> = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.replica.as_ref())
+            .collect();
+        if reps.len() != self.nodes.len() {
+            return false;
+        }
+        let Some(primary) = reps.iter().find(|r| r.role() == Role::Primary) else {
+            return false;
+        };
+        let top = primary.op_max();
+        primary.commit() == Some(top)
+            && reps.iter().all(|r| {
+                r.op_max() == top && r.view() == primary.view() && r.app() == primary.app()
+            })
+    }
+
+    fn final_checks(&mut self) -> Result<(), Failure> {
+        let primary = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.replica.as_ref())
+            .find(|r| r.role() == Role::Primary)
+            .expect("finished() found one");
+        for n in &self.nodes {
+            let r = n.replica.as_ref().expect("all up");
+            self.outcome.view_changes += r.stats().views_led;
+            self.outcome.state_transfers += r.stats().state_transfers_installed;
+        }
+        let top = primary.op_max();
+        let map = primary.app().map.clone();
+        let result = checks::check_run(
+            &self.history,
+            &self.entries,
+            top,
+            &map,
+            &self.announced_dps,
+            self.cfg.faults,
+        );
+        match result {
+            Ok(lost) => {
+                self.outcome.ops_lost = lost;
+                Ok(())
+            }
+            Err(m) => Err(self.fail(m)),
+        }
+    }
+}
