@@ -1,5 +1,6 @@
 //! `verso sim vsr`: the Lazy VSR simulator over many seeds, on every core.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -115,6 +116,8 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
     let messages = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let failure: Mutex<Option<Failure>> = Mutex::new(None);
+    let by_kind: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
+    let views = AtomicU64::new(0);
     let began = Instant::now();
     let tty = std::io::stderr().is_terminal();
     std::thread::scope(|s| {
@@ -138,6 +141,11 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
                             acked.fetch_add(o.ops_acknowledged, Ordering::Relaxed);
                             lost.fetch_add(o.ops_lost, Ordering::Relaxed);
                             messages.fetch_add(o.messages, Ordering::Relaxed);
+                            views.fetch_add(o.view_changes, Ordering::Relaxed);
+                            let mut k = by_kind.lock().unwrap_or_else(|p| p.into_inner());
+                            for (kind, n) in &o.messages_by_kind {
+                                *k.entry(kind).or_default() += n;
+                            }
                         }
                         Err(f) => {
                             stop.store(true, Ordering::Relaxed);
@@ -194,5 +202,19 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
         lost.load(Ordering::Relaxed),
         messages.load(Ordering::Relaxed) as f64 / a.max(1) as f64
     );
+    let by_kind = by_kind.into_inner().unwrap_or_else(|p| p.into_inner());
+    let per_op: Vec<String> = by_kind
+        .iter()
+        .filter(|(k, _)| !k.starts_with("elect"))
+        .map(|(k, n)| format!("{k} {:.2}", *n as f64 / a.max(1) as f64))
+        .collect();
+    println!("  per acknowledged operation: {}", per_op.join(", "));
+    let v = views.load(Ordering::Relaxed);
+    let per_view: Vec<String> = by_kind
+        .iter()
+        .filter(|(k, _)| k.starts_with("elect"))
+        .map(|(k, n)| format!("{k} {:.2}", *n as f64 / v.max(1) as f64))
+        .collect();
+    println!("  per view led ({v} views): {}", per_view.join(", "));
     ExitCode::SUCCESS
 }

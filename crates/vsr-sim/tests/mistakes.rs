@@ -32,7 +32,12 @@ fn longest_log_wins_is_caught() {
     assert_caught(
         Mistake::LongestLogWins,
         Faults::Total,
-        &["durable point", "discard durable entries", "durable (synchronous)", "covered by"],
+        &[
+            "durable point",
+            "discard durable entries",
+            "durable (synchronous)",
+            "covered by",
+        ],
     );
 }
 
@@ -42,7 +47,12 @@ fn prepare_ok_carrying_op_max_is_caught() {
     assert_caught(
         Mistake::PrepareOkCarriesOpMax,
         Faults::Total,
-        &["durable point", "discard durable entries", "durable (synchronous)", "covered by"],
+        &[
+            "durable point",
+            "discard durable entries",
+            "durable (synchronous)",
+            "covered by",
+        ],
     );
 }
 
@@ -52,7 +62,12 @@ fn a_view_number_not_persisted_is_caught() {
     assert_caught(
         Mistake::ViewNotPersisted,
         Faults::Total,
-        &["share viewstamp", "durable point", "discard durable entries", "covered by"],
+        &[
+            "share viewstamp",
+            "durable point",
+            "discard durable entries",
+            "covered by",
+        ],
     );
 }
 
@@ -67,6 +82,10 @@ fn the_elect_prepare_comparison_as_printed_is_caught() {
     assert_caught(
         Mistake::ElectPrepareAsPrinted,
         Faults::Minority,
-        &["acknowledged and lost", "discard durable entries", "durable point"],
+        &[
+            "acknowledged and lost",
+            "discard durable entries",
+            "durable point",
+        ],
     );
 }

@@ -136,3 +136,74 @@ impl<R: Clone> ClientTable<R> {
         self.undo.first().map(|c| c.op)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The table against a model that keeps a full copy of the table after every op
+    //! number: undoing to op n must give back exactly the copy at n.
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::types::ViewNum;
+
+    fn vs(op: u64) -> Viewstamp {
+        Viewstamp {
+            view: ViewNum {
+                counter: 1,
+                replica: 0,
+            },
+            op,
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        Record(u64),
+        Undo(u64),
+        Forget(u64),
+    }
+
+    proptest! {
+        #[test]
+        fn undo_restores_every_earlier_table(
+            steps in proptest::collection::vec(prop_oneof![
+                5 => (0u64..6).prop_map(Step::Record),
+                1 => (0u64..8).prop_map(Step::Undo),
+                1 => (0u64..8).prop_map(Step::Forget),
+            ], 1..100)
+        ) {
+            let mut t: ClientTable<u64> = ClientTable::new(4);
+            let mut copies: BTreeMap<u64, BTreeMap<ClientId, ClientEntry<u64>>> = BTreeMap::new();
+            copies.insert(0, BTreeMap::new());
+            let (mut op, mut forgotten) = (0u64, 0u64);
+            for s in steps {
+                match s {
+                    Step::Record(client) => {
+                        op += 1;
+                        let seq = t.last_seq(client) + 1;
+                        prop_assert_eq!(t.seen(client, seq), Seen::New);
+                        t.record(vs(op), client, seq, op * 10);
+                        prop_assert!(matches!(t.seen(client, seq), Seen::Latest(_)));
+                        if seq > 1 {
+                            prop_assert_eq!(t.seen(client, seq - 1), Seen::Older);
+                        }
+                        prop_assert!(t.len() <= 4);
+                        copies.insert(op, t.clients.clone());
+                    }
+                    Step::Undo(back) => {
+                        let to = op.saturating_sub(back).max(forgotten);
+                        t.undo_to(to);
+                        op = to;
+                        copies.retain(|k, _| *k <= to);
+                        prop_assert_eq!(&t.clients, copies.get(&to).unwrap());
+                    }
+                    Step::Forget(back) => {
+                        forgotten = forgotten.max(op.saturating_sub(back));
+                        t.forget_undo(forgotten);
+                        prop_assert!(t.undo_floor().is_none_or(|f| f > forgotten));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -14,8 +14,10 @@ pub enum DiskWrite<O, R, S> {
     View(ViewNum),
     /// Entries that follow the disk log's last one.
     Append(Vec<Entry<O>>),
-    /// Keep only the entries up to op `keep_through` (a catch-up rolled the log back).
-    Truncate { keep_through: u64 },
+    /// Keep only the entries up to `keep_through` (a catch-up rolled the log back). It may
+    /// lie below the log's first entry, inside the checkpoint's part that can be undone
+    /// (after a state transfer installed a leader's tentative state).
+    Truncate { keep_through: Viewstamp },
     /// A checkpoint: replaces the previous one.
     Checkpoint(Snapshot<R, S>),
     /// Drops the log's entries up to op `through`: they are in the checkpoint, and in a
@@ -74,12 +76,21 @@ impl<O: Clone, R: Clone, S: Clone> Durable<O, R, S> {
                 }
             }
             DiskWrite::Truncate { keep_through } => {
-                assert!(
-                    *keep_through >= self.log_base.op,
-                    "truncating trimmed entries"
-                );
-                self.log
-                    .truncate((*keep_through - self.log_base.op) as usize);
+                if keep_through.op >= self.log_base.op {
+                    self.log
+                        .truncate((keep_through.op - self.log_base.op) as usize);
+                } else {
+                    let cp = self
+                        .checkpoint
+                        .as_ref()
+                        .expect("a log base comes from a checkpoint");
+                    assert!(
+                        keep_through.op >= cp.undo_base.op,
+                        "truncating below the checkpoint's durable point"
+                    );
+                    self.log.clear();
+                    self.log_base = *keep_through;
+                }
             }
             DiskWrite::Checkpoint(s) => self.checkpoint = Some(s.clone()),
             DiskWrite::TrimLog { through } => {
@@ -295,7 +306,7 @@ impl<A: App> Replica<A> {
             self.written_through = new_max.op;
             self.actions
                 .push_back(super::Action::Write(DiskWrite::Truncate {
-                    keep_through: new_max.op,
+                    keep_through: new_max,
                 }));
         }
         // What the disk holds after a pending sync can no longer be above the new end.

@@ -167,3 +167,89 @@ impl<O> Log<O> {
         assert!(self.stamps.back().is_none_or(|s| *s < self.base));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The log against a model: a plain vector of every viewstamp from op 0, with the
+    //! range the log still knows.
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::message::Body;
+    use crate::types::ViewNum;
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// Append an entry in view `counter` (kept at or above the last one's).
+        Append(u64),
+        /// Truncate to the viewstamp at index `i % len` of the known ones, or just above it.
+        Truncate(usize, bool),
+        /// Fold through op `i % len`, keeping stamps above op `j % len`.
+        Fold(usize, usize),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            4 => (0u64..3).prop_map(Step::Append),
+            1 => (any::<usize>(), any::<bool>()).prop_map(|(i, b)| Step::Truncate(i, b)),
+            1 => (any::<usize>(), any::<usize>()).prop_map(|(i, j)| Step::Fold(i, j)),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn log_matches_a_vector_of_stamps(steps in proptest::collection::vec(step(), 1..80)) {
+            let mut log: Log<()> = Log::new();
+            // model[op] = the viewstamp of op; `known_from` = first op the log knows.
+            let mut model = vec![Viewstamp::ZERO];
+            let mut known_from = 0u64;
+            for s in steps {
+                match s {
+                    Step::Append(bump) => {
+                        let last = *model.last().unwrap();
+                        let view = ViewNum { counter: last.view.counter + bump, replica: 0 };
+                        let vs = Viewstamp { view, op: last.op + 1 };
+                        log.append(Entry { vs, prev: last, body: Body::ViewStart });
+                        model.push(vs);
+                    }
+                    Step::Truncate(i, above) => {
+                        let n = model.len() as u64 - known_from;
+                        let target_op = known_from + (i as u64 % n);
+                        let mut target = model[target_op as usize];
+                        if above {
+                            // A viewstamp not in the log, between two that are.
+                            target.op += 1;
+                            if model.get(target.op as usize).is_some_and(|m| *m <= target) {
+                                target = model[target.op as usize];
+                            }
+                        }
+                        let end = log.truncate_to(target);
+                        let keep = model.iter().take_while(|m| **m <= target).count();
+                        model.truncate(keep.max(known_from as usize + 1));
+                        prop_assert_eq!(end, *model.last().unwrap());
+                    }
+                    Step::Fold(i, j) => {
+                        let n = model.len() as u64;
+                        let through = (i as u64 % n).max(log.base().op);
+                        let keep_above = (j as u64 % n).min(through);
+                        log.fold_through(through, keep_above);
+                        known_from = known_from.max(keep_above);
+                    }
+                }
+                prop_assert_eq!(log.op_max(), *model.last().unwrap());
+                for (op, vs) in model.iter().enumerate() {
+                    let op = op as u64;
+                    if op >= known_from {
+                        prop_assert_eq!(log.stamp(op), Some(*vs));
+                        prop_assert!(log.contains(*vs));
+                        prop_assert_eq!(log.lower_bound(*vs), Some(*vs));
+                    }
+                    if op > log.base().op {
+                        prop_assert_eq!(log.entry(op).map(|e| e.vs), Some(*vs));
+                    }
+                }
+                prop_assert!(log.stamp(log.op_max().op + 1).is_none());
+            }
+        }
+    }
+}

@@ -275,6 +275,8 @@ pub struct Replica<A: App> {
     view_change_at: u64,
     /// When a catch-up may be sent again (`None`: none outstanding).
     catch_up_retry_at: Option<u64>,
+    /// The last PREPAREOK sent: (view, op_max, disk_op_max).
+    last_ack: Option<(ViewNum, Viewstamp, Viewstamp)>,
     rng: u64,
     actions: VecDeque<ActionOf<A>>,
     stats: Stats,
@@ -310,6 +312,7 @@ impl<A: App> Replica<A> {
             now,
             view_change_at: 0,
             catch_up_retry_at: None,
+            last_ack: None,
             actions: VecDeque::new(),
             stats: Stats::default(),
         };

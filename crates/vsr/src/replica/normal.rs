@@ -157,6 +157,7 @@ impl<A: App> Replica<A> {
             return;
         }
         self.reset_view_change_timer();
+        let before = self.log.op_max();
         for entry in entries {
             let have = self.log.op_max();
             if entry.vs.view != view {
@@ -180,18 +181,27 @@ impl<A: App> Replica<A> {
             self.accept(entry);
         }
         self.adopt_dp(dp, dp_min);
-        self.ack_primary();
+        // A PREPARE that brought nothing new is a retransmission: our answer was lost.
+        self.ack_primary(self.log.op_max() == before);
     }
 
     /// A backup's PREPAREOK: what it holds in memory and on disk, in this view. Said only
     /// once the view's first entry is on its disk (Lemma 4.3.6).
-    pub(super) fn ack_primary(&mut self) {
+    /// Unless `again`, nothing is sent if it would repeat the last PREPAREOK (under
+    /// VSR-Sync the one that counts comes after the sync).
+    pub(super) fn ack_primary(&mut self, again: bool) {
         if !matches!(self.status, Status::Backup) || self.view.leader() == self.id {
             return;
         }
         let Some((op_max, disk_op_max)) = self.acknowledgeable() else {
             return;
         };
+        // The durable point it carries is not news worth a message of its own.
+        let said = (self.view, op_max, disk_op_max);
+        if !again && self.last_ack == Some(said) {
+            return;
+        }
+        self.last_ack = Some(said);
         let (view, dp) = (self.view, self.dp);
         let to = Address::Replica(view.leader());
         self.send(
@@ -237,7 +247,7 @@ impl<A: App> Replica<A> {
     /// After a sync: tell the primary (or, as primary, count ourselves).
     pub(super) fn on_disk_advanced(&mut self) {
         match self.status {
-            Status::Backup => self.ack_primary(),
+            Status::Backup => self.ack_primary(false),
             Status::Primary(_) => self.self_ack(),
             _ => {}
         }
@@ -392,7 +402,7 @@ impl<A: App> Replica<A> {
             self.request_catch_up();
         }
         self.adopt_dp(dp, dp_min);
-        self.ack_primary();
+        self.ack_primary(true);
     }
 
     /// The elected leader becomes primary: it proposes the view's first entry (the spec's
