@@ -247,6 +247,8 @@ impl World {
                         .sum::<usize>()
                 )));
             }
+            // A deadline already passed (a timer left running) fires now.
+            let t = t.max(self.now);
             self.now = t;
             if next_event == Some(t) {
                 let Reverse((_, seq)) = self.queue.pop().expect("peeked");

@@ -47,7 +47,10 @@ fn total_crashes_lose_only_suffixes_never_durable_operations() {
     let (acked, lost) = sweep(2_000_000, 5_000, Faults::Total, Mode::Lazy);
     assert!(acked > 0);
     // The sweep must reach the interesting case: a total crash that loses something.
-    assert!(lost > 0, "no seed lost anything: the total crashes are not biting");
+    assert!(
+        lost > 0,
+        "no seed lost anything: the total crashes are not biting"
+    );
 }
 
 #[test]

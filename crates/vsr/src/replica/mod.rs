@@ -594,11 +594,18 @@ impl<A: App> Replica<A> {
 
     /// Moves to a higher view learned from a message, as a backup (the spec's "learn").
     fn learn_view(&mut self, view: ViewNum) {
+        self.raise_view(view);
+        self.reset_view_change_timer();
+    }
+
+    /// Moves to a higher view without hearing from its leader (a refused ELECTPREPARE): the
+    /// view-change timer keeps running, so a candidate that cannot win does not keep the
+    /// others from electing one that can (a primary that steps down campaigns at once).
+    fn raise_view(&mut self, view: ViewNum) {
         assert!(view > self.view);
         self.view = view;
         self.status = Status::Backup;
         self.catch_up_retry_at = None;
-        self.reset_view_change_timer();
         // The view goes to disk before this replica says anything in it.
         self.flush(true);
     }

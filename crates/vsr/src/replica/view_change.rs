@@ -8,7 +8,9 @@
 //!   unchanged: otherwise a replica whose log is behind and whose view got ahead (it kept
 //!   timing out while cut off) never hears a primary of a lower view again, and the
 //!   simulator found that livelock. Raising the view makes the group elect a leader above
-//!   it, from whom the straggler catches up.
+//!   it, from whom the straggler catches up. The refusing voter's view-change timer keeps
+//!   running (a scripted test of Fig 4-1 found that resetting it lets a straggler that
+//!   campaigns every election timeout keep the others from ever electing).
 //! - ELECTACCEPT is accepted only in the voter's current view with the same `opMax` (spec
 //!   `ElectSync`); a voter whose log ends elsewhere catches up first, then the leader's
 //!   resent ELECTACCEPT finds it ready.
@@ -83,7 +85,7 @@ impl<A: App> Replica<A> {
             return;
         }
         if !self.vote_ok(op_max) {
-            self.learn_view(view);
+            self.raise_view(view);
             return;
         }
         // Step down, adopt the view, flush; the vote leaves once both are on disk.
