@@ -96,6 +96,11 @@ pub(crate) struct World {
     dup_ppm: u64,
     delay_max: u64,
     stall_ppm: u64,
+    // Per-run timing, drawn from the seed too (no jitter, or uneven timeouts, is where
+    // elections livelock).
+    view_change_timeouts: Vec<u64>,
+    view_change_jitter: u64,
+    election_timeout: u64,
     history: History,
     /// Every entry seen on the wire, by viewstamp: two different ones are a violation.
     entries: HashMap<Viewstamp, Entry<KvOp>>,
@@ -119,6 +124,9 @@ impl World {
         let dup_ppm = if networked { rng.range(0, 50_000) } else { 0 };
         let delay_max = if networked { rng.range(1, 40) } else { 2 };
         let stall_ppm = if networked { rng.range(0, 50_000) } else { 0 };
+        let view_change_jitter = [0, 100, 300][rng.below(3) as usize];
+        let election_timeout = rng.range(200, 800);
+        let view_change_timeouts = (0..n).map(|_| rng.range(300, 1200)).collect();
         let mut w = World {
             nodes: Vec::new(),
             clients: Vec::new(),
@@ -129,6 +137,9 @@ impl World {
             dup_ppm,
             delay_max,
             stall_ppm,
+            view_change_timeouts,
+            view_change_jitter,
+            election_timeout,
             history: History::default(),
             entries: HashMap::new(),
             announced_dps: Vec::new(),
@@ -148,7 +159,7 @@ impl World {
             _ => w.rng.range(8, 64),
         };
         for id in 0..n {
-            let mut config = w.replica_config();
+            let mut config = w.replica_config(id);
             config.checkpoint_interval = checkpoint_interval;
             w.nodes.push(Node {
                 replica: Some(Replica::new(id, config, KvApp::new(), 0)),
@@ -177,14 +188,14 @@ impl World {
         w
     }
 
-    fn replica_config(&mut self) -> Config {
+    fn replica_config(&mut self, id: u8) -> Config {
         let mut c = Config::new(self.cfg.replicas);
         c.mode = self.cfg.mode;
         c.mistake = self.cfg.mistake;
         c.heartbeat_interval = 50;
-        c.view_change_timeout = 500;
-        c.view_change_jitter = 300;
-        c.election_timeout = 400;
+        c.view_change_timeout = self.view_change_timeouts[usize::from(id)];
+        c.view_change_jitter = self.view_change_jitter;
+        c.election_timeout = self.election_timeout;
         c.catch_up_timeout = 100;
         c.batch_requests_max = 4;
         c.pipeline_max = 8;
@@ -666,7 +677,7 @@ impl World {
         if self.nodes[i].replica.is_some() {
             return;
         }
-        let mut config = self.replica_config();
+        let mut config = self.replica_config(r);
         config.checkpoint_interval = self
             .nodes
             .iter()
