@@ -64,6 +64,7 @@ fn a_view_number_not_persisted_is_caught() {
         Faults::Total,
         &[
             "share viewstamp",
+            "viewstamps increase",
             "durable point",
             "discard durable entries",
             "covered by",
