@@ -118,6 +118,9 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
     let failure: Mutex<Option<Failure>> = Mutex::new(None);
     let by_kind: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
     let views = AtomicU64::new(0);
+    let transfers = AtomicU64::new(0);
+    let crashes = AtomicU64::new(0);
+    let total_crashes = AtomicU64::new(0);
     let began = Instant::now();
     let tty = std::io::stderr().is_terminal();
     std::thread::scope(|s| {
@@ -142,6 +145,9 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
                             lost.fetch_add(o.ops_lost, Ordering::Relaxed);
                             messages.fetch_add(o.messages, Ordering::Relaxed);
                             views.fetch_add(o.view_changes, Ordering::Relaxed);
+                            transfers.fetch_add(o.state_transfers, Ordering::Relaxed);
+                            crashes.fetch_add(o.crashes, Ordering::Relaxed);
+                            total_crashes.fetch_add(o.total_crashes, Ordering::Relaxed);
                             let mut k = by_kind.lock().unwrap_or_else(|p| p.into_inner());
                             for (kind, n) in &o.messages_by_kind {
                                 *k.entry(kind).or_default() += n;
@@ -208,6 +214,12 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
         .filter(|(k, _)| !k.starts_with("elect"))
         .map(|(k, n)| format!("{k} {:.2}", *n as f64 / a.max(1) as f64))
         .collect();
+    println!(
+        "  faults survived: {} crashes ({} of every replica at once), {} state transfers",
+        crashes.load(Ordering::Relaxed),
+        total_crashes.load(Ordering::Relaxed),
+        transfers.load(Ordering::Relaxed)
+    );
     println!("  per acknowledged operation: {}", per_op.join(", "));
     let v = views.load(Ordering::Relaxed);
     let per_view: Vec<String> = by_kind
