@@ -246,3 +246,16 @@ fn longest_log_wins_gets_figure_4_1_wrong() {
         assert_ne!(states, vec![expected.clone(), expected.clone(), expected]);
     }
 }
+
+#[test]
+fn bad_configurations_are_refused_with_a_reason() {
+    let mut c = Config::new(4);
+    assert!(c.validate().unwrap_err().contains("odd"));
+    c = Config::new(3);
+    c.pipeline_max = 0;
+    assert!(c.validate().unwrap_err().contains("pipeline_max"));
+    c = Config::new(3);
+    c.heartbeat_interval = c.view_change_timeout;
+    assert!(c.validate().unwrap_err().contains("heartbeat_interval"));
+    assert!(Config::new(5).validate().is_ok());
+}

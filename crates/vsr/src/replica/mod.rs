@@ -143,13 +143,35 @@ impl Config {
         usize::from(self.replica_count) / 2 + 1
     }
 
-    fn validate(&self) {
-        assert!(self.replica_count >= 1 && usize::from(self.replica_count) <= REPLICAS_MAX);
-        assert!(self.replica_count % 2 == 1, "2f+1 replicas");
-        assert!(self.batch_requests_max > 0 && self.pipeline_max > 0);
-        assert!(self.flush_entries_max > 0 && self.catch_up_entries_max > 0);
-        assert!(self.unflushed_entries_max >= self.flush_entries_max);
-        assert!(self.heartbeat_interval < self.view_change_timeout);
+    /// Checks the settings; the server validates user configuration with this before it
+    /// builds a replica (whose constructor panics on a configuration this rejects).
+    pub fn validate(&self) -> Result<(), String> {
+        let n = usize::from(self.replica_count);
+        if n == 0 || n > REPLICAS_MAX || n % 2 == 0 {
+            return Err(format!(
+                "replica_count must be odd, 1 to {REPLICAS_MAX} (2f+1), got {n}"
+            ));
+        }
+        let positive = [
+            ("batch_requests_max", self.batch_requests_max as u64),
+            ("pipeline_max", self.pipeline_max),
+            ("flush_entries_max", self.flush_entries_max as u64),
+            ("catch_up_entries_max", self.catch_up_entries_max as u64),
+            ("clients_max", self.clients_max as u64),
+            ("heartbeat_interval", self.heartbeat_interval),
+            ("election_timeout", self.election_timeout),
+            ("catch_up_timeout", self.catch_up_timeout),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{name} must be at least 1"));
+        }
+        if self.unflushed_entries_max < self.flush_entries_max {
+            return Err("unflushed_entries_max must be at least flush_entries_max".into());
+        }
+        if self.heartbeat_interval >= self.view_change_timeout {
+            return Err("heartbeat_interval must be below view_change_timeout".into());
+        }
+        Ok(())
     }
 }
 
@@ -284,8 +306,13 @@ pub struct Replica<A: App> {
 
 impl<A: App> Replica<A> {
     /// A replica of a new group, with an empty log and disk.
+    ///
+    /// # Panics
+    /// If `config.validate()` fails or `id` is not below `config.replica_count`.
     pub fn new(id: ReplicaId, config: Config, app: A, now: u64) -> Self {
-        config.validate();
+        if let Err(e) = config.validate() {
+            panic!("invalid replica configuration: {e}");
+        }
         assert!(id < config.replica_count);
         let clients = ClientTable::new(config.clients_max);
         let mut r = Replica {
