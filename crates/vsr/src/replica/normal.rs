@@ -145,18 +145,9 @@ impl<A: App> Replica<A> {
         dp: Viewstamp,
         dp_min: Viewstamp,
     ) {
-        if view < self.view || from != view.leader() || from == self.id {
+        if !self.heard_from_primary(from, view) {
             return;
         }
-        if view > self.view {
-            self.learn_view(view);
-            self.request_catch_up();
-            return;
-        }
-        if !matches!(self.status, Status::Backup) {
-            return;
-        }
-        self.reset_view_change_timer();
         let before = self.log.op_max();
         for entry in entries {
             let have = self.log.op_max();
@@ -183,6 +174,25 @@ impl<A: App> Replica<A> {
         self.adopt_dp(dp, dp_min);
         // A PREPARE that brought nothing new is a retransmission: our answer was lost.
         self.ack_primary(self.log.op_max() == before);
+    }
+
+    /// A PREPARE or HEARTBEAT from `from` in `view`: whether this replica is its view's
+    /// backup and should process it (its view-change timer restarts). A message of a later
+    /// view makes it learn that view and ask the new leader to catch it up instead.
+    fn heard_from_primary(&mut self, from: ReplicaId, view: ViewNum) -> bool {
+        if view < self.view || from != view.leader() || from == self.id {
+            return false;
+        }
+        if view > self.view {
+            self.learn_view(view);
+            self.request_catch_up();
+            return false;
+        }
+        if !matches!(self.status, Status::Backup) {
+            return false;
+        }
+        self.reset_view_change_timer();
+        true
     }
 
     /// A backup's PREPAREOK: what it holds in memory and on disk, in this view. Said only
@@ -386,18 +396,9 @@ impl<A: App> Replica<A> {
         dp: Viewstamp,
         dp_min: Viewstamp,
     ) {
-        if view < self.view || from != view.leader() || from == self.id {
+        if !self.heard_from_primary(from, view) {
             return;
         }
-        if view > self.view {
-            self.learn_view(view);
-            self.request_catch_up();
-            return;
-        }
-        if !matches!(self.status, Status::Backup) {
-            return;
-        }
-        self.reset_view_change_timer();
         if op_max != self.log.op_max() {
             self.request_catch_up();
         }
