@@ -116,6 +116,8 @@ pub struct Db {
     /// what [`Txn::version_of`] says for an absent key, so a key deleted, removed and
     /// re-created or not is still seen to have changed.
     removal_stamps: Box<[StdAtomicU64]>,
+    /// Where a replicated primary's commits go (`replicated.rs`); unset otherwise.
+    pub(crate) commit_sink: OnceLock<std::sync::Arc<dyn crate::replicated::CommitSink>>,
 }
 
 /// Buckets of [`Db::removal_stamps`]: a key shares its bucket with 1/4096 of the others.
@@ -162,6 +164,7 @@ impl Db {
             next_site: StdAtomicU64::new(0),
             durable: None,
             removal_stamps: (0..REMOVAL_BUCKETS).map(|_| StdAtomicU64::new(0)).collect(),
+            commit_sink: OnceLock::new(),
         })
     }
 

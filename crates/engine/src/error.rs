@@ -103,6 +103,16 @@ pub enum Error {
         /// What failed, with the file (and offset) involved.
         reason: String,
     },
+    /// A replicated database that is not its group's primary now refused a commit (its
+    /// writes were not installed). Send writes to the primary.
+    #[error("this replica is not the primary")]
+    NotPrimary,
+    /// Applying or rolling back the replicated log went wrong (named in the message).
+    #[error("replication: {reason}")]
+    Replication {
+        /// What failed.
+        reason: String,
+    },
     /// `Options` that cannot work.
     #[error("invalid options: {reason}")]
     InvalidOptions {

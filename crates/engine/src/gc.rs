@@ -101,6 +101,23 @@ impl GcQueue {
             .extend(records.map(|record| Retired { record, after }));
     }
 
+    /// Takes versions a rollback unlinked, to free once the walks in progress now end.
+    pub(crate) fn push_limbo(&mut self, versions: Vec<NonNull<Version>>, timestamps: &Timestamps) {
+        // Order the unlinks before reading the walk counters (as `collect` does).
+        crate::sync::fence_seq_cst();
+        let walks = timestamps.walks_in_progress();
+        // SAFETY: just unlinked by the caller, owned here.
+        let bytes = versions
+            .iter()
+            .map(|v| unsafe { v.as_ref() }.footprint())
+            .sum();
+        self.limbo.push(LimboBatch {
+            versions,
+            bytes,
+            walks,
+        });
+    }
+
     pub(crate) fn wants_collection(&self) -> bool {
         self.entries.len() >= self.trigger || self.retired.len() >= RETIRED_TRIGGER
     }

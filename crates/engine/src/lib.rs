@@ -39,6 +39,7 @@ mod index;
 mod options;
 mod range;
 mod record;
+mod replicated;
 mod sync;
 mod timestamp;
 mod two_pl;
@@ -56,6 +57,7 @@ pub use options::{
     VALUE_SIZE_MAX_DEFAULT,
 };
 pub use range::Range;
+pub use replicated::{CommitSink, ReplicatedWrite};
 pub use timestamp::{tsc_is_invariant, TRANSACTIONS_ACTIVE_MAX};
 pub use txn::{CommitTs, KeyVersion, Txn};
 /// The durability layer, for its fault-injecting storage and format constants.

@@ -608,6 +608,60 @@ impl Record {
         Ok(needs_gc)
     }
 
+    /// Takes the commit word to install a replicated write at `ts`, waiting out the GC and
+    /// readers' rollbacks; `Removed` if the record died meanwhile (look the key up again).
+    pub(crate) fn lock_for_replay(&self, ts: u64) -> Result<(), Removed> {
+        let mut step = 0;
+        while let Err(owner) =
+            self.owner
+                .compare_exchange(OWNER_NONE, ts, Ordering::SeqCst, Ordering::Relaxed)
+        {
+            if owner == OWNER_DEAD {
+                return Err(Removed);
+            }
+            spin_step(&mut step);
+        }
+        Ok(())
+    }
+
+    /// Unlinks the versions above `ts` from the head of the chain onto `unlinked` (the
+    /// caller's limbo: a walk standing on one still finds its way on, since their `next`
+    /// links are left intact). Returns whether the record is left empty. `Removed` if it is
+    /// dead (its last version was a tombstone below the GC watermark: nothing above `ts`).
+    pub(crate) fn rollback_above(
+        &self,
+        ts: u64,
+        unlinked: &mut Vec<NonNull<Version>>,
+    ) -> Result<bool, Removed> {
+        let mut step = 0;
+        loop {
+            match self.owner.compare_exchange(
+                OWNER_NONE,
+                OWNER_GC,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(OWNER_DEAD) => return Err(Removed),
+                Err(_) => spin_step(&mut step),
+            }
+        }
+        let mut head = self.head.load(Ordering::Acquire);
+        // SAFETY: holding OWNER_GC excludes committers and pruners, so every version on the
+        // chain is live.
+        while let Some(v) = unsafe { head.as_ref() } {
+            if v.ts <= ts {
+                break;
+            }
+            // SAFETY: `head` is non-null (just dereferenced).
+            unlinked.push(unsafe { NonNull::new_unchecked(head) });
+            head = v.next.load(Ordering::Acquire);
+        }
+        self.head.store(head, Ordering::Release);
+        self.owner.store(OWNER_NONE, Ordering::Release);
+        Ok(head.is_null())
+    }
+
     /// Releases the record after `lock_for_commit` at `ts`.
     pub(crate) fn unlock(&self, ts: u64) {
         debug_assert_eq!(self.owner.load(Ordering::Relaxed), ts);

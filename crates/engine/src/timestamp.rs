@@ -134,8 +134,13 @@ pub(crate) struct Timestamps {
     mutex: std::sync::Mutex<u64>,
     /// Added to every counter reading: after a recovery, timestamps continue above those
     /// recovered even if the machine's counter restarted (a reboot resets the TSC).
-    /// Invariant: only raised before the first transaction begins.
-    tsc_offset: u64,
+    /// Only raised (a replica becoming primary raises it while transactions run, which
+    /// keeps every timestamp unique and increasing: readings only grow).
+    tsc_offset: std::sync::atomic::AtomicU64,
+    /// A replicated database's GC floor (`Db::set_gc_floor`): a bound on future readers
+    /// the GC must assume, so it keeps what a rollback of the replicated log may uncover.
+    /// `IDLE` when none. Not modelled under loom (no loom test sets it).
+    gc_floor: std::sync::atomic::AtomicU64,
     /// When the generator was made, and the counter then: the clock the ages of active
     /// transactions are measured against (and, for RDTSC, the counter's rate).
     made: (std::time::Instant, u64),
@@ -182,7 +187,8 @@ impl Timestamps {
             sites_used: CachePadded::new(AtomicU64::new(0)),
             counter: CachePadded::new(AtomicU64::new(0)),
             mutex: std::sync::Mutex::new(0),
-            tsc_offset: 0,
+            tsc_offset: std::sync::atomic::AtomicU64::new(0),
+            gc_floor: std::sync::atomic::AtomicU64::new(IDLE),
             made: (std::time::Instant::now(), 0),
             #[cfg(loom)]
             fake_tsc: AtomicU64::new(1 << site_bits),
@@ -200,7 +206,7 @@ impl Timestamps {
             Algorithm::Rdtsc => {
                 let now = self.tsc();
                 if now < floor {
-                    self.tsc_offset += floor - now;
+                    *self.tsc_offset.get_mut() += floor - now;
                     self.made.1 += floor - now; // the rate is measured on the same scale
                 }
             }
@@ -212,6 +218,33 @@ impl Timestamps {
                 *n = (*n).max(floor);
             }
         }
+    }
+
+    /// As `raise_floor`, while transactions run. The counter's rate, measured from `made`,
+    /// is left as it was: ages of transactions read slightly high after a raise.
+    pub(crate) fn raise_floor_live(&self, floor: u64) {
+        match self.algorithm {
+            Algorithm::Rdtsc => {
+                let now = self.tsc();
+                if now < floor {
+                    self.tsc_offset
+                        .fetch_add(floor - now, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+            Algorithm::Atomic => {
+                self.counter.fetch_max(floor, Ordering::SeqCst);
+            }
+            Algorithm::Mutex => {
+                let mut n = self.mutex.lock().unwrap_or_else(|e| e.into_inner());
+                *n = (*n).max(floor);
+            }
+        }
+    }
+
+    /// Sets the GC floor (`IDLE` for none).
+    pub(crate) fn set_gc_floor(&self, floor: u64) {
+        self.gc_floor
+            .store(floor, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Number of sites (a power of two).
@@ -313,6 +346,9 @@ impl Timestamps {
             }
             site.unlock();
         }
+        // Read after the sites: a floor raised meanwhile was already safe to raise.
+        let floor = self.gc_floor.load(std::sync::atomic::Ordering::SeqCst);
+        snap.future = snap.future.min(floor);
         snap.active.sort_unstable();
         snap.low = snap
             .active
@@ -411,13 +447,13 @@ impl Timestamps {
     #[cfg(not(loom))]
     #[inline]
     fn tsc(&self) -> u64 {
-        read_tsc() + self.tsc_offset
+        read_tsc() + self.tsc_offset.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     #[cfg(not(loom))]
     #[inline]
     fn tsc_fenced(&self) -> u64 {
-        read_tsc_fenced() + self.tsc_offset
+        read_tsc_fenced() + self.tsc_offset.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     #[cfg(loom)]

@@ -141,6 +141,13 @@ impl<'db> Txn<'db> {
         self.ts
     }
 
+    /// Whether the transaction has buffered any write (a replicated server's reply to a
+    /// command that wrote waits for its own commit; one that only read, for a round to a
+    /// majority).
+    pub fn has_writes(&self) -> bool {
+        self.writes.as_ref().is_some_and(|w| !w.is_empty())
+    }
+
     /// Whether this is a read-only transaction.
     pub fn is_read_only(&self) -> bool {
         self.read_only
@@ -660,7 +667,7 @@ impl<'db> Txn<'db> {
             gc.wants_collection()
         };
         ws.superseded = superseded;
-        let cts = result.map_err(|reason| Error::Conflict { reason })?;
+        let cts = result?;
         self.site_stats()
             .versions_installed
             .fetch_add(installed, StdOrdering::Relaxed);
@@ -677,7 +684,7 @@ impl<'db> Txn<'db> {
         start: u64,
         site: usize,
         mut superseded: impl FnMut(RecordPtr),
-    ) -> Result<u64, ConflictReason> {
+    ) -> Result<u64, Error> {
         let mut held = HeldRecords {
             records: prepared,
             ts: crate::record::OWNER_UNSTAMPED,
@@ -688,7 +695,7 @@ impl<'db> Txn<'db> {
             loop {
                 match held.records[i].0.get().lock_no_wait(start) {
                     Ok(()) => break,
-                    Err(Refused::Conflict(reason)) => return Err(reason),
+                    Err(Refused::Conflict(reason)) => return Err(Error::Conflict { reason }),
                     Err(Refused::Removed) => {
                         held.records[i].0 = self.db.record_again(held.records[i].0);
                     }
@@ -698,12 +705,27 @@ impl<'db> Txn<'db> {
         }
         let ws = self.writes.as_ref().expect("a commit with writes");
         let timestamps = &self.db.timestamps;
+        let sink = self.db.commit_sink();
+        let mut slot = None;
         let (entry, cts) = self.db.commit_log.publish(
             ws.entries().iter().map(|e| (e.table, ws.key(e))),
-            || timestamps.fresh(site),
+            || {
+                let cts = timestamps.fresh(site);
+                // In the same critical section: the replicated log is in `cts` order.
+                slot = sink.map(|s| s.reserve(cts));
+                cts
+            },
             || timestamps.snapshot().low,
         );
         debug_assert!(cts > start);
+        let slot = match slot {
+            None => None,
+            Some(Some(slot)) => Some(slot),
+            Some(None) => {
+                entry.abort();
+                return Err(Error::NotPrimary);
+            }
+        };
         for &(record, _) in held.records.iter() {
             record.get().stamp(cts);
         }
@@ -714,10 +736,24 @@ impl<'db> Txn<'db> {
             let preds = preds.as_ref().unwrap_or(&empty);
             if !self.db.commit_log.validate(&entry, start, preds) {
                 entry.abort();
-                return Err(ConflictReason::ReadChanged);
+                if let (Some(sink), Some(slot)) = (sink, slot) {
+                    sink.abandon(slot);
+                }
+                return Err(Error::Conflict {
+                    reason: ConflictReason::ReadChanged,
+                });
             }
         }
         // Validated: the transaction is serialized at `cts`.
+        if let (Some(sink), Some(slot)) = (sink, slot) {
+            let db = self.db;
+            let mut writes = ws.entries().iter().map(|e| crate::ReplicatedWrite {
+                table: &db.table_state_by_id(e.table).name,
+                key: ws.key(e),
+                value: ws.value(e),
+            });
+            sink.fill(slot, cts, &mut writes);
+        }
         self.log_append(cts);
         for i in 0..held.records.len() {
             let (record, version) = held.records[i];

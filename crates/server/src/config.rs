@@ -64,6 +64,17 @@ pub struct Settings {
     pub checkpoint_rate: Option<u64>,
     /// Start even if a log is damaged in the middle, cutting it there (default false).
     pub recovery_truncate: Option<bool>,
+    /// Run as a replica of the Lazy VSR group this cluster file describes (with `replica`).
+    pub cluster: Option<PathBuf>,
+    /// This server's id in the cluster file.
+    pub replica: Option<u8>,
+}
+
+/// A replica's place in its group.
+#[derive(Clone, Debug)]
+pub struct ClusterSettings {
+    pub config: verso_replication::ClusterConfig,
+    pub replica: u8,
 }
 
 /// Why the settings could not be used.
@@ -134,6 +145,8 @@ impl Settings {
             checkpoint_log_mb: over.checkpoint_log_mb.or(self.checkpoint_log_mb),
             checkpoint_rate: over.checkpoint_rate.or(self.checkpoint_rate),
             recovery_truncate: over.recovery_truncate.or(self.recovery_truncate),
+            cluster: over.cluster.or(self.cluster),
+            replica: over.replica.or(self.replica),
         }
     }
 
@@ -217,8 +230,51 @@ impl Settings {
         if self.requirepass.as_deref() == Some("") {
             return Err(ConfigError::Invalid("requirepass must not be empty".into()));
         }
+        let cluster = match (&self.cluster, self.replica) {
+            (None, None) => None,
+            (Some(path), Some(id)) => {
+                let config =
+                    verso_replication::ClusterConfig::load(path).map_err(ConfigError::Invalid)?;
+                let Some(me) = config.replicas.iter().find(|r| r.id == id) else {
+                    return Err(ConfigError::Invalid(format!(
+                        "replica {id} is not in {} (it lists 0..{})",
+                        path.display(),
+                        config.replicas.len()
+                    )));
+                };
+                if self.port.is_some_and(|p| p != me.client.port())
+                    || self.bind.is_some_and(|b| b != me.client.ip())
+                {
+                    return Err(ConfigError::Invalid(format!(
+                        "replica {id} listens on {} (its client address in the cluster file); drop bind and port",
+                        me.client
+                    )));
+                }
+                if durability == verso_engine::Durability::None {
+                    return Err(ConfigError::Invalid(
+                        "a replica keeps its log on disk: durability must be lazy (reply once a majority holds the write in memory) or sync (once a majority has it on disk)".into(),
+                    ));
+                }
+                Some(ClusterSettings {
+                    config,
+                    replica: id,
+                })
+            }
+            _ => {
+                return Err(ConfigError::Invalid(
+                    "cluster and replica go together: --cluster FILE --replica ID".into(),
+                ))
+            }
+        };
+        let (bind, port) = match &cluster {
+            Some(c) => {
+                let a = c.config.replicas[usize::from(c.replica)].client;
+                (a.ip(), a.port())
+            }
+            None => (self.bind.unwrap_or(d.bind), port),
+        };
         let cfg = ServerConfig {
-            bind: self.bind.unwrap_or(d.bind),
+            bind,
             port,
             password: self.requirepass.clone(),
             limits,
@@ -237,6 +293,7 @@ impl Settings {
             fsync_interval: Duration::from_millis(fsync_ms),
             checkpoints,
             recovery_truncate: self.recovery_truncate.unwrap_or(false),
+            cluster,
         };
         assert!(cfg.threads >= 1 && cfg.threads <= THREADS_MAX);
         assert!(cfg.limits.bulk_len_max > 0 && cfg.output_buffer_max > 0);

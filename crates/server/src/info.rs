@@ -14,6 +14,7 @@ pub const SECTIONS: &[&str] = &[
     "stats",
     "memory",
     "persistence",
+    "replication",
     "keyspace",
 ];
 
@@ -155,6 +156,12 @@ fn section_text(shared: &Shared, name: &str, out: &mut String) {
                 let _ = write!(out, "{key}:{value}\r\n");
             }
         }
+        "replication" => {
+            out.push_str("# Replication\r\n");
+            for (key, value) in replication_lines(shared) {
+                let _ = write!(out, "{key}:{value}\r\n");
+            }
+        }
         "keyspace" => {
             out.push_str("# Keyspace\r\n");
             for (i, t) in shared.tables.iter().enumerate() {
@@ -167,6 +174,91 @@ fn section_text(shared: &Shared, name: &str, out: &mut String) {
         }
         _ => unreachable!("not a section: {name}"),
     }
+}
+
+/// INFO replication: Redis's `role` (`master` for the primary, `slave` otherwise, so
+/// tools that look for the master find it) and Verso's VSR state, one line per peer.
+fn replication_lines(shared: &Shared) -> Vec<(String, String)> {
+    let Some(r) = &shared.replication else {
+        return vec![
+            ("role".into(), "master".into()),
+            ("verso_replication".into(), "off".into()),
+            ("connected_slaves".into(), "0".into()),
+        ];
+    };
+    let s = r.status();
+    let mut lines: Vec<(String, String)> = vec![
+        (
+            "role".into(),
+            if s.role == "primary" {
+                "master"
+            } else {
+                "slave"
+            }
+            .into(),
+        ),
+        ("verso_replication".into(), "lazy-vsr".into()),
+        ("vsr_mode".into(), s.mode.into()),
+        ("vsr_replica".into(), s.replica.to_string()),
+        ("vsr_replicas".into(), s.replicas.to_string()),
+        ("vsr_role".into(), s.role.into()),
+        ("vsr_view".into(), s.view.clone()),
+        (
+            "vsr_primary".into(),
+            s.primary_client_addr
+                .clone()
+                .unwrap_or_else(|| "unknown".into()),
+        ),
+        ("vsr_op_max".into(), s.op_max.to_string()),
+        ("vsr_commit".into(), s.commit.to_string()),
+        ("vsr_dp".into(), s.dp.to_string()),
+        ("vsr_dp_min".into(), s.dp_min.to_string()),
+        ("vsr_disk_op_max".into(), s.disk_op_max.to_string()),
+        ("vsr_entries_applied".into(), s.entries_applied.to_string()),
+        ("vsr_entries_undone".into(), s.entries_undone.to_string()),
+        ("vsr_view_changes".into(), s.view_changes.to_string()),
+        ("vsr_became_primary".into(), s.became_primary.to_string()),
+        (
+            "vsr_commits_replicated".into(),
+            s.slots_proposed.to_string(),
+        ),
+        ("vsr_batches".into(), s.batches_proposed.to_string()),
+        (
+            "vsr_commits_retracted".into(),
+            s.slots_retracted.to_string(),
+        ),
+        (
+            "vsr_recovered_entries".into(),
+            s.recovered_entries.to_string(),
+        ),
+        (
+            "vsr_handshakes_rejected".into(),
+            s.handshakes_rejected.to_string(),
+        ),
+        ("connected_slaves".into(), {
+            let up = s
+                .peers
+                .iter()
+                .filter(|p| p.connected_out && p.connected_in)
+                .count();
+            if s.role == "primary" { up } else { 0 }.to_string()
+        }),
+    ];
+    for p in &s.peers {
+        lines.push((
+            format!("vsr_peer{}", p.id),
+            format!(
+                "client={},peer={},link_out={},link_in={},last_heard_ms={},reconnects={}",
+                p.client_addr,
+                p.peer_addr,
+                if p.connected_out { "up" } else { "down" },
+                if p.connected_in { "up" } else { "down" },
+                p.last_heard_ms.map_or("-1".into(), |m| m.to_string()),
+                p.reconnects
+            ),
+        ));
+    }
+    lines
 }
 
 /// The Prometheus text exposition (format 0.0.4) of the counters and gauges.
@@ -205,6 +297,82 @@ pub fn prometheus(shared: &Shared) -> String {
          verso_oldest_transaction_age_seconds {:.3}\n",
         oldest_transaction_age_s(shared)
     );
+    if let Some(r) = &shared.replication {
+        let st = r.status();
+        let roles = ["primary", "backup", "candidate", "elected"];
+        out.push_str("# HELP verso_vsr_role 1 for this replica's current role.\n# TYPE verso_vsr_role gauge\n");
+        for role in roles {
+            let _ = writeln!(
+                out,
+                "verso_vsr_role{{role=\"{role}\"}} {}",
+                u8::from(st.role == role)
+            );
+        }
+        let gauges = [
+            ("vsr_view", "The view's counter.", st.view_counter),
+            (
+                "vsr_op_max",
+                "The last op in this replica's log.",
+                st.op_max,
+            ),
+            ("vsr_commit", "The commit point.", st.commit),
+            (
+                "vsr_dp",
+                "The durable point (on a majority's disks).",
+                st.dp,
+            ),
+            ("vsr_dp_min", "On every replica's disk.", st.dp_min),
+            (
+                "vsr_disk_op_max",
+                "The last op on this replica's disk.",
+                st.disk_op_max,
+            ),
+        ];
+        for (key, help, value) in gauges {
+            let _ = write!(
+                out,
+                "# HELP verso_{key} {help}\n# TYPE verso_{key} gauge\nverso_{key} {value}\n"
+            );
+        }
+        let counters = [
+            ("vsr_view_changes", "View changes started.", st.view_changes),
+            (
+                "vsr_entries_undone",
+                "Log entries rolled back.",
+                st.entries_undone,
+            ),
+            (
+                "vsr_commits_replicated",
+                "Commits this replica proposed as primary.",
+                st.slots_proposed,
+            ),
+            (
+                "vsr_commits_retracted",
+                "Commits rolled back because they never reached the log.",
+                st.slots_retracted,
+            ),
+            (
+                "vsr_handshakes_rejected",
+                "Peer connections refused (bad secret, unknown id).",
+                st.handshakes_rejected,
+            ),
+        ];
+        for (key, help, value) in counters {
+            let _ = write!(
+                out,
+                "# HELP verso_{key}_total {help}\n# TYPE verso_{key}_total counter\nverso_{key}_total {value}\n"
+            );
+        }
+        out.push_str("# HELP verso_vsr_peer_up 1 if both links with the peer are up.\n# TYPE verso_vsr_peer_up gauge\n");
+        for p in &st.peers {
+            let _ = writeln!(
+                out,
+                "verso_vsr_peer_up{{peer=\"{}\"}} {}",
+                p.id,
+                u8::from(p.connected_in && p.connected_out)
+            );
+        }
+    }
     for (i, t) in shared.tables.iter().enumerate() {
         if let Ok(n) = shared.db.table_index_len(t) {
             if i == 0 {

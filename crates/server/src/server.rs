@@ -39,15 +39,24 @@ pub struct ServerConfig {
     pub fsync_interval: Duration,
     pub checkpoints: crate::persistence::CheckpointPolicy,
     pub recovery_truncate: bool,
+    /// A replica of a Lazy VSR group (`--cluster`, `--replica`); `None`: a single server.
+    pub cluster: Option<crate::config::ClusterSettings>,
 }
 
 impl ServerConfig {
     /// The engine options of the server's database: precision locking (WATCH needs its
     /// validation) and the durability settings.
     pub fn db_options(&self) -> verso_engine::Options {
+        // A replica's durability is its replicated log (`verso_replication::disk`), not
+        // the engine's redo log.
+        let durability = if self.cluster.is_some() {
+            verso_engine::Durability::None
+        } else {
+            self.durability
+        };
         verso_engine::Options::default()
             .concurrency(verso_engine::Concurrency::PrecisionLocking)
-            .durability(self.durability)
+            .durability(durability)
             .data_dir(&self.data_dir)
             .fsync_interval(self.fsync_interval)
             .recovery_truncate(self.recovery_truncate)
@@ -75,6 +84,7 @@ impl Default for ServerConfig {
             fsync_interval: verso_engine::FSYNC_INTERVAL_DEFAULT,
             checkpoints: crate::persistence::CheckpointPolicy::default(),
             recovery_truncate: false,
+            cluster: None,
         }
     }
 }
@@ -143,6 +153,14 @@ pub fn serve(listener: TcpListener, shared: &Shared, cfg: &ServerConfig, stop: &
     }
     // Workers holding replies for the disk are woken when the log makes progress.
     let wakes: Vec<Arc<crate::worker::Wake>> = workers.iter().map(|w| w.wake.clone()).collect();
+    if let Some(r) = &shared.replication {
+        let wakes = wakes.clone();
+        r.on_progress(move || {
+            for w in &wakes {
+                w.durable_progress();
+            }
+        });
+    }
     shared.db.on_durable(move || {
         for w in &wakes {
             w.durable_progress();

@@ -14,7 +14,9 @@
 //! its connection (replies stay in order), until the log reports the commit durable; the
 //! worker serves other connections meanwhile and is woken by the log ([`Wake`]). If the log
 //! fails instead, a connection with held replies is closed: those writes were never
-//! acknowledged.
+//! acknowledged. A replicated server holds replies the same way until VSR commits them
+//! (`verso_replication::Ticket`), and closes the connection if this replica stops being
+//! primary first.
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
@@ -24,11 +26,11 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
-use verso_engine::{Db, DurabilityTicket};
+use verso_replication::TicketState;
 
 use crate::resp::{Args, Parser, Reply};
 use crate::server::ServerConfig;
-use crate::session::{Session, Shared};
+use crate::session::{Hold, Session, Shared};
 
 /// The token of the waker the accepting thread uses to announce new connections.
 pub(crate) const WAKER: Token = Token(0);
@@ -74,7 +76,7 @@ struct Held {
     /// Offset in `output` where the held replies begin (everything after is held too).
     from: usize,
     /// The newest ticket among them.
-    ticket: DurabilityTicket,
+    ticket: Hold,
 }
 
 /// One client connection on a worker.
@@ -118,7 +120,7 @@ impl<'s> Conn<'s> {
         parser: &Parser,
         cfg: &ServerConfig,
         now: Instant,
-        db: &Db,
+        db: &Shared,
     ) -> Next {
         let mut reads = 0;
         while !self.closing {
@@ -151,7 +153,7 @@ impl<'s> Conn<'s> {
     /// Answers every complete request in the unparsed input followed by `fresh` (just read),
     /// in order, and keeps what remains of an incomplete request. Parses `fresh` in place
     /// when nothing was pending (the common case), copying only an incomplete tail.
-    fn execute_input(&mut self, parser: &Parser, fresh: &[u8], db: &Db) {
+    fn execute_input(&mut self, parser: &Parser, fresh: &[u8], db: &Shared) {
         if self.input.is_empty() {
             let used = self.execute_buffer(parser, fresh, db);
             assert!(used <= fresh.len());
@@ -169,7 +171,7 @@ impl<'s> Conn<'s> {
     }
 
     /// Answers the complete requests at the start of `buf`; returns the bytes they used.
-    fn execute_buffer(&mut self, parser: &Parser, buf: &[u8], db: &Db) -> usize {
+    fn execute_buffer(&mut self, parser: &Parser, buf: &[u8], db: &Shared) -> usize {
         let mut used = 0;
         while !self.closing {
             match parser.parse_into(&buf[used..], &mut self.args) {
@@ -200,17 +202,20 @@ impl<'s> Conn<'s> {
     }
 
     /// Holds the replies from `from` on until `ticket` is durable (module docs).
-    fn hold(&mut self, from: usize, ticket: DurabilityTicket, db: &Db) {
+    fn hold(&mut self, from: usize, ticket: Hold, db: &Shared) {
         match &mut self.held {
-            Some(h) => h.ticket = h.ticket.max(ticket),
-            None if db.is_durable(ticket) => {}
+            Some(h) => h.ticket = later(h.ticket, ticket),
+            None if hold_state(db, ticket) == TicketState::Ready => {}
             None => self.held = Some(Held { from, ticket }),
         }
     }
 
     /// Releases held replies whose commit became durable.
-    fn release_durable(&mut self, db: &Db) {
-        if self.held.is_some_and(|h| db.is_durable(h.ticket)) {
+    fn release_durable(&mut self, db: &Shared) {
+        if self
+            .held
+            .is_some_and(|h| hold_state(db, h.ticket) == TicketState::Ready)
+        {
             self.held = None;
         }
     }
@@ -218,7 +223,7 @@ impl<'s> Conn<'s> {
     /// Writes as much output as the socket takes, up to the held replies. Closes a client
     /// that leaves more than `output_buffer_max` bytes unread (it pipelines faster than it
     /// reads, as Redis does).
-    fn flush(&mut self, cfg: &ServerConfig, db: &Db) -> Next {
+    fn flush(&mut self, cfg: &ServerConfig, db: &Shared) -> Next {
         assert!(self.written <= self.output.len());
         self.release_durable(db);
         let limit = self.held.map_or(self.output.len(), |h| h.from);
@@ -270,7 +275,7 @@ pub(crate) fn run(
     clients: &AtomicUsize,
     wake: &Wake,
 ) {
-    let db = &shared.db;
+    let db = shared;
     // Connections holding replies until a commit is durable.
     let mut holding: Vec<Token> = Vec::new();
     let parser = Parser::new(cfg.limits);
@@ -398,7 +403,7 @@ fn release_held(
     poll: &Poll,
     cfg: &ServerConfig,
     clients: &AtomicUsize,
-    db: &Db,
+    db: &Shared,
 ) {
     if holding.is_empty() {
         return;
@@ -408,14 +413,14 @@ fn release_held(
     // Announce first, then look (the store-buffer pattern in `Wake`).
     wake.waiting.store(true, Ordering::Relaxed);
     fence(Ordering::SeqCst);
-    let failed = db.durability_failure().is_some();
     let mut closed = Vec::new();
     holding.retain(|&token| {
         let Some(conn) = conns.get_mut(&token.0) else {
             return false;
         };
         let Some(held) = conn.held else { return false };
-        if db.is_durable(held.ticket) {
+        let state = hold_state(db, held.ticket);
+        if state == TicketState::Ready {
             let next = match conn.flush(cfg, db) {
                 Next::Close => Next::Close,
                 _ => conn.after_flush(),
@@ -425,7 +430,7 @@ fn release_held(
             }
             return conn.held.is_some();
         }
-        if failed {
+        if state == TicketState::Failed {
             closed.push(token);
             return false;
         }
@@ -436,6 +441,29 @@ fn release_held(
     }
     if holding.is_empty() {
         wake.waiting.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Whether held replies may go (`Failed`: they never will; the connection is closed, as
+/// after a lost connection the client cannot know whether its last commands took effect).
+fn hold_state(shared: &Shared, hold: Hold) -> TicketState {
+    match hold {
+        Hold::Durable(t) if shared.db.is_durable(t) => TicketState::Ready,
+        Hold::Durable(_) if shared.db.durability_failure().is_some() => TicketState::Failed,
+        Hold::Durable(_) => TicketState::Waiting,
+        Hold::Replicated(t) => shared
+            .replication
+            .as_ref()
+            .map_or(TicketState::Failed, |r| r.ticket_state(t)),
+    }
+}
+
+/// The later of two holds of one connection.
+fn later(a: Hold, b: Hold) -> Hold {
+    match (a, b) {
+        (Hold::Durable(a), Hold::Durable(b)) => Hold::Durable(a.max(b)),
+        (Hold::Replicated(a), Hold::Replicated(b)) => Hold::Replicated(a.max(b)),
+        (_, b) => b,
     }
 }
 

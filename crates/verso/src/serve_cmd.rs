@@ -118,6 +118,16 @@ pub struct ServeArgs {
     /// (a torn tail from a crash is always cut; this is for real corruption).
     #[arg(long)]
     recovery_truncate: bool,
+
+    /// Run as one replica of a Lazy VSR group: the cluster file lists the replicas (id,
+    /// client address, peer address) and their shared secret (see cluster.toml.example).
+    /// The client address replaces --bind and --port; the replica's log lives in --data-dir.
+    #[arg(long, value_name = "FILE", requires = "replica")]
+    cluster: Option<PathBuf>,
+
+    /// This replica's id in the --cluster file.
+    #[arg(long, value_name = "ID", requires = "cluster")]
+    replica: Option<u8>,
 }
 
 impl ServeArgs {
@@ -144,6 +154,8 @@ impl ServeArgs {
             checkpoint_log_mb: self.checkpoint_log_mb,
             checkpoint_rate: self.checkpoint_rate,
             recovery_truncate: self.recovery_truncate.then_some(true),
+            cluster: self.cluster.clone(),
+            replica: self.replica,
         }
     }
 
@@ -194,8 +206,34 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             "recovered"
         );
     }
+    let db = Arc::new(db);
+    // A replica recovers its log into the (empty) database and joins its group.
+    let node = match &cfg.cluster {
+        None => None,
+        Some(c) => {
+            let opts = verso_replication::NodeOptions {
+                me: c.replica,
+                cluster: c.config.clone(),
+                dir: cfg.data_dir.clone(),
+                sync_replies: cfg.durability == verso_engine::Durability::Sync,
+            };
+            match verso_replication::Node::start(db.clone(), opts) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    };
     let shared = match Shared::with_policy(db, cfg.password.clone(), cfg.checkpoints.clone()) {
-        Ok(s) => s.with_limits(cfg.session),
+        Ok(s) => {
+            let s = s.with_limits(cfg.session);
+            match &node {
+                Some(n) => s.with_replication(n.replication().clone()),
+                None => s,
+            }
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
@@ -245,6 +283,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
     if let Err(e) = shared.db.flush() {
         tracing::error!(error = %e, "the last commits could not be written");
     }
+    drop(node);
     tracing::info!("verso stopped");
     ExitCode::SUCCESS
 }

@@ -8,6 +8,7 @@ use crate::types::{ClientId, Viewstamp};
 
 /// The latest request of one client that the log executed.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ClientEntry<R> {
     pub seq: u64,
     pub result: R,
@@ -17,6 +18,7 @@ pub struct ClientEntry<R> {
 
 /// One change, kept until the entry that made it can no longer be rolled back.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 struct Change<R> {
     op: u64,
     client: ClientId,
@@ -30,6 +32,7 @@ struct Change<R> {
 /// Invariants: at most `capacity` clients; `undo` is ordered by `op`, and holds a change
 /// for every execution above the last `forget_undo` point.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ClientTable<R> {
     clients: BTreeMap<ClientId, ClientEntry<R>>,
     undo: Vec<Change<R>>,

@@ -11,6 +11,7 @@ use crate::types::{ClientId, ViewNum, Viewstamp};
 /// on every replica (thesis §4.4.2), and `sync` travels so that a new primary still knows
 /// which replies wait for the disk.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Request<O> {
     pub client: ClientId,
     /// The client's sequence number, 1, 2, 3, ... one outstanding request at a time.
@@ -22,6 +23,7 @@ pub struct Request<O> {
 
 /// What a log entry holds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Body<O> {
     /// A batch of client requests, executed in order under one viewstamp (the primary
     /// batches requests into PREPAREs, thesis §4.4.3).
@@ -35,6 +37,7 @@ pub enum Body<O> {
 /// A log entry: the spec's `<vs, prev vs, request>`. `prev` names the entry before it, so a
 /// viewstamp determines the whole log up to it (Lemma 4.3.2).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Entry<O> {
     pub vs: Viewstamp,
     pub prev: Viewstamp,
@@ -43,6 +46,7 @@ pub struct Entry<O> {
 
 /// A message between replicas, or between a client and a replica.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Message<O, R, S> {
     // ---- client and primary (§4.2.3) ----
     /// `<op, ev>`: `ev` is the view the client believes current; a primary in another view
@@ -160,6 +164,7 @@ pub enum Message<O, R, S> {
 /// information) and the client table, with the viewstamps of the entries in it that may
 /// still be rolled back. This is what a checkpoint writes and a state transfer sends.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Snapshot<R, S> {
     /// The thesis's `ap`: the last entry the state reflects.
     pub ap: Viewstamp,

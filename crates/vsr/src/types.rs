@@ -14,6 +14,7 @@ pub const REPLICAS_MAX: usize = 15;
 /// A view number: a counter with the primary's id in the low bits, so two candidates never
 /// pick the same number (thesis §4.2.2, Lemma 4.3.1). Ordered by counter, then by id.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ViewNum {
     pub counter: u64,
     pub replica: ReplicaId,
@@ -49,6 +50,7 @@ impl fmt::Display for ViewNum {
 /// A viewstamp `<view, op>`: names one log entry. Ordered by view, then op number; op numbers
 /// have no gaps along one replica's log. `ZERO` is the spec's `NonViewstamp`, the empty log.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Viewstamp {
     pub view: ViewNum,
     pub op: u64,
@@ -69,6 +71,7 @@ impl fmt::Display for Viewstamp {
 
 /// Where a message goes or comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Address {
     Replica(ReplicaId),
     Client(ClientId),

@@ -59,11 +59,7 @@ impl<'s> Session<'s> {
         let t = self.table();
         let reads_only = read_only(name);
         for attempt in 0..RETRIES_MAX {
-            let begun = if reads_only {
-                self.shared.db.begin_read_only()
-            } else {
-                self.shared.db.begin()
-            };
+            let begun = self.begin(reads_only);
             let mut txn = match begun {
                 Ok(txn) => txn,
                 Err(e) => return engine_error(&e),

@@ -36,7 +36,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::sync::Arc;
 use verso_engine::{Db, DurabilityTicket, Error, KeyVersion, Table, Txn};
+use verso_replication::{Replication, TicketState};
 
 use crate::resp::{Reply, Version};
 
@@ -62,7 +64,10 @@ const RETRIES_MAX: u32 = 64;
 
 /// What every connection shares.
 pub struct Shared {
-    pub db: Db,
+    pub db: Arc<Db>,
+    /// Set when this server is a replica of a Lazy VSR group (`--cluster`): commits are
+    /// refused unless it is the primary, and replies wait for VSR (module docs).
+    pub replication: Option<Arc<Replication>>,
     pub tables: Vec<Table>,
     /// `--requirepass`: connections must AUTH first.
     pub password: Option<String>,
@@ -89,7 +94,7 @@ pub struct Stats {
 
 impl Shared {
     /// A shared state over `db` (which must run precision locking: see the module docs).
-    pub fn new(db: Db, password: Option<String>) -> Result<Shared, Error> {
+    pub fn new(db: impl Into<Arc<Db>>, password: Option<String>) -> Result<Shared, Error> {
         Self::with_policy(
             db,
             password,
@@ -99,15 +104,17 @@ impl Shared {
 
     /// As [`Shared::new`], with the checkpoint policy of the server's settings.
     pub fn with_policy(
-        db: Db,
+        db: impl Into<Arc<Db>>,
         password: Option<String>,
         policy: crate::persistence::CheckpointPolicy,
     ) -> Result<Shared, Error> {
+        let db = db.into();
         let tables = (0..DATABASES)
             .map(|i| db.table(&format!("db{i}")))
             .collect::<Result<_, _>>()?;
         Ok(Shared {
             db,
+            replication: None,
             tables,
             password,
             stats: Stats::default(),
@@ -115,6 +122,14 @@ impl Shared {
             limits: SessionLimits::default(),
             next_client: AtomicU64::new(1),
         })
+    }
+
+    /// The same, as a replica of a VSR group.
+    pub fn with_replication(self, replication: Arc<Replication>) -> Shared {
+        Shared {
+            replication: Some(replication),
+            ..self
+        }
     }
 
     /// The same, with per-connection `limits` (the server's settings) instead of the defaults.
@@ -149,8 +164,12 @@ pub struct Session<'s> {
     /// Commands run and not yet added to `Stats::commands` (one shared increment per batch,
     /// not per command: [`Session::flush_stats`]).
     commands_pending: u64,
-    /// The newest durability ticket of the commits since the last [`Session::take_ticket`].
-    ticket: Option<DurabilityTicket>,
+    /// What the replies since the last [`Session::take_ticket`] wait for.
+    ticket: Option<Hold>,
+    /// Replicated: this command ran an engine transaction (as the primary), and whether
+    /// it committed writes.
+    touched: bool,
+    wrote: bool,
     /// The database acknowledges commits only once they are on disk.
     sync: bool,
 }
@@ -205,6 +224,8 @@ impl<'s> Session<'s> {
             closing: false,
             commands_pending: 0,
             ticket: None,
+            touched: false,
+            wrote: false,
             sync: shared.db.durability() == verso_engine::Durability::Sync,
         }
     }
@@ -213,30 +234,97 @@ impl<'s> Session<'s> {
         self.shared.tables[self.db_index]
     }
 
-    /// Runs one request and returns its reply, once its commit (if any) is durable.
+    /// Runs one request and returns its reply, once its commit (if any) is durable (and,
+    /// replicated, committed by VSR).
     pub fn execute(&mut self, args: Vec<Vec<u8>>) -> Reply {
         let reply = self.dispatch(&args);
+        self.settle_replication();
         self.flush_stats();
-        if let Some(ticket) = self.take_ticket() {
-            if let Err(e) = self.shared.db.wait_durable(ticket) {
-                return engine_error(&e);
+        match self.take_ticket() {
+            None => {}
+            Some(Hold::Durable(ticket)) => {
+                if let Err(e) = self.shared.db.wait_durable(ticket) {
+                    return engine_error(&e);
+                }
+            }
+            Some(Hold::Replicated(ticket)) => {
+                let r = self
+                    .shared
+                    .replication
+                    .as_ref()
+                    .expect("a replicated ticket");
+                loop {
+                    match r.ticket_state(ticket) {
+                        TicketState::Ready => break,
+                        TicketState::Failed => return not_primary_any_more(),
+                        TicketState::Waiting => {
+                            std::thread::sleep(std::time::Duration::from_micros(100))
+                        }
+                    }
+                }
             }
         }
         reply
     }
 
-    /// The durability ticket the replies since the last call wait for, if the database logs
-    /// and they committed anything (module docs).
-    pub fn take_ticket(&mut self) -> Option<DurabilityTicket> {
+    /// What the replies since the last call wait for, if anything (module docs).
+    pub fn take_ticket(&mut self) -> Option<Hold> {
         self.ticket.take()
+    }
+
+    fn hold(&mut self, h: Hold) {
+        self.ticket = Some(match (self.ticket.take(), h) {
+            (None, h) => h,
+            (Some(Hold::Durable(a)), Hold::Durable(b)) => Hold::Durable(a.max(b)),
+            (Some(Hold::Replicated(a)), Hold::Replicated(b)) => Hold::Replicated(a.max(b)),
+            // A server is either replicated or logs by itself, never both.
+            (Some(_), h) => h,
+        });
+    }
+
+    /// Begins the engine transaction of a data command. Replicated, only the primary runs
+    /// them: a backup refuses reads too (they could be stale), pointing at the primary.
+    fn begin(&mut self, read_only: bool) -> Result<Txn<'s>, Error> {
+        if let Some(r) = &self.shared.replication {
+            if !r.is_primary() {
+                return Err(Error::NotPrimary);
+            }
+            self.touched = true;
+        }
+        if read_only {
+            self.shared.db.begin_read_only()
+        } else {
+            self.shared.db.begin()
+        }
+    }
+
+    /// After each command, replicated: its reply waits for its commit, or (if it only
+    /// read) for a round to a majority that proves this replica still led after the read.
+    fn settle_replication(&mut self) {
+        if !std::mem::take(&mut self.touched) {
+            return;
+        }
+        let r = self
+            .shared
+            .replication
+            .as_ref()
+            .expect("touched only when replicated");
+        let ticket = if std::mem::take(&mut self.wrote) {
+            r.write_ticket()
+        } else {
+            r.read_ticket()
+        };
+        self.hold(Hold::Replicated(ticket));
     }
 
     /// Commits `txn`, noting its ticket instead of waiting for the disk.
     fn commit(&mut self, txn: Txn<'_>) -> Result<(), Error> {
+        let wrote = txn.has_writes();
         let (_, ticket) = txn.commit_with_ticket()?;
+        self.wrote |= wrote;
         // Only `sync` acknowledges on the disk; `lazy` replies at once.
         if self.sync && ticket != DurabilityTicket::DURABLE {
-            self.ticket = self.ticket.max(Some(ticket));
+            self.hold(Hold::Durable(ticket));
         }
         Ok(())
     }
@@ -248,7 +336,25 @@ impl<'s> Session<'s> {
         if args.is_empty() {
             return;
         }
-        self.dispatch(args).encode(self.version, out);
+        let reply = self.dispatch(args);
+        self.settle_replication();
+        let reply = self.point_at_primary(reply);
+        reply.encode(self.version, out);
+    }
+
+    /// Adds the primary's address to a backup's refusal, when it knows it.
+    fn point_at_primary(&self, reply: Reply) -> Reply {
+        match (&reply, &self.shared.replication) {
+            (Reply::Error(e), Some(r)) if e.starts_with(NOT_PRIMARY) => {
+                match r.status().primary_client_addr {
+                    Some(addr) => Reply::Error(format!("{e} The primary is {addr}.")),
+                    None => {
+                        Reply::Error(format!("{e} No primary is elected right now; try again."))
+                    }
+                }
+            }
+            _ => reply,
+        }
     }
 
     /// Adds the commands run since the last call to the server-wide count.
@@ -350,8 +456,31 @@ pub const COMMANDS: &[&str] = &[
     "VRANGE", "SAVE", "BGSAVE", "LASTSAVE",
 ];
 
+/// Redis's error for a write sent to a replica (redis-py raises `ReadOnlyError`, which
+/// Sentinel-aware pools answer by finding the primary again).
+const NOT_PRIMARY: &str = "READONLY You can't write against a read only replica.";
+
+/// A reply held for VSR when this replica stopped being primary: its effect is unknown.
+fn not_primary_any_more() -> Reply {
+    Reply::Error(format!(
+        "{NOT_PRIMARY} This replica stopped being primary before the command was committed; it may or may not have taken effect."
+    ))
+}
+
+/// What a reply waits for before it goes out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// The redo log made the commit durable.
+    Durable(DurabilityTicket),
+    /// VSR committed the slots (replicated servers).
+    Replicated(verso_replication::Ticket),
+}
+
 pub(super) fn engine_error(e: &Error) -> Reply {
     match e {
+        Error::NotPrimary => Reply::Error(format!(
+            "{NOT_PRIMARY} (verso: this replica is a backup; reads and writes go to the primary)"
+        )),
         Error::ValueTooLarge { .. } => Reply::err("string exceeds maximum allowed size"),
         Error::KeyTooLarge { .. } => Reply::err("key exceeds maximum allowed size"),
         // Redis's error for "persistence is broken, writes are refused".
@@ -366,7 +495,12 @@ pub(super) fn backoff(attempt: u32) {
     for _ in 0..(1u32 << attempt.min(8)) {
         std::hint::spin_loop();
     }
-    if attempt > 4 {
+    if attempt > 12 {
+        // The holder of the record may be descheduled (more busy threads than cores, as on a
+        // replica): spinning would spend the retries within its time slice. Sleep, growing
+        // to 1 ms, so the retries span about 50 ms.
+        std::thread::sleep(std::time::Duration::from_micros(8 << (attempt - 12).min(7)));
+    } else if attempt > 4 {
         std::thread::yield_now();
     }
 }

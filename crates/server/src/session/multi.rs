@@ -97,7 +97,7 @@ impl<'s> Session<'s> {
             return self.exec_watched(&watched, &t, &queue);
         }
         for attempt in 0..RETRIES_MAX {
-            let mut txn = match self.shared.db.begin() {
+            let mut txn = match self.begin(false) {
                 Ok(txn) => txn,
                 Err(e) => return engine_error(&e),
             };
@@ -120,7 +120,7 @@ impl<'s> Session<'s> {
     /// check, so it fails the EXEC like a changed version (no retry could tell them apart
     /// without reading the versions again, which is what the client's retry does).
     fn exec_watched(&mut self, watched: &Watched, t: &Table, queue: &[Vec<Vec<u8>>]) -> Reply {
-        let mut txn = match self.shared.db.begin() {
+        let mut txn = match self.begin(false) {
             Ok(txn) => txn,
             Err(e) => return engine_error(&e),
         };
@@ -174,7 +174,7 @@ impl<'s> Session<'s> {
             return Reply::ok();
         }
         let t = self.table();
-        let txn = match self.shared.db.begin_read_only() {
+        let txn = match self.begin(true) {
             Ok(txn) => txn,
             Err(e) => return engine_error(&e),
         };

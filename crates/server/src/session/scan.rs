@@ -40,7 +40,7 @@ impl<'s> Session<'s> {
             }
         };
         let t = self.table();
-        let txn = match self.shared.db.begin_read_only() {
+        let txn = match self.begin(true) {
             Ok(txn) => txn,
             Err(e) => return engine_error(&e),
         };

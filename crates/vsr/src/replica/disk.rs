@@ -9,6 +9,7 @@ use crate::types::{Address, ReplicaId, ViewNum, Viewstamp};
 
 /// One write to a replica's disk. [`Durable::apply`] gives each its meaning.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum DiskWrite<O, R, S> {
     /// The thesis's on-disk `v`.
     View(ViewNum),
@@ -34,6 +35,7 @@ pub enum DiskWrite<O, R, S> {
 /// Invariants: `log[i].vs.op == log_base.op + 1 + i`, chained by `prev`; `log_base.op` is
 /// at most the checkpoint's `ap.op`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Durable<O, R, S> {
     pub view: ViewNum,
     pub checkpoint: Option<Snapshot<R, S>>,

@@ -1,0 +1,170 @@
+//! What a replicated `Db` needs beyond a single one (`verso-replication` drives it; see
+//! ARCHITECTURE.md, "Replication").
+//!
+//! - A primary hands every commit's write set to a [`CommitSink`] in commit-timestamp order:
+//!   the slot is reserved inside the critical section that draws the commit timestamp
+//!   (precision locking's recently-committed list), and filled after validation, holding
+//!   the write locks, before installing. So the replicated log's order is the commit
+//!   order, and a transaction that read or overwrote another's writes comes after it.
+//! - A backup installs those write sets at their timestamps ([`Db::apply_replicated`]).
+//! - Because the log is in timestamp order, discarding a suffix of it is dropping every
+//!   version above one timestamp ([`Db::rollback_above`]), and the garbage collector must
+//!   keep every version such a rollback may uncover ([`Db::set_gc_floor`]).
+//! - A replica that becomes primary continues above every timestamp it applied
+//!   ([`Db::raise_timestamp_floor`]).
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::db::Db;
+use crate::error::Error;
+use crate::index::{OrderedIndex, RecordPtr};
+use crate::record::{Record, Version};
+
+/// One write of a replicated commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicatedWrite<'a> {
+    /// The table's name (ids are per process: a backup may number tables differently).
+    pub table: &'a str,
+    pub key: &'a [u8],
+    /// `None` deletes.
+    pub value: Option<&'a [u8]>,
+}
+
+/// Receives a primary's commits, in commit-timestamp order (module docs).
+pub trait CommitSink: Send + Sync {
+    /// Called inside the critical section that draws `cts`, so calls come in `cts` order.
+    /// Returns the slot the commit fills, or `None` to refuse it (this replica does not
+    /// accept writes now: the commit fails with [`Error::NotPrimary`]).
+    fn reserve(&self, cts: u64) -> Option<u64>;
+    /// The validated commit's writes, holding its write locks, before it installs them.
+    fn fill(&self, slot: u64, cts: u64, writes: &mut dyn Iterator<Item = ReplicatedWrite<'_>>);
+    /// The commit failed validation after reserving: the slot carries nothing.
+    fn abandon(&self, slot: u64);
+}
+
+impl Db {
+    /// Makes this database a primary's: every commit goes through `sink` (module docs).
+    /// Only precision locking orders commits by a timestamp drawn at commit, which the
+    /// replicated log needs; set once.
+    pub fn set_commit_sink(&self, sink: Arc<dyn CommitSink>) -> Result<(), Error> {
+        if self.options.concurrency != crate::Concurrency::PrecisionLocking {
+            return Err(Error::Unsupported {
+                what: "replication needs concurrency = precision-locking (commit timestamps \
+                       drawn at commit give the log its order)",
+            });
+        }
+        self.commit_sink.set(sink).map_err(|_| Error::Unsupported {
+            what: "a commit sink is set once",
+        })
+    }
+
+    pub(crate) fn commit_sink(&self) -> Option<&Arc<dyn CommitSink>> {
+        self.commit_sink.get()
+    }
+
+    /// Installs a replicated commit's writes at `ts` (a backup applying the primary's log,
+    /// in log order). Tables are created on first use. Fails, changing nothing more, if a
+    /// key already holds a version at or above `ts`: the log was not applied in order.
+    pub fn apply_replicated<'a>(
+        &self,
+        ts: u64,
+        writes: impl Iterator<Item = ReplicatedWrite<'a>>,
+    ) -> Result<(), Error> {
+        let site = (ts as usize) % self.gc.len();
+        let mut queued = Vec::new();
+        let mut result = Ok(());
+        for w in writes {
+            let table = self.table(w.table)?;
+            let state = self.table_state(&table)?;
+            let mut record = state.index.get_or_insert_with(w.key, |gap| {
+                RecordPtr::new(Record::new(table.id, w.key, gap))
+            });
+            while record.get().lock_for_replay(ts).is_err() {
+                record = self.record_again(record);
+            }
+            let r = record.get();
+            if let Some(newest) = r.newest().filter(|v| v.ts() >= ts) {
+                r.unlock(ts);
+                result = Err(Error::Replication {
+                    reason: format!(
+                        "write at {ts} below the key's newest version at {}: log applied out of order",
+                        newest.ts()
+                    ),
+                });
+                break;
+            }
+            if r.install(Version::new(ts, w.value)) {
+                queued.push(record);
+            }
+            r.unlock(ts);
+        }
+        if !queued.is_empty() {
+            let collect = {
+                let mut q = self.gc[site].lock().unwrap_or_else(|e| e.into_inner());
+                q.extend(queued.into_iter());
+                q.wants_collection()
+            };
+            if collect {
+                self.collect_site(site);
+            }
+        }
+        result
+    }
+
+    /// Drops every version above `ts` of the given keys: the replicated log lost the
+    /// commits that wrote them (a view change or recovery discarded a suffix, or a deposed
+    /// primary's commits never reached the log). Keys left with no version leave the
+    /// index. Readers walking the dropped versions finish safely: they are freed through
+    /// the GC's limbo.
+    pub fn rollback_above<'a>(&self, ts: u64, keys: impl Iterator<Item = (&'a str, &'a [u8])>) {
+        let site = (ts as usize) % self.gc.len();
+        let mut unlinked: Vec<NonNull<Version>> = Vec::new();
+        let mut emptied = Vec::new();
+        for (table, key) in keys {
+            let Ok(table) = self.table(table) else {
+                continue;
+            };
+            let Ok(state) = self.table_state(&table) else {
+                continue;
+            };
+            let Some(record) = state.index.get_or_stamp(key, 0) else {
+                continue;
+            };
+            // A dead record's last version is a tombstone below the GC watermark, which
+            // the GC floor keeps below every version a rollback drops: nothing to do.
+            if let Ok(true) = record.get().rollback_above(ts, &mut unlinked) {
+                emptied.push(record);
+            }
+        }
+        if !unlinked.is_empty() {
+            self.gc[site]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_limbo(unlinked, &self.timestamps);
+        }
+        if !emptied.is_empty() {
+            self.remove_empty_records(site, emptied.into_iter());
+        }
+    }
+
+    /// Keeps every version a rollback to a timestamp at or above `floor` may uncover: the
+    /// GC treats `floor` as a bound on future readers, so it frees nothing superseded above
+    /// it. Raise it as the replicated log's durable point advances (`u64::MAX`: no floor).
+    pub fn set_gc_floor(&self, floor: u64) {
+        // A version superseded at `newer` is kept when `newer > future + 1`: every version
+        // above `floor` and the newest one at or below it are.
+        let bound = if floor == u64::MAX {
+            floor
+        } else {
+            floor.saturating_sub(1)
+        };
+        self.timestamps.set_gc_floor(bound);
+    }
+
+    /// Makes every later timestamp larger than `ts`, while transactions run (a replica
+    /// becoming primary continues above what it applied).
+    pub fn raise_timestamp_floor(&self, ts: u64) {
+        self.timestamps.raise_floor_live(ts.saturating_add(1));
+    }
+}

@@ -1,0 +1,208 @@
+//! The engine as Lazy VSR's application (thesis §4.2: execute, undo, checkpoint).
+//!
+//! The log is in commit-timestamp order (`verso_engine::replicated`), so undoing the
+//! operations above op `n` is dropping, on the keys they wrote, every version above the
+//! commit timestamp of the last operation kept; and the GC floor at the durable point's
+//! timestamp keeps everything such a rollback may uncover.
+//!
+//! A primary's own commits are installed by the committing threads before VSR sees them:
+//! `apply` only records them. Commits installed here that never reach the log (this replica
+//! stopped being primary first) are *retracted*: rolled back before anything else is
+//! applied or undone.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use verso_engine::{Db, ReplicatedWrite};
+use verso_vsr::App;
+
+use crate::op::{Batch, EngineSnapshot, TxnWrites};
+use crate::shared::{Replication, Slot};
+
+/// An applied operation that may still be undone.
+struct Applied {
+    op: u64,
+    /// The largest commit timestamp applied up to and including this one.
+    cts_through: u64,
+    keys: Vec<(String, Vec<u8>)>,
+    /// The batch's first slot if this process committed it.
+    own_first_slot: Option<u64>,
+}
+
+/// State the replication thread and the application share (both on that thread).
+#[derive(Default)]
+pub(crate) struct Local {
+    /// The next slot to take from the commit slots.
+    pub(crate) next_slot: u64,
+    /// Own batches handed to VSR and not applied yet (queued behind the pipeline): first
+    /// slot → (smallest commit timestamp, keys).
+    pub(crate) handed: BTreeMap<u64, (u64, Vec<(String, Vec<u8>)>)>,
+    pub(crate) slots_retracted: u64,
+}
+
+pub struct EngineApp {
+    db: Arc<Db>,
+    shared: Arc<Replication>,
+    pub(crate) local: Rc<RefCell<Local>>,
+    undo: VecDeque<Applied>,
+    /// The commit timestamp through the last applied operation.
+    applied_cts: u64,
+    /// The commit timestamp through the last operation that can no longer be undone.
+    durable_cts: u64,
+}
+
+fn keys_of(txns: &[TxnWrites]) -> Vec<(String, Vec<u8>)> {
+    txns.iter()
+        .flat_map(|t| t.writes.iter().map(|w| (w.table.clone(), w.key.clone())))
+        .collect()
+}
+
+impl EngineApp {
+    pub(crate) fn new(db: Arc<Db>, shared: Arc<Replication>, local: Rc<RefCell<Local>>) -> Self {
+        db.set_gc_floor(0);
+        EngineApp {
+            db,
+            shared,
+            local,
+            undo: VecDeque::new(),
+            applied_cts: 0,
+            durable_cts: 0,
+        }
+    }
+
+    /// The commit timestamp through the last applied operation: a new primary's commits
+    /// must come after it.
+    pub(crate) fn applied_cts(&self) -> u64 {
+        self.applied_cts
+    }
+}
+
+/// Rolls back this process's commits that were installed but never reached the log
+/// (module docs): closes the commit slots, waits for the commits that reserved one to fill
+/// it, and drops their versions.
+pub(crate) fn retract_unlogged(db: &Db, shared: &Replication, local: &RefCell<Local>) {
+    let end = shared.close();
+    let mut local = local.borrow_mut();
+    let mut txns: Vec<TxnWrites> = Vec::new();
+    // Every reserved slot is filled or abandoned within its commit, which never waits for
+    // anything but record locks held by other committers: this ends quickly.
+    let mut step = 0u32;
+    while local.next_slot < end {
+        let next = &mut local.next_slot;
+        for s in shared.take_ready(next, Some(end)) {
+            if let Slot::Filled(t) = s {
+                txns.push(t);
+            }
+        }
+        if local.next_slot < end {
+            step += 1;
+            if step < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+    }
+    let mut keys = keys_of(&txns);
+    let mut low = txns
+        .iter()
+        .filter(|t| !t.writes.is_empty())
+        .map(|t| t.cts)
+        .min();
+    let handed = std::mem::take(&mut local.handed);
+    for (_, (cts, k)) in handed {
+        low = Some(low.map_or(cts, |l| l.min(cts)));
+        keys.extend(k);
+    }
+    local.slots_retracted += txns.len() as u64;
+    drop(local);
+    if let Some(low) = low.filter(|&l| l != u64::MAX) {
+        tracing::info!(
+            commits = txns.len(),
+            keys = keys.len(),
+            "rolling back commits that never reached the replicated log"
+        );
+        db.rollback_above(
+            low - 1,
+            keys.iter().map(|(t, k)| (t.as_str(), k.as_slice())),
+        );
+    }
+}
+
+impl App for EngineApp {
+    type Op = Batch;
+    type Reply = ();
+    type Snapshot = EngineSnapshot;
+
+    fn apply(&mut self, op_number: u64, batch: &Batch) {
+        let own = batch.origin == self.shared.origin
+            && self
+                .local
+                .borrow_mut()
+                .handed
+                .remove(&batch.first_slot)
+                .is_some();
+        if !own {
+            // A foreign entry: this replica is not (or no longer) primary.
+            retract_unlogged(&self.db, &self.shared, &self.local);
+            for t in batch.txns.iter().filter(|t| !t.writes.is_empty()) {
+                let writes = t.writes.iter().map(|w| ReplicatedWrite {
+                    table: &w.table,
+                    key: &w.key,
+                    value: w.value.as_deref(),
+                });
+                if let Err(e) = self.db.apply_replicated(t.cts, writes) {
+                    // Cannot happen while the log is in timestamp order; say so loudly
+                    // rather than stop the replica.
+                    tracing::error!(op = op_number, error = %e, "applying a replicated commit failed");
+                }
+            }
+        }
+        self.applied_cts = self.applied_cts.max(batch.cts_max());
+        self.undo.push_back(Applied {
+            op: op_number,
+            cts_through: self.applied_cts,
+            keys: keys_of(&batch.txns),
+            own_first_slot: own.then_some(batch.first_slot),
+        });
+    }
+
+    fn undo_to(&mut self, op_number: u64) {
+        retract_unlogged(&self.db, &self.shared, &self.local);
+        let mut keys = Vec::new();
+        while self.undo.back().is_some_and(|a| a.op > op_number) {
+            let a = self.undo.pop_back().expect("checked");
+            let _ = a.own_first_slot;
+            keys.extend(a.keys);
+        }
+        let to = self.undo.back().map_or(self.durable_cts, |a| a.cts_through);
+        if !keys.is_empty() {
+            self.db
+                .rollback_above(to, keys.iter().map(|(t, k)| (t.as_str(), k.as_slice())));
+        }
+        self.applied_cts = to;
+    }
+
+    fn forget_undo(&mut self, op_number: u64) {
+        let mut moved = false;
+        while self.undo.front().is_some_and(|a| a.op <= op_number) {
+            let a = self.undo.pop_front().expect("checked");
+            self.durable_cts = self.durable_cts.max(a.cts_through);
+            moved = true;
+        }
+        if moved {
+            self.db.set_gc_floor(self.durable_cts);
+        }
+    }
+
+    fn snapshot(&self) -> EngineSnapshot {
+        EngineSnapshot::NotTaken
+    }
+
+    fn restore(&mut self, _snapshot: &EngineSnapshot) {
+        // Never asked: checkpoints are off and the log is never trimmed (op.rs).
+        tracing::error!("state transfer is not supported yet; this replica's state is unchanged");
+    }
+}

@@ -1,0 +1,215 @@
+//! The cluster file: who the replicas are, the shared secret, and the protocol's settings.
+//!
+//! ```toml
+//! secret = "a long random string shared by the replicas"   # or secret_file = "path"
+//! mode = "lazy"                  # or "sync": VSR-Sync, every entry on disk before it is acknowledged
+//! heartbeat_ms = 50              # an idle primary's heartbeat
+//! view_change_timeout_ms = 500   # a backup that hears nothing for this long starts a view change
+//!
+//! [[replica]]
+//! id = 0
+//! client = "127.0.0.1:7001"      # where Redis clients connect
+//! peer = "127.0.0.1:7101"        # where the other replicas connect
+//! ```
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// One replica's addresses.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaAddr {
+    pub id: u8,
+    pub client: SocketAddr,
+    pub peer: SocketAddr,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ModeName {
+    #[default]
+    Lazy,
+    Sync,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    secret: Option<String>,
+    secret_file: Option<PathBuf>,
+    #[serde(default)]
+    mode: ModeName,
+    heartbeat_ms: Option<u64>,
+    view_change_timeout_ms: Option<u64>,
+    view_change_jitter_ms: Option<u64>,
+    election_timeout_ms: Option<u64>,
+    replica: Vec<ReplicaAddr>,
+}
+
+/// A parsed and checked cluster file.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    pub replicas: Vec<ReplicaAddr>,
+    pub secret: Vec<u8>,
+    pub mode: ModeName,
+    pub heartbeat_ms: u64,
+    pub view_change_timeout_ms: u64,
+    pub view_change_jitter_ms: u64,
+    pub election_timeout_ms: u64,
+}
+
+/// The shortest secret accepted.
+pub const SECRET_LEN_MIN: usize = 16;
+
+impl ClusterConfig {
+    /// Reads and checks `path`; relative `secret_file`s are relative to it.
+    pub fn load(path: &Path) -> Result<ClusterConfig, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read cluster file {}: {e}", path.display()))?;
+        Self::parse(&text, path.parent().unwrap_or(Path::new(".")))
+            .map_err(|e| format!("cluster file {}: {e}", path.display()))
+    }
+
+    pub fn parse(text: &str, base: &Path) -> Result<ClusterConfig, String> {
+        let f: File = toml::from_str(text).map_err(|e| e.to_string())?;
+        let secret = match (f.secret, f.secret_file) {
+            (Some(s), None) => s.into_bytes(),
+            (None, Some(p)) => {
+                let p = base.join(p);
+                let mut s = std::fs::read(&p)
+                    .map_err(|e| format!("cannot read secret_file {}: {e}", p.display()))?;
+                while s.last().is_some_and(|b| b.is_ascii_whitespace()) {
+                    s.pop();
+                }
+                s
+            }
+            (Some(_), Some(_)) => return Err("give secret or secret_file, not both".into()),
+            (None, None) => {
+                return Err("a cluster needs a shared secret (secret or secret_file): \
+                            replicas authenticate each other with it"
+                    .into())
+            }
+        };
+        if secret.len() < SECRET_LEN_MIN {
+            return Err(format!(
+                "the secret must be at least {SECRET_LEN_MIN} bytes, got {}",
+                secret.len()
+            ));
+        }
+        let mut replicas = f.replica;
+        replicas.sort_by_key(|r| r.id);
+        let n = replicas.len();
+        if n == 0 || n % 2 == 0 || n > verso_vsr::REPLICAS_MAX {
+            return Err(format!(
+                "a group has an odd number of replicas, 1 to {} (2f+1); this file lists {n}",
+                verso_vsr::REPLICAS_MAX
+            ));
+        }
+        for (i, r) in replicas.iter().enumerate() {
+            if usize::from(r.id) != i {
+                return Err(format!(
+                    "replica ids must be 0..{n}, each once; found id {} where {i} was expected",
+                    r.id
+                ));
+            }
+        }
+        let mut addrs: Vec<SocketAddr> = replicas.iter().flat_map(|r| [r.client, r.peer]).collect();
+        addrs.sort();
+        if let Some(w) = addrs.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!("address {} is listed twice", w[0]));
+        }
+        let c = ClusterConfig {
+            replicas,
+            secret,
+            mode: f.mode,
+            heartbeat_ms: f.heartbeat_ms.unwrap_or(50),
+            view_change_timeout_ms: f.view_change_timeout_ms.unwrap_or(500),
+            view_change_jitter_ms: f.view_change_jitter_ms.unwrap_or(200),
+            election_timeout_ms: f.election_timeout_ms.unwrap_or(500),
+        };
+        c.vsr_config(0, 0).validate()?;
+        Ok(c)
+    }
+
+    /// The protocol's settings for replica `me`.
+    pub fn vsr_config(&self, me: u8, seed: u64) -> verso_vsr::Config {
+        let mut c = verso_vsr::Config::new(self.replicas.len() as u8);
+        c.mode = match self.mode {
+            ModeName::Lazy => verso_vsr::Mode::Lazy,
+            ModeName::Sync => verso_vsr::Mode::Sync,
+        };
+        c.heartbeat_interval = self.heartbeat_ms;
+        c.view_change_timeout = self.view_change_timeout_ms;
+        c.view_change_jitter = self.view_change_jitter_ms;
+        c.election_timeout = self.election_timeout_ms;
+        c.catch_up_timeout = 100;
+        c.batch_requests_max = 64;
+        c.pipeline_max = 64;
+        // Our batches are taken once per round of the replication thread, so the queue stays
+        // short; it must never overflow (a dropped batch would leave its commits waiting).
+        c.request_queue_max = 1 << 20;
+        // Off until engine checkpoints compact the log (disk.rs).
+        c.checkpoint_interval = 0;
+        c.seed = seed ^ u64::from(me);
+        c
+    }
+
+    /// An example file for `n` replicas on loopback from `base_port` (clients) and
+    /// `base_port + 100` (peers).
+    pub fn example(n: u8, base_port: u16, secret: &str) -> String {
+        let mut s = format!(
+            "# A Verso replica group: start each replica with\n\
+             #   verso serve --cluster THIS_FILE --replica ID --dir DATA_DIR_OF_ID\n\
+             secret = \"{secret}\"\nmode = \"lazy\"\n"
+        );
+        for id in 0..n {
+            s.push_str(&format!(
+                "\n[[replica]]\nid = {id}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
+                base_port + u16::from(id),
+                base_port + 100 + u16::from(id)
+            ));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_parses() {
+        let c = ClusterConfig::parse(
+            &ClusterConfig::example(3, 7001, "0123456789abcdef"),
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(c.replicas.len(), 3);
+        assert_eq!(c.replicas[2].peer, "127.0.0.1:7103".parse().unwrap());
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_reason() {
+        let base = ClusterConfig::example(3, 7001, "0123456789abcdef");
+        let cases = [
+            (base.replace("0123456789abcdef", "short"), "at least 16"),
+            (base.replace("id = 2", "id = 5"), "ids must be 0..3"),
+            (base.replace("7103", "7102"), "listed twice"),
+            (base.replace("secret = ", "sekret = "), "unknown field"),
+            (
+                ClusterConfig::example(2, 7001, "0123456789abcdef"),
+                "odd number",
+            ),
+            (
+                base.replace("mode = \"lazy\"", "heartbeat_ms = 900"),
+                "heartbeat_interval must be below",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = ClusterConfig::parse(&text, Path::new(".")).unwrap_err();
+            assert!(e.contains(want), "{e:?} should mention {want:?}");
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! Lazy VSR (`verso-vsr`) run for real: the engine as the replicated application
+//! (`app.rs`), the replica's disk (`disk.rs`), authenticated TCP between replicas
+//! (`transport.rs`), and the thread that ties them to the protocol (`node.rs`). The server
+//! talks to it through [`Replication`]: its commits fill slots, its replies wait on
+//! tickets.
+
+mod app;
+pub mod config;
+pub mod disk;
+mod node;
+pub mod op;
+mod shared;
+pub mod status;
+pub mod transport;
+
+pub use config::{ClusterConfig, ReplicaAddr};
+pub use node::{Node, NodeOptions};
+pub use shared::{Replication, Ticket, TicketState};
+pub use status::{PeerStatus, Status};

@@ -1,0 +1,475 @@
+//! The replication thread: owns the `Replica`, feeds it the network, the clock, the disk's
+//! syncs and this primary's commits, and carries out what it asks. All protocol logic is in
+//! `verso-vsr`; this is the I/O around it (STYLE.md: quinn-proto's split).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use verso_engine::Db;
+use verso_vsr::{Action, Address, Message, Replica, Request, Role};
+
+use crate::app::{retract_unlogged, EngineApp, Local};
+use crate::config::ClusterConfig;
+use crate::disk::{self, DiskHandle, DiskJob};
+use crate::op::{Batch, EngineSnapshot, TxnWrites};
+use crate::shared::{Replication, Slot};
+use crate::status::{PeerStatus, Status};
+use crate::transport::{Transport, TransportConfig};
+
+type Msg = Message<Batch, (), EngineSnapshot>;
+
+/// Commits per batch (one VSR request).
+const BATCH_TXNS_MAX: usize = 4096;
+/// Events handled before the thread looks at its timers and actions again.
+const EVENTS_PER_ROUND_MAX: usize = 4096;
+/// How often INFO's copy of the state is refreshed when nothing else changes.
+const STATUS_EVERY: Duration = Duration::from_millis(50);
+
+enum Event {
+    Peer(u8, Vec<u8>),
+    Synced(Result<u64, String>),
+    Wake,
+    Stop,
+}
+
+/// How to run one replica.
+#[derive(Clone, Debug)]
+pub struct NodeOptions {
+    pub me: u8,
+    pub cluster: ClusterConfig,
+    /// Holds the replica's log (`vsr.log`).
+    pub dir: PathBuf,
+    /// Reply only once a commit is on a majority's disks (`--durability sync`).
+    pub sync_replies: bool,
+}
+
+/// A running replica.
+pub struct Node {
+    shared: Arc<Replication>,
+    events: Sender<Event>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Node {
+    /// Recovers the replica's disk into `db` (which must be empty and memory-only: the
+    /// replica's log is its durability), makes `db` send its commits here, connects to the
+    /// peers and starts the replication thread.
+    pub fn start(db: Arc<Db>, opts: NodeOptions) -> Result<Node, String> {
+        let me = opts.me;
+        let cluster = &opts.cluster;
+        let Some(mine) = cluster.replicas.iter().find(|r| r.id == me) else {
+            return Err(format!(
+                "--replica {me}: the cluster file lists replicas 0..{}",
+                cluster.replicas.len()
+            ));
+        };
+        let (recovered, file, path) = disk::recover(&opts.dir)
+            .map_err(|e| format!("replica log in {}: {e}", opts.dir.display()))?;
+        let mut seed = [0u8; 8];
+        getrandom::getrandom(&mut seed).map_err(|e| format!("no randomness: {e}"))?;
+        let origin = u64::from_le_bytes(seed) | 1;
+        let status = Status {
+            replica: me,
+            replicas: cluster.replicas.len() as u8,
+            role: "backup",
+            mode: match cluster.mode {
+                crate::config::ModeName::Lazy => "lazy",
+                crate::config::ModeName::Sync => "sync",
+            },
+            recovered_entries: recovered.disk.log.len() as u64,
+            ..Status::default()
+        };
+        let shared = Arc::new(Replication::new(origin, status));
+        db.set_commit_sink(shared.clone())
+            .map_err(|e| e.to_string())?;
+        let (events, rx) = channel::<Event>();
+        {
+            let tx = events.clone();
+            shared.set_node_waker(move || {
+                let _ = tx.send(Event::Wake);
+            });
+        }
+        let peers = cluster
+            .replicas
+            .iter()
+            .filter(|r| r.id != me)
+            .map(|r| (r.id, r.peer))
+            .collect();
+        let tx = events.clone();
+        let transport = Transport::start(
+            TransportConfig::new(me, mine.peer, peers, cluster.secret.clone()),
+            move |from, bytes| {
+                let _ = tx.send(Event::Peer(from, bytes));
+            },
+        )
+        .map_err(|e| format!("replica {me} peer address {}: {e}", mine.peer))?;
+        let (jobs, jobs_rx) = channel();
+        let tx = events.clone();
+        std::thread::Builder::new()
+            .name(format!("vsr-disk-{me}"))
+            .spawn(move || {
+                disk::run(file, jobs_rx, |r| {
+                    let _ = tx.send(Event::Synced(r));
+                })
+            })
+            .map_err(|e| e.to_string())?;
+        tracing::info!(
+            replica = me,
+            log = %path.display(),
+            entries = recovered.disk.log.len(),
+            cut_bytes = recovered.cut_bytes,
+            "replica log recovered"
+        );
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("vsr-{me}"))
+            .spawn(move || {
+                let mut run = Run::new(db, thread_shared, opts, recovered.disk, transport, jobs);
+                run.main(rx);
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(Node {
+            shared,
+            events,
+            thread: Some(thread),
+        })
+    }
+
+    /// The state the server's threads share with the replication thread.
+    pub fn replication(&self) -> &Arc<Replication> {
+        &self.shared
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.events.send(Event::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The replication thread's state.
+struct Run {
+    db: Arc<Db>,
+    shared: Arc<Replication>,
+    local: Rc<RefCell<Local>>,
+    replica: Replica<EngineApp>,
+    transport: Transport,
+    disk: DiskHandle,
+    cluster: ClusterConfig,
+    sync_replies: bool,
+    start: Instant,
+    /// Our requests in flight: client sequence number → the slot after its batch's last.
+    outstanding: BTreeMap<u64, u64>,
+    seq: u64,
+    /// The view this process opened the commit slots in, while open.
+    open_view: Option<verso_vsr::ViewNum>,
+    status_at: Instant,
+    became_primary: u64,
+    slots_proposed: u64,
+    batches_proposed: u64,
+}
+
+impl Run {
+    fn new(
+        db: Arc<Db>,
+        shared: Arc<Replication>,
+        opts: NodeOptions,
+        recovered: disk::Disk,
+        transport: Transport,
+        jobs: Sender<DiskJob>,
+    ) -> Run {
+        let local = Rc::new(RefCell::new(Local {
+            next_slot: shared.next_slot(),
+            ..Local::default()
+        }));
+        let app = EngineApp::new(db.clone(), shared.clone(), local.clone());
+        let config = opts.cluster.vsr_config(opts.me, shared.origin);
+        let replica = if recovered == disk::Disk::default() {
+            Replica::new(opts.me, config, app, 0)
+        } else {
+            Replica::recover(opts.me, config, app, &recovered, 0)
+        };
+        Run {
+            db,
+            shared,
+            local,
+            replica,
+            transport,
+            disk: DiskHandle { jobs },
+            cluster: opts.cluster,
+            sync_replies: opts.sync_replies,
+            start: Instant::now(),
+            outstanding: BTreeMap::new(),
+            seq: 0,
+            open_view: None,
+            status_at: Instant::now() - STATUS_EVERY,
+            became_primary: 0,
+            slots_proposed: 0,
+            batches_proposed: 0,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    fn main(&mut self, rx: std::sync::mpsc::Receiver<Event>) {
+        loop {
+            let now = self.now();
+            let due = self.replica.poll_timeout();
+            let wait = Duration::from_millis(due.saturating_sub(now).min(100));
+            let mut stop = false;
+            match rx.recv_timeout(wait) {
+                Ok(ev) => stop |= self.handle(ev),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => stop = true,
+            }
+            for _ in 0..EVENTS_PER_ROUND_MAX {
+                match rx.try_recv() {
+                    Ok(ev) => stop |= self.handle(ev),
+                    Err(_) => break,
+                }
+            }
+            if stop {
+                self.shared.close();
+                let _ = self.disk.jobs.send(DiskJob::Stop);
+                return;
+            }
+            let now = self.now();
+            if self.replica.poll_timeout() <= now {
+                self.replica.handle_timeout(now);
+            }
+            self.shared.clear_signal();
+            self.follow_role();
+            self.propose();
+            self.carry_out();
+            // Carrying out may have changed the role (a reply can't, but be exact).
+            self.follow_role();
+            self.publish_status(false);
+        }
+    }
+
+    /// Handles one event; returns whether to stop.
+    fn handle(&mut self, ev: Event) -> bool {
+        let now = self.now();
+        match ev {
+            Event::Peer(from, bytes) => match postcard::from_bytes::<Msg>(&bytes) {
+                Ok(m) => self.replica.handle_message(now, Address::Replica(from), m),
+                Err(e) => {
+                    tracing::warn!(from, error = %e, "undecodable message from a peer, dropped");
+                }
+            },
+            Event::Synced(Ok(id)) => self.replica.handle_synced(now, id),
+            Event::Synced(Err(e)) => {
+                // It must not acknowledge what it cannot keep; a restart recovers what the
+                // disk holds.
+                tracing::error!(error = %e, "the replica log failed; stopping the server");
+                eprintln!("verso: the replica log failed: {e}");
+                std::process::exit(70);
+            }
+            Event::Wake => {}
+            Event::Stop => return true,
+        }
+        false
+    }
+
+    /// Opens the commit slots when this replica leads a view in normal operation; closes
+    /// them, rolling back what never reached the log, when it stops.
+    fn follow_role(&mut self) {
+        let leading = self.replica.role() == Role::Primary;
+        let view = self.replica.view();
+        if self.open_view.is_some() && (!leading || self.open_view != Some(view)) {
+            tracing::info!(view = %view, "no longer primary: commits are refused here");
+            retract_unlogged(&self.db, &self.shared, &self.local);
+            self.outstanding.clear();
+            self.open_view = None;
+            self.publish_status(true);
+        }
+        if leading && self.open_view.is_none() {
+            // Retract anything left (nothing, normally), then continue above every
+            // timestamp this replica applied.
+            retract_unlogged(&self.db, &self.shared, &self.local);
+            self.db
+                .raise_timestamp_floor(self.replica.app().applied_cts());
+            let from = self.shared.open();
+            self.shared.discard_below(from);
+            self.local.borrow_mut().next_slot = from;
+            self.open_view = Some(view);
+            self.became_primary += 1;
+            tracing::info!(view = %view, "primary: accepting commits");
+            self.publish_status(true);
+        }
+    }
+
+    /// Hands the filled commit slots to VSR, in order, a batch per request.
+    fn propose(&mut self) {
+        if self.open_view.is_none() {
+            return;
+        }
+        if self.shared.barrier_due() {
+            let _ = self.shared.reserve_barrier();
+        }
+        loop {
+            let (first, slots) = {
+                let mut local = self.local.borrow_mut();
+                let first = local.next_slot;
+                let slots = self
+                    .shared
+                    .take_ready(&mut local.next_slot, Some(first + BATCH_TXNS_MAX as u64));
+                (first, slots)
+            };
+            if slots.is_empty() {
+                return;
+            }
+            let txns: Vec<TxnWrites> = slots
+                .into_iter()
+                .map(|s| match s {
+                    Slot::Filled(t) => t,
+                    Slot::Abandoned => TxnWrites::barrier(),
+                })
+                .collect();
+            let batch = Batch {
+                origin: self.shared.origin,
+                first_slot: first,
+                txns,
+            };
+            let low = batch
+                .txns
+                .iter()
+                .filter(|t| !t.writes.is_empty())
+                .map(|t| t.cts)
+                .min()
+                .unwrap_or(u64::MAX);
+            let keys = batch
+                .txns
+                .iter()
+                .flat_map(|t| t.writes.iter().map(|w| (w.table.clone(), w.key.clone())))
+                .collect();
+            self.local.borrow_mut().handed.insert(first, (low, keys));
+            self.seq += 1;
+            self.outstanding.insert(self.seq, batch.end_slot());
+            self.slots_proposed += batch.txns.len() as u64;
+            self.batches_proposed += 1;
+            let client = self.shared.origin;
+            let request = Request {
+                client,
+                seq: self.seq,
+                op: batch,
+                sync: self.sync_replies,
+            };
+            let ev = self.replica.view();
+            let now = self.now();
+            self.replica.handle_message(
+                now,
+                Address::Client(client),
+                Message::Request { request, ev },
+            );
+        }
+    }
+
+    fn carry_out(&mut self) {
+        while let Some(action) = self.replica.poll_action() {
+            match action {
+                Action::Send {
+                    to: Address::Replica(r),
+                    message,
+                } => {
+                    let bytes = postcard::to_allocvec(&message).expect("serializing to memory");
+                    self.transport.send(r, bytes);
+                }
+                Action::Send {
+                    to: Address::Client(c),
+                    message,
+                } => {
+                    if c != self.shared.origin {
+                        continue; // another process's requests, from an earlier life
+                    }
+                    if let Message::Reply { seq, .. } = message {
+                        let mut end = None;
+                        while let Some((&s, &e)) = self.outstanding.first_key_value() {
+                            if s > seq {
+                                break;
+                            }
+                            end = Some(e);
+                            self.outstanding.pop_first();
+                        }
+                        if let Some(end) = end {
+                            self.shared.set_committed(end);
+                        }
+                    }
+                }
+                Action::Write(w) => self.disk.write(&w),
+                Action::Sync { id } => self.disk.sync(id),
+            }
+        }
+    }
+
+    fn publish_status(&mut self, force: bool) {
+        if !force && self.status_at.elapsed() < STATUS_EVERY {
+            return;
+        }
+        self.status_at = Instant::now();
+        let r = &self.replica;
+        let view = r.view();
+        let stats = r.stats();
+        let transport_peers = self.transport.peer_states();
+        let peers = self
+            .cluster
+            .replicas
+            .iter()
+            .filter(|a| a.id != r.id())
+            .map(|a| {
+                let t = transport_peers.iter().find(|p| p.id == a.id);
+                PeerStatus {
+                    id: a.id,
+                    peer_addr: a.peer.to_string(),
+                    client_addr: a.client.to_string(),
+                    connected_out: t.is_some_and(|p| p.connected_out),
+                    connected_in: t.is_some_and(|p| p.connected_in),
+                    last_heard_ms: t
+                        .and_then(|p| p.last_received)
+                        .map(|d| d.as_millis() as u64),
+                    reconnects: t.map_or(0, |p| p.reconnects),
+                }
+            })
+            .collect();
+        let leader = view.leader();
+        let known_leader = view.counter > 0;
+        let mut s = self.shared.status.lock().unwrap_or_else(|e| e.into_inner());
+        s.role = match r.role() {
+            Role::Primary => "primary",
+            Role::Backup => "backup",
+            Role::Candidate => "candidate",
+            Role::Elected => "elected",
+        };
+        s.view = view.to_string();
+        s.view_counter = view.counter;
+        s.primary_client_addr = known_leader
+            .then(|| self.cluster.replicas.iter().find(|a| a.id == leader))
+            .flatten()
+            .map(|a| a.client.to_string());
+        s.op_max = r.op_max().op;
+        s.commit = r.commit().map_or(0, |c| c.op);
+        s.dp = r.dp().op;
+        s.dp_min = r.dp_min().op;
+        s.disk_op_max = r.disk_op_max().op;
+        s.entries_applied = stats.entries_applied;
+        s.entries_undone = stats.entries_undone;
+        s.view_changes = stats.view_changes_started;
+        s.became_primary = self.became_primary;
+        s.slots_proposed = self.slots_proposed;
+        s.batches_proposed = self.batches_proposed;
+        s.slots_retracted = self.local.borrow().slots_retracted;
+        s.handshakes_rejected = self.transport.stats().handshakes_rejected;
+        s.peers = peers;
+    }
+}

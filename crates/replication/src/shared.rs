@@ -1,0 +1,284 @@
+//! What the server's threads share with the replication thread: the commit slots a
+//! primary's commits fill ([`CommitSink`]), and the tickets replies wait on.
+//!
+//! Slots are numbered in commit-timestamp order (the engine reserves one inside the
+//! critical section that draws the commit timestamp) and handed to VSR in that order, a
+//! batch at a time. A reply waits for a [`Ticket`]: every slot below `end` committed by VSR
+//! (and durable on a majority under `--durability sync`), in the generation the ticket was
+//! taken in. A generation ends when this replica stops being primary: its tickets fail, and
+//! the server closes those connections (the client cannot know whether its last command
+//! took effect, exactly as after a lost connection).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use verso_engine::{CommitSink, ReplicatedWrite};
+
+use crate::op::{TxnWrites, Write};
+
+/// Bit of `Replication::word` set while commits are refused.
+const CLOSED: u64 = 1 << 63;
+
+/// A slot the node can take.
+pub(crate) enum Slot {
+    Filled(TxnWrites),
+    /// Reserved by a commit that then failed validation.
+    Abandoned,
+}
+
+/// What a reply waits for (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    /// Every slot below this must be committed.
+    pub end: u64,
+    pub generation: u64,
+}
+
+impl Ticket {
+    /// The later of two tickets of one connection (replies stay in order).
+    pub fn max(self, other: Ticket) -> Ticket {
+        if other.generation != self.generation {
+            // A newer generation's ticket is taken after the older one failed.
+            return if other.generation > self.generation {
+                other
+            } else {
+                self
+            };
+        }
+        Ticket {
+            end: self.end.max(other.end),
+            generation: self.generation,
+        }
+    }
+}
+
+/// A ticket's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TicketState {
+    Ready,
+    Waiting,
+    /// This replica stopped being primary before the slots committed.
+    Failed,
+}
+
+type Waker = Box<dyn Fn() + Send + Sync>;
+
+/// Shared between the server's threads and the replication thread (module docs).
+pub struct Replication {
+    /// Names this process's commits in the log (random per start).
+    pub(crate) origin: u64,
+    /// `CLOSED` while commits are refused; the low bits are the next slot to reserve.
+    word: AtomicU64,
+    /// Filled or abandoned slots the node has not taken yet.
+    slots: Mutex<BTreeMap<u64, Slot>>,
+    /// Every slot below this is committed.
+    committed: AtomicU64,
+    generation: AtomicU64,
+    /// A read waits for a slot below this to be reserved and committed.
+    barrier_wanted: AtomicU64,
+    /// Set once the node was woken and until it looks (one wake per round, not per commit).
+    node_signalled: AtomicBool,
+    /// Called when tickets may have become ready or failed (the server's workers).
+    wakers: Mutex<Vec<Waker>>,
+    /// Wakes the replication thread.
+    node_waker: Mutex<Option<Waker>>,
+    pub(crate) status: Mutex<crate::status::Status>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Replication {
+    pub(crate) fn new(origin: u64, status: crate::status::Status) -> Replication {
+        Replication {
+            origin,
+            word: AtomicU64::new(CLOSED | 1),
+            slots: Mutex::new(BTreeMap::new()),
+            committed: AtomicU64::new(1),
+            generation: AtomicU64::new(1),
+            barrier_wanted: AtomicU64::new(0),
+            node_signalled: AtomicBool::new(false),
+            wakers: Mutex::new(Vec::new()),
+            node_waker: Mutex::new(None),
+            status: Mutex::new(status),
+        }
+    }
+
+    /// Whether this replica accepts commits now (it is the primary of a view in normal
+    /// operation).
+    pub fn is_primary(&self) -> bool {
+        self.word.load(Ordering::Acquire) & CLOSED == 0
+    }
+
+    /// The ticket for a command that committed writes (taken after its commit returned):
+    /// its slot is below the next one.
+    pub fn write_ticket(&self) -> Ticket {
+        let generation = self.generation.load(Ordering::Acquire);
+        let end = self.word.load(Ordering::Acquire) & !CLOSED;
+        Ticket { end, generation }
+    }
+
+    /// The ticket for a command that only read (taken after it read): it waits for a slot
+    /// reserved after the read to commit, which proves this replica was still primary after
+    /// the read (a round to a majority), so the read is linearizable. Asks the node for a
+    /// barrier entry in case no commit comes.
+    pub fn read_ticket(&self) -> Ticket {
+        let generation = self.generation.load(Ordering::Acquire);
+        let end = (self.word.load(Ordering::Acquire) & !CLOSED) + 1;
+        if self.barrier_wanted.fetch_max(end, Ordering::AcqRel) < end {
+            self.wake_node();
+        }
+        Ticket { end, generation }
+    }
+
+    pub fn ticket_state(&self, t: Ticket) -> TicketState {
+        let generation = self.generation.load(Ordering::Acquire);
+        if generation != t.generation {
+            return TicketState::Failed;
+        }
+        if self.committed.load(Ordering::Acquire) >= t.end {
+            // Committed in this generation: the generation is read first, and the node bumps
+            // it before it changes what `committed` means.
+            if self.generation.load(Ordering::Acquire) == t.generation {
+                return TicketState::Ready;
+            }
+            return TicketState::Failed;
+        }
+        TicketState::Waiting
+    }
+
+    /// Calls `f` whenever tickets may have become ready or failed.
+    pub fn on_progress(&self, f: impl Fn() + Send + Sync + 'static) {
+        lock(&self.wakers).push(Box::new(f));
+    }
+
+    /// A snapshot of the replication state, for INFO and the metrics endpoint.
+    pub fn status(&self) -> crate::status::Status {
+        lock(&self.status).clone()
+    }
+
+    pub(crate) fn set_node_waker(&self, f: impl Fn() + Send + Sync + 'static) {
+        *lock(&self.node_waker) = Some(Box::new(f));
+    }
+
+    fn wake_node(&self) {
+        if self.node_signalled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(f) = lock(&self.node_waker).as_ref() {
+            f();
+        }
+    }
+
+    pub(crate) fn wake_workers(&self) {
+        for f in lock(&self.wakers).iter() {
+            f();
+        }
+    }
+
+    // ---- the replication thread's side ----
+
+    /// The next slot to reserve.
+    pub(crate) fn next_slot(&self) -> u64 {
+        self.word.load(Ordering::Acquire) & !CLOSED
+    }
+
+    /// Opens for commits from slot `from` on (becoming primary). Returns `from`.
+    pub(crate) fn open(&self) -> u64 {
+        let from = self.next_slot();
+        self.committed.store(from, Ordering::Release);
+        self.word.store(from, Ordering::Release);
+        from
+    }
+
+    /// Refuses commits from now on and ends the generation. Returns the end of the slots
+    /// reserved before (each will be filled or abandoned shortly).
+    pub(crate) fn close(&self) -> u64 {
+        let before = self.word.fetch_or(CLOSED, Ordering::AcqRel);
+        if before & CLOSED == 0 {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            self.wake_workers();
+        }
+        before & !CLOSED
+    }
+
+    /// Called by the node before it looks at the slots: later fills wake it again.
+    pub(crate) fn clear_signal(&self) {
+        self.node_signalled.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether a read waits for a slot nobody reserved yet.
+    pub(crate) fn barrier_due(&self) -> bool {
+        self.barrier_wanted.load(Ordering::Acquire) > self.next_slot()
+    }
+
+    /// Reserves a slot for a barrier; `None` if closed.
+    pub(crate) fn reserve_barrier(&self) -> Option<u64> {
+        let slot = self.reserve(0)?;
+        lock(&self.slots).insert(slot, Slot::Filled(TxnWrites::barrier()));
+        Some(slot)
+    }
+
+    /// Takes the filled or abandoned slots from `*next` on that follow each other,
+    /// stopping before `end` (exclusive) if given.
+    pub(crate) fn take_ready(&self, next: &mut u64, end: Option<u64>) -> Vec<Slot> {
+        let mut slots = lock(&self.slots);
+        let mut out = Vec::new();
+        while end.is_none_or(|e| *next < e) {
+            match slots.remove(next) {
+                Some(s) => {
+                    out.push(s);
+                    *next += 1;
+                }
+                None => break,
+            }
+        }
+        out
+    }
+
+    /// Drops slots below `end` that were never taken (refused commits leave no slot).
+    pub(crate) fn discard_below(&self, end: u64) {
+        let mut slots = lock(&self.slots);
+        while slots.first_key_value().is_some_and(|(&k, _)| k < end) {
+            slots.pop_first();
+        }
+    }
+
+    pub(crate) fn set_committed(&self, end: u64) {
+        if self.committed.fetch_max(end, Ordering::AcqRel) < end {
+            self.wake_workers();
+        }
+    }
+}
+
+impl CommitSink for Replication {
+    fn reserve(&self, _cts: u64) -> Option<u64> {
+        // Serialized by the engine's critical section, but not with `close`: one word holds
+        // both, so a reserve either lands before the close (and `close` returns past it) or
+        // sees it.
+        let before = self.word.fetch_add(1, Ordering::AcqRel);
+        if before & CLOSED != 0 {
+            return None;
+        }
+        Some(before)
+    }
+
+    fn fill(&self, slot: u64, cts: u64, writes: &mut dyn Iterator<Item = ReplicatedWrite<'_>>) {
+        let writes = writes
+            .map(|w| Write {
+                table: w.table.to_owned(),
+                key: w.key.to_vec(),
+                value: w.value.map(<[u8]>::to_vec),
+            })
+            .collect();
+        lock(&self.slots).insert(slot, Slot::Filled(TxnWrites { cts, writes }));
+        self.wake_node();
+    }
+
+    fn abandon(&self, slot: u64) {
+        lock(&self.slots).insert(slot, Slot::Abandoned);
+        self.wake_node();
+    }
+}
