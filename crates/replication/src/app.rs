@@ -31,6 +31,9 @@ struct Applied {
     own_first_slot: Option<u64>,
 }
 
+/// Keys a batch wrote, as (table, key).
+pub(crate) type Keys = Vec<(String, Vec<u8>)>;
+
 /// State the replication thread and the application share (both on that thread).
 #[derive(Default)]
 pub(crate) struct Local {
@@ -38,7 +41,7 @@ pub(crate) struct Local {
     pub(crate) next_slot: u64,
     /// Own batches handed to VSR and not applied yet (queued behind the pipeline): first
     /// slot → (smallest commit timestamp, keys).
-    pub(crate) handed: BTreeMap<u64, (u64, Vec<(String, Vec<u8>)>)>,
+    pub(crate) handed: BTreeMap<u64, (u64, Keys)>,
     pub(crate) slots_retracted: u64,
 }
 

@@ -101,7 +101,7 @@ impl ClusterConfig {
         let mut replicas = f.replica;
         replicas.sort_by_key(|r| r.id);
         let n = replicas.len();
-        if n == 0 || n % 2 == 0 || n > verso_vsr::REPLICAS_MAX {
+        if n == 0 || n.is_multiple_of(2) || n > verso_vsr::REPLICAS_MAX {
             return Err(format!(
                 "a group has an odd number of replicas, 1 to {} (2f+1); this file lists {n}",
                 verso_vsr::REPLICAS_MAX
@@ -188,6 +188,14 @@ mod tests {
         .unwrap();
         assert_eq!(c.replicas.len(), 3);
         assert_eq!(c.replicas[2].peer, "127.0.0.1:7103".parse().unwrap());
+    }
+
+    #[test]
+    fn the_documented_example_file_parses() {
+        let text = include_str!("../../../cluster.toml.example");
+        let c = ClusterConfig::parse(text, Path::new(".")).unwrap();
+        assert_eq!(c.replicas.len(), 3);
+        assert_eq!(c.view_change_timeout_ms, 500);
     }
 
     #[test]

@@ -209,7 +209,8 @@ pub struct PeerState {
     pub frames_dropped: u64,
     /// Outgoing connections established after the first.
     pub reconnects: u64,
-    /// Why the outgoing connection last failed.
+    /// The last error with this peer: why the outgoing connection failed, or the corrupt or
+    /// unexpected frame that closed its incoming one.
     pub last_error: Option<String>,
     /// Time since the last frame from this peer arrived, if one ever did.
     pub last_received: Option<Duration>,
@@ -404,8 +405,9 @@ impl Transport {
     }
 
     /// Closes every connection and the listener, and joins every thread. Returns within about
-    /// 200 ms (the read timeout every thread wakes up on), or `connect_timeout` if a connect is in flight. Queued payloads
-    /// are dropped; `deliver` is not called after this returns.
+    /// 200 ms (the tick on which every blocked thread checks for shutdown), or within
+    /// `connect_timeout` if a connect is in flight. Queued payloads are dropped; `deliver` is
+    /// not called after this returns.
     pub fn shutdown(mut self) {
         self.stop();
     }

@@ -231,7 +231,7 @@ fn durability_tickets_and_save_commands() {
         s.execute_into(&args("SET k v"), &mut out);
         let ticket = s.take_ticket();
         assert_eq!(ticket.is_some(), held, "{mode}");
-        if let Some(t) = ticket {
+        if let Some(verso_server::session::Hold::Durable(t)) = ticket {
             shared.db.wait_durable(t).unwrap();
             assert!(shared.db.is_durable(t));
         }

@@ -12,116 +12,17 @@
 //!
 //! The seed is printed first; rerun with `VERSO_CRASH_SEED=<seed>`.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{free_port, Conn, Reply, Server};
+
 const ROUNDS: usize = 20;
 const SEQ_CLIENTS: usize = 2;
-
-#[derive(Debug, Clone, PartialEq)]
-enum Reply {
-    Simple(String),
-    Error(String),
-    Int(i64),
-    Bulk(Option<Vec<u8>>),
-    Array(Option<Vec<Reply>>),
-}
-
-struct Conn {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-}
-
-impl Conn {
-    fn open(port: u16) -> std::io::Result<Conn> {
-        let s = TcpStream::connect(("127.0.0.1", port))?;
-        s.set_read_timeout(Some(Duration::from_secs(20)))?;
-        s.set_nodelay(true)?;
-        Ok(Conn {
-            reader: BufReader::new(s.try_clone()?),
-            writer: s,
-        })
-    }
-
-    fn call(&mut self, args: &[&str]) -> std::io::Result<Reply> {
-        let mut out = format!("*{}\r\n", args.len());
-        for a in args {
-            out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-        }
-        self.writer.write_all(out.as_bytes())?;
-        self.read()
-    }
-
-    fn read(&mut self) -> std::io::Result<Reply> {
-        let mut line = String::new();
-        if self.reader.read_line(&mut line)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        let line = line.trim_end_matches("\r\n");
-        let (kind, rest) = line.split_at(1);
-        let bad = || std::io::Error::other(format!("bad reply line {line:?}"));
-        Ok(match kind {
-            "+" => Reply::Simple(rest.into()),
-            "-" => Reply::Error(rest.into()),
-            ":" => Reply::Int(rest.parse().map_err(|_| bad())?),
-            "$" => {
-                let n: i64 = rest.parse().map_err(|_| bad())?;
-                if n < 0 {
-                    Reply::Bulk(None)
-                } else {
-                    let mut buf = vec![0u8; n as usize + 2];
-                    std::io::Read::read_exact(&mut self.reader, &mut buf)?;
-                    buf.truncate(n as usize);
-                    Reply::Bulk(Some(buf))
-                }
-            }
-            "*" => {
-                let n: i64 = rest.parse().map_err(|_| bad())?;
-                if n < 0 {
-                    Reply::Array(None)
-                } else {
-                    let mut v = Vec::new();
-                    for _ in 0..n {
-                        v.push(self.read()?);
-                    }
-                    Reply::Array(Some(v))
-                }
-            }
-            _ => return Err(bad()),
-        })
-    }
-
-    fn get_int(&mut self, key: &str) -> i64 {
-        match self.call(&["GET", key]).unwrap() {
-            Reply::Bulk(None) => 0,
-            Reply::Bulk(Some(b)) => String::from_utf8(b).unwrap().parse().unwrap(),
-            r => panic!("GET {key}: {r:?}"),
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A server process, killed when dropped (a failed check must not leave it running).
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn start(dir: &Path, mode: &str, port: u16) -> Server {
     Server(

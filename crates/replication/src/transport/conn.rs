@@ -571,8 +571,9 @@ fn receive(shared: &Shared, from: ReplicaId, mut link: Link) -> Result<(), ConnE
     incoming.stream = None;
     peer.incoming_up.store(false, SeqCst);
     drop(incoming);
-    if let Err(ConnError::Frame(_) | ConnError::Unexpected { .. }) = &result {
+    if let Err(error @ (ConnError::Frame(_) | ConnError::Unexpected { .. })) = &result {
         shared.counters.frames_rejected.fetch_add(1, Relaxed);
+        peer.set_error(error);
     }
     result
 }

@@ -1,0 +1,412 @@
+//! A Lazy VSR group of three real `verso serve` processes on loopback, under concurrent
+//! transfers (MULTI/EXEC), INCRs and whole-database reads, while replicas are killed with
+//! SIGKILL (the primary included) and restarted, and finally all three at once.
+//!
+//! Checks:
+//! - totals are conserved: every read of all accounts sums to zero, and so does the end;
+//! - nothing acknowledged is lost while a majority survives: before the total crash the
+//!   counter is at least every INCR reply a client got;
+//! - after the total crash only a suffix of acknowledged INCRs may be lost (Lazy VSR), and
+//!   how many is printed;
+//! - at most one replica reports itself primary of any view, and only the view's leader.
+//!
+//! The seed is printed first; rerun with `VERSO_CLUSTER_SEED=<seed>`. `scripts/cluster-soak.sh`
+//! runs it many times with more rounds (`VERSO_CLUSTER_ROUNDS`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{free_port, Conn, Reply, Server};
+
+const REPLICAS: usize = 3;
+const ACCOUNTS: usize = 8;
+
+struct Group {
+    dir: tempfile::TempDir,
+    cluster: std::path::PathBuf,
+    ports: Vec<u16>,
+    servers: Vec<Option<Server>>,
+}
+
+impl Group {
+    fn new() -> Group {
+        let dir = tempfile::tempdir().unwrap();
+        let ports: Vec<u16> = (0..REPLICAS).map(|_| free_port()).collect();
+        let mut text = String::from("secret = \"a test secret of some length\"\nmode = \"lazy\"\n");
+        for (id, port) in ports.iter().enumerate() {
+            text.push_str(&format!(
+                "\n[[replica]]\nid = {id}\nclient = \"127.0.0.1:{port}\"\npeer = \"127.0.0.1:{}\"\n",
+                free_port()
+            ));
+        }
+        let cluster = dir.path().join("cluster.toml");
+        std::fs::write(&cluster, text).unwrap();
+        let mut g = Group {
+            dir,
+            cluster,
+            ports,
+            servers: (0..REPLICAS).map(|_| None).collect(),
+        };
+        for id in 0..REPLICAS {
+            g.start(id);
+        }
+        g
+    }
+
+    fn start(&mut self, id: usize) {
+        let data = self.dir.path().join(format!("replica{id}"));
+        let log = std::fs::File::create(self.dir.path().join(format!("replica{id}.log"))).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_verso"))
+            .args(["serve", "--threads", "2", "--cluster"])
+            .arg(&self.cluster)
+            .args(["--replica", &id.to_string(), "--data-dir"])
+            .arg(&data)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start verso serve");
+        self.servers[id] = Some(Server(child));
+    }
+
+    fn kill(&mut self, id: usize) {
+        // Drop sends SIGKILL and reaps the process.
+        self.servers[id] = None;
+    }
+
+    fn log_tail(&self) -> String {
+        let mut out = String::new();
+        for id in 0..REPLICAS {
+            let p = self.dir.path().join(format!("replica{id}.log"));
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            out.push_str(&format!("--- replica {id} ---\n"));
+            for l in &lines[lines.len().saturating_sub(15)..] {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+/// A connection to whichever replica is primary now, found by trying each (a backup
+/// answers READONLY; a dead one refuses the connection).
+struct PrimaryConn {
+    ports: Vec<u16>,
+    next: usize,
+    conn: Option<Conn>,
+}
+
+impl PrimaryConn {
+    fn new(ports: &[u16], start: usize) -> PrimaryConn {
+        PrimaryConn {
+            ports: ports.to_vec(),
+            next: start,
+            conn: None,
+        }
+    }
+
+    /// Runs `f` on a connection to the primary until it gets an answer that is not a
+    /// backup's refusal, within `deadline`. `Err` means the outcome is unknown (the
+    /// connection failed after sending), or the deadline passed.
+    fn run<T>(
+        &mut self,
+        deadline: Instant,
+        mut f: impl FnMut(&mut Conn) -> std::io::Result<Result<T, String>>,
+    ) -> Result<T, String> {
+        loop {
+            if Instant::now() > deadline {
+                return Err("deadline".into());
+            }
+            if self.conn.is_none() {
+                let port = self.ports[self.next % self.ports.len()];
+                self.next += 1;
+                match Conn::open(port) {
+                    Ok(c) => self.conn = Some(c),
+                    Err(_) => {
+                        std::thread::sleep(Duration::from_millis(20));
+                        continue;
+                    }
+                }
+            }
+            let c = self.conn.as_mut().expect("just set");
+            match f(c) {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if e.starts_with("READONLY") => {
+                    // A backup, or a primary deposed after it refused: try the next one.
+                    self.conn = None;
+                    if e.contains("may or may not") {
+                        return Err(e);
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Ok(Err(e)) => panic!("unexpected error reply: {e}"),
+                Err(e) => {
+                    self.conn = None;
+                    return Err(format!("connection: {e}"));
+                }
+            }
+        }
+    }
+}
+
+fn int(r: &Reply) -> Result<i64, String> {
+    match r {
+        Reply::Int(n) => Ok(*n),
+        Reply::Bulk(None) => Ok(0),
+        Reply::Bulk(Some(b)) => Ok(String::from_utf8_lossy(b).parse().unwrap()),
+        Reply::Error(e) => Err(e.clone()),
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+/// xorshift64*: the test's only randomness, seeded.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+struct Shared {
+    stop: AtomicBool,
+    /// The largest INCR reply acknowledged.
+    incr_acked: AtomicI64,
+    transfers: AtomicU64,
+    reads: AtomicU64,
+    /// (view, replica) pairs seen reporting `vsr_role:primary`.
+    primaries: Mutex<BTreeMap<String, Vec<usize>>>,
+}
+
+fn transfer_client(ports: &[u16], seed: u64, sh: &Shared) {
+    let mut rng = Rng(seed | 1);
+    let mut pc = PrimaryConn::new(ports, seed as usize);
+    while !sh.stop.load(Ordering::Relaxed) {
+        let (from, to) = (rng.below(ACCOUNTS as u64), rng.below(ACCOUNTS as u64));
+        let amount = (1 + rng.below(50)).to_string();
+        let (a, b) = (format!("acct:{from}"), format!("acct:{to}"));
+        let r = pc.run(Instant::now() + Duration::from_secs(5), |c| {
+            c.call(&["MULTI"])?;
+            c.call(&["DECRBY", &a, &amount])?;
+            c.call(&["INCRBY", &b, &amount])?;
+            Ok(match c.call(&["EXEC"])? {
+                Reply::Array(Some(_)) => Ok(()),
+                Reply::Error(e) => Err(e),
+                other => panic!("EXEC: {other:?}"),
+            })
+        });
+        if r.is_ok() {
+            sh.transfers.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn incr_client(ports: &[u16], sh: &Shared) {
+    let mut pc = PrimaryConn::new(ports, 1);
+    while !sh.stop.load(Ordering::Relaxed) {
+        let r = pc.run(Instant::now() + Duration::from_secs(5), |c| {
+            Ok(int(&c.call(&["INCR", "ctr"])?))
+        });
+        if let Ok(v) = r {
+            sh.incr_acked.fetch_max(v, Ordering::Relaxed);
+        }
+    }
+}
+
+fn accounts_sum(c: &mut Conn) -> std::io::Result<Result<i64, String>> {
+    let keys: Vec<String> = (0..ACCOUNTS).map(|i| format!("acct:{i}")).collect();
+    let mut args = vec!["MGET"];
+    args.extend(keys.iter().map(String::as_str));
+    Ok(match c.call(&args)? {
+        Reply::Array(Some(items)) => items.iter().map(int).sum(),
+        Reply::Error(e) => Err(e),
+        other => panic!("MGET: {other:?}"),
+    })
+}
+
+fn reader(ports: &[u16], sh: &Shared) {
+    let mut pc = PrimaryConn::new(ports, 2);
+    while !sh.stop.load(Ordering::Relaxed) {
+        if let Ok(sum) = pc.run(Instant::now() + Duration::from_secs(5), accounts_sum) {
+            assert_eq!(sum, 0, "a read saw a transfer half done (sum {sum})");
+            sh.reads.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn monitor(ports: &[u16], sh: &Shared) {
+    while !sh.stop.load(Ordering::Relaxed) {
+        for (id, &port) in ports.iter().enumerate() {
+            let Ok(mut c) = Conn::open(port) else {
+                continue;
+            };
+            let Ok(Reply::Bulk(Some(text))) = c.call(&["INFO", "replication"]) else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&text).to_string();
+            let field = |k: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(k).map(|v| v.trim().to_string()))
+            };
+            if field("vsr_role:").as_deref() == Some("primary") {
+                let view = field("vsr_view:").unwrap();
+                let mut p = sh.primaries.lock().unwrap();
+                let ids = p.entry(view).or_default();
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until some replica accepts a write (a primary is elected and caught up).
+fn wait_for_primary(ports: &[u16], within: Duration) -> Duration {
+    let start = Instant::now();
+    let mut pc = PrimaryConn::new(ports, 0);
+    let r = pc.run(start + within, |c| {
+        Ok(match c.call(&["SET", "probe", "1"])? {
+            Reply::Simple(_) => Ok(()),
+            Reply::Error(e) => Err(e),
+            other => panic!("SET: {other:?}"),
+        })
+    });
+    assert!(
+        r.is_ok(),
+        "no primary accepted a write within {within:?}: {r:?}"
+    );
+    start.elapsed()
+}
+
+fn read_ctr(ports: &[u16]) -> i64 {
+    let mut pc = PrimaryConn::new(ports, 0);
+    pc.run(Instant::now() + Duration::from_secs(30), |c| {
+        Ok(int(&c.call(&["GET", "ctr"])?))
+    })
+    .expect("read ctr")
+}
+
+#[test]
+fn three_replicas_survive_kills_of_any_and_of_all() {
+    let seed: u64 = std::env::var("VERSO_CLUSTER_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    let rounds: usize = std::env::var("VERSO_CLUSTER_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    eprintln!("VERSO_CLUSTER_SEED={seed} VERSO_CLUSTER_ROUNDS={rounds}");
+    let mut rng = Rng(seed | 1);
+    let mut g = Group::new();
+    let ports = g.ports.clone();
+    let first = wait_for_primary(&ports, Duration::from_secs(30));
+    eprintln!("first primary after {first:?}");
+    let sh = Shared {
+        stop: AtomicBool::new(false),
+        incr_acked: AtomicI64::new(0),
+        transfers: AtomicU64::new(0),
+        reads: AtomicU64::new(0),
+        primaries: Mutex::new(BTreeMap::new()),
+    };
+    let mut failovers = Vec::new();
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let (ports, sh) = (&ports, &sh);
+            s.spawn(move || transfer_client(ports, seed.wrapping_add(t), sh));
+        }
+        s.spawn(|| incr_client(&ports, &sh));
+        s.spawn(|| reader(&ports, &sh));
+        s.spawn(|| monitor(&ports, &sh));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for round in 0..rounds {
+                std::thread::sleep(Duration::from_millis(500 + rng.below(700)));
+                let victim = rng.below(REPLICAS as u64) as usize;
+                let acked = sh.incr_acked.load(Ordering::Relaxed);
+                g.kill(victim);
+                let took = wait_for_primary(&ports, Duration::from_secs(20));
+                failovers.push(took);
+                eprintln!(
+                    "round {round}: killed replica {victim}; a primary took a write after {took:?}"
+                );
+                std::thread::sleep(Duration::from_millis(200 + rng.below(500)));
+                g.start(victim);
+                // Nothing acknowledged is lost while a majority survives.
+                let ctr = read_ctr(&ports);
+                assert!(
+                    ctr >= acked,
+                    "round {round}: ctr {ctr} < acknowledged {acked}"
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            let acked = sh.incr_acked.load(Ordering::Relaxed);
+            let before = read_ctr(&ports);
+            assert!(
+                before >= acked,
+                "before the total crash: ctr {before} < acknowledged {acked}"
+            );
+            for id in 0..REPLICAS {
+                g.kill(id);
+            }
+            let acked = sh.incr_acked.load(Ordering::Relaxed);
+            for id in 0..REPLICAS {
+                g.start(id);
+            }
+            let took = wait_for_primary(&ports, Duration::from_secs(30));
+            let after = read_ctr(&ports);
+            eprintln!(
+                "total crash: back after {took:?}; ctr {after}, acknowledged {acked}: {} acknowledged INCRs lost (Lazy VSR may lose a suffix)",
+                (acked - after).max(0)
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }));
+        sh.stop.store(true, Ordering::Relaxed);
+        if let Err(p) = result {
+            eprintln!("{}", g.log_tail());
+            std::panic::resume_unwind(p);
+        }
+    });
+    let mut pc = PrimaryConn::new(&ports, 0);
+    let sum = pc
+        .run(Instant::now() + Duration::from_secs(30), accounts_sum)
+        .expect("final read");
+    assert_eq!(sum, 0, "money was created or destroyed");
+    let transfers = sh.transfers.load(Ordering::Relaxed);
+    let reads = sh.reads.load(Ordering::Relaxed);
+    eprintln!(
+        "transfers acknowledged {transfers}, consistent reads {reads}, failovers {failovers:?}"
+    );
+    assert!(transfers > 0 && reads > 0, "the workload made no progress");
+    for (view, ids) in sh.primaries.lock().unwrap().iter() {
+        assert_eq!(
+            ids.len(),
+            1,
+            "view {view}: replicas {ids:?} all reported primary"
+        );
+        let leader: usize = view.rsplit('.').next().unwrap().parse().unwrap();
+        assert_eq!(
+            ids[0], leader,
+            "view {view} led by {leader} but replica {} said primary",
+            ids[0]
+        );
+    }
+    let _ = Path::new(g.dir.path());
+}
