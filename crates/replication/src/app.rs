@@ -26,9 +26,7 @@ struct Applied {
     op: u64,
     /// The largest commit timestamp applied up to and including this one.
     cts_through: u64,
-    keys: Vec<(String, Vec<u8>)>,
-    /// The batch's first slot if this process committed it.
-    own_first_slot: Option<u64>,
+    keys: Keys,
 }
 
 /// Keys a batch wrote, as (table, key).
@@ -168,7 +166,6 @@ impl App for EngineApp {
             op: op_number,
             cts_through: self.applied_cts,
             keys: keys_of(&batch.txns),
-            own_first_slot: own.then_some(batch.first_slot),
         });
     }
 
@@ -177,7 +174,6 @@ impl App for EngineApp {
         let mut keys = Vec::new();
         while self.undo.back().is_some_and(|a| a.op > op_number) {
             let a = self.undo.pop_back().expect("checked");
-            let _ = a.own_first_slot;
             keys.extend(a.keys);
         }
         let to = self.undo.back().map_or(self.durable_cts, |a| a.cts_through);
