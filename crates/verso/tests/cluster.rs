@@ -277,13 +277,21 @@ fn monitor(ports: &[u16], sh: &Shared) {
 fn wait_for_primary(ports: &[u16], within: Duration) -> Duration {
     let start = Instant::now();
     let mut pc = PrimaryConn::new(ports, 0);
-    let r = pc.run(start + within, |c| {
-        Ok(match c.call(&["SET", "probe", "1"])? {
-            Reply::Simple(_) => Ok(()),
-            Reply::Error(e) => Err(e),
-            other => panic!("SET: {other:?}"),
-        })
-    });
+    let r = loop {
+        let r = pc.run(start + within, |c| {
+            Ok(match c.call(&["SET", "probe", "1"])? {
+                Reply::Simple(_) => Ok(()),
+                Reply::Error(e) => Err(e),
+                other => panic!("SET: {other:?}"),
+            })
+        });
+        // A connection that died mid-request (a replica killed, or a deposed primary
+        // closing held replies) is not an answer: ask again until the deadline.
+        match r {
+            Err(e) if e != "deadline" => continue,
+            r => break r,
+        }
+    };
     assert!(
         r.is_ok(),
         "no primary accepted a write within {within:?}: {r:?}"
@@ -291,12 +299,24 @@ fn wait_for_primary(ports: &[u16], within: Duration) -> Duration {
     start.elapsed()
 }
 
-fn read_ctr(ports: &[u16]) -> i64 {
+/// Runs `f` on the primary until it answers (connections dying mid-request are retried).
+fn answer<T>(
+    ports: &[u16],
+    mut f: impl FnMut(&mut Conn) -> std::io::Result<Result<T, String>>,
+) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
     let mut pc = PrimaryConn::new(ports, 0);
-    pc.run(Instant::now() + Duration::from_secs(30), |c| {
-        Ok(int(&c.call(&["GET", "ctr"])?))
-    })
-    .expect("read ctr")
+    loop {
+        match pc.run(deadline, &mut f) {
+            Ok(v) => return v,
+            Err(e) if e != "deadline" => continue,
+            Err(e) => panic!("no answer from a primary within 30 s: {e}"),
+        }
+    }
+}
+
+fn read_ctr(ports: &[u16]) -> i64 {
+    answer(ports, |c| Ok(int(&c.call(&["GET", "ctr"])?)))
 }
 
 #[test]
@@ -384,10 +404,7 @@ fn three_replicas_survive_kills_of_any_and_of_all() {
             std::panic::resume_unwind(p);
         }
     });
-    let mut pc = PrimaryConn::new(&ports, 0);
-    let sum = pc
-        .run(Instant::now() + Duration::from_secs(30), accounts_sum)
-        .expect("final read");
+    let sum = answer(&ports, accounts_sum);
     assert_eq!(sum, 0, "money was created or destroyed");
     let transfers = sh.transfers.load(Ordering::Relaxed);
     let reads = sh.reads.load(Ordering::Relaxed);
