@@ -138,14 +138,13 @@ impl App for EngineApp {
     type Snapshot = EngineSnapshot;
 
     fn apply(&mut self, op_number: u64, batch: &Batch) {
-        let own = batch.origin == self.shared.origin
-            && self
-                .local
-                .borrow_mut()
-                .handed
-                .remove(&batch.first_slot)
-                .is_some();
-        if !own {
+        // An own batch's keys were listed when it was handed over: take them, not a copy.
+        let handed = if batch.origin == self.shared.origin {
+            self.local.borrow_mut().handed.remove(&batch.first_slot)
+        } else {
+            None
+        };
+        if handed.is_none() {
             // A foreign entry: this replica is not (or no longer) primary.
             retract_unlogged(&self.db, &self.shared, &self.local);
             for t in batch.txns.iter().filter(|t| !t.writes.is_empty()) {
@@ -165,7 +164,7 @@ impl App for EngineApp {
         self.undo.push_back(Applied {
             op: op_number,
             cts_through: self.applied_cts,
-            keys: keys_of(&batch.txns),
+            keys: handed.map_or_else(|| keys_of(&batch.txns), |(_, keys)| keys),
         });
     }
 
