@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Puts against a three-replica group on loopback (Lazy VSR and VSR-Sync) and a single
-# unreplicated server, side by side: redis-benchmark SET with VALUE-byte values, 1, 20 and
-# 100 outstanding requests (clients), RUNS runs each, interleaved. Prints one line per run:
+# Puts against a three-replica group on loopback (Lazy VSR and VSR-Sync), a single
+# unreplicated server and a three-member etcd 3.4 cluster on loopback, side by side: SET/put
+# with VALUE-byte values, 1, 20 and 100 outstanding requests (clients), RUNS runs each,
+# interleaved. Verso is driven by redis-benchmark; etcd by bench/kvload (etcd's own
+# benchmark tool is not packaged), which also runs against the Lazy group as `lazy-kv` so the
+# difference the client makes is visible. Prints one line per setup and client count:
 #   setup clients rps p50_ms p99_ms
 #   bench/replication.sh [RUNS=3] [REQUESTS=50000] [VALUE=8]
 set -euo pipefail
@@ -9,8 +12,19 @@ runs=${1:-3}
 n=${2:-50000}
 value=${3:-8}
 cd "$(dirname "$0")/.."
+need=()
+command -v etcd >/dev/null || need+=(etcd-server)
+command -v redis-benchmark >/dev/null || need+=(redis-tools)
+command -v curl >/dev/null || need+=(curl)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "# installing ${need[*]}" >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
 cargo build --release -p verso --quiet
+cargo build --release --manifest-path bench/kvload/Cargo.toml --quiet
 bin=$PWD/target/release/verso
+kvload=$PWD/bench/kvload/target/release/kvload
 work=$(mktemp -d)
 pids=()
 cleanup() { kill -9 "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
@@ -43,17 +57,66 @@ start_single() {
     for _ in $(seq 100); do redis-cli -p 7350 PING >/dev/null 2>&1 && break; sleep 0.1; done
     primary=7350
 }
+# Three etcd members on 127.0.0.1 (clients 7501-7503, peers 7601-7603), data under $work
+# like the Verso replicas', default durability: each member fsyncs its WAL before a put is
+# acknowledged. The puts go to the leader (found from /v3/maintenance/status), not to a
+# fixed member: a follower would forward each put to it, one hop more than Verso's primary.
+start_etcd() {
+    local d=$work/etcd-$RANDOM cluster="" id
+    mkdir -p "$d"
+    for id in 0 1 2; do cluster+="${cluster:+,}e$id=http://127.0.0.1:$((7601 + id))"; done
+    for id in 0 1 2; do
+        etcd --name e$id --data-dir "$d/e$id" \
+            --listen-client-urls http://127.0.0.1:$((7501 + id)) --advertise-client-urls http://127.0.0.1:$((7501 + id)) \
+            --listen-peer-urls http://127.0.0.1:$((7601 + id)) --initial-advertise-peer-urls http://127.0.0.1:$((7601 + id)) \
+            --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token "$(basename "$d")" \
+            >"$d/e$id.log" 2>&1 &
+        pids+=($!)
+    done
+    # Healthy: all three answer, agree on one leader, and the leader takes a put.
+    for _ in $(seq 100); do
+        local leaders="" p st
+        primary=""
+        for p in 7501 7502 7503; do
+            st=$(curl -sf -m 1 -X POST -d '{}' http://127.0.0.1:$p/v3/maintenance/status 2>/dev/null) || continue
+            st=$(sed -n 's/.*"member_id":"\([0-9]*\)".*"leader":"\([0-9]*\)".*/\1 \2/p' <<<"$st")
+            leaders+="${st#* } "
+            if [ -n "$st" ] && [ "${st% *}" = "${st#* }" ]; then primary=$p; fi
+        done
+        if [ -n "$primary" ] && [ "$(tr ' ' '\n' <<<"$leaders" | sort -u | grep -c .)" = 1 ] && [ "$(wc -w <<<"$leaders")" = 3 ] \
+            && curl -sf -m 1 -X POST -d '{"key":"cHJvYmU=","value":"MQ=="}' http://127.0.0.1:$primary/v3/kv/put >/dev/null; then
+            return
+        fi
+        sleep 0.1
+    done
+    echo "etcd not healthy; logs in $d:" >&2; tail -n 5 "$d"/e*.log >&2; exit 1
+}
 stop_all() { kill -9 "${pids[@]}" 2>/dev/null || true; wait "${pids[@]}" 2>/dev/null || true; pids=(); }
 measure() { # label clients
     redis-benchmark -p "$primary" -t set -n "$n" -c "$2" -d "$value" -r 1000000 --csv 2>/dev/null \
         | awk -F'"' -v l="$1" -v c="$2" 'NR==2 { printf "%-7s %4d %10.0f %8s %8s\n", l, c, $4, $10, $14 }'
 }
+kvmeasure() { # label etcd|resp clients
+    local out
+    out=$("$kvload" "$2" "127.0.0.1:$primary" "$3" "$n" "$value" 1000000)
+    awk -v l="$1" -v c="$3" '{ printf "%-7s %4d %10.0f %8s %8s\n", l, c, $1, $2, $3 }' <<<"$out"
+}
 echo "# $(date -u +%F) $(git rev-parse --short HEAD) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); value $value B, $n SETs"
 echo "# setup clients rps p50_ms p99_ms"
 for r in $(seq "$runs"); do
-    for setup in lazy sync single; do
-        if [ $setup = single ]; then start_single; else start_group $setup; fi
-        for c in 1 20 100; do measure $setup $c; done
+    for setup in lazy sync single etcd; do
+        case $setup in
+            single) start_single ;;
+            etcd) start_etcd ;;
+            *) start_group $setup ;;
+        esac
+        for c in 1 20 100; do
+            case $setup in
+                etcd) kvmeasure etcd etcd $c ;;
+                lazy) measure lazy $c; kvmeasure lazy-kv resp $c ;;
+                *) measure $setup $c ;;
+            esac
+        done
         stop_all
     done
 done

@@ -1,0 +1,256 @@
+//! kvload: C connections (one thread each) issue puts back to back, one outstanding request
+//! per connection, until N puts have been sent between them; prints `rps p50_ms p99_ms`.
+//!
+//!   kvload etcd|resp HOST:PORT CLIENTS N VALUE [KEYSPACE=1000000]
+//!
+//! `etcd` speaks etcd's v3 gRPC-gateway JSON API over HTTP/1.1 keep-alive (`POST /v3/kv/put`
+//! with base64 key and value; etcd 3.4 serves it on the client port). `resp` sends Redis
+//! `SET key value`. Keys are like redis-benchmark's `-r KEYSPACE`: `key:` and 12 digits of a
+//! random number below KEYSPACE; values are VALUE bytes of `x`, as redis-benchmark sends.
+//! Any answer other than HTTP 200 (etcd) or `+OK` (resp) aborts with a message.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::exit;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(Clone, Copy, PartialEq)]
+enum Proto {
+    Etcd,
+    Resp,
+}
+
+fn die(msg: &str) -> ! {
+    eprintln!("kvload: {msg}");
+    exit(1)
+}
+
+fn usage() -> ! {
+    die("usage: kvload etcd|resp HOST:PORT CLIENTS N VALUE [KEYSPACE=1000000]")
+}
+
+fn arg<T: std::str::FromStr>(args: &[String], i: usize, default: Option<T>) -> T {
+    match args.get(i) {
+        Some(s) => s.parse().unwrap_or_else(|_| usage()),
+        None => default.unwrap_or_else(|| usage()),
+    }
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+fn base64(input: &[u8], out: &mut Vec<u8>) {
+    for chunk in input.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        out.push(B64[(n >> 18) as usize & 63]);
+        out.push(B64[(n >> 12) as usize & 63]);
+        out.push(if chunk.len() > 1 { B64[(n >> 6) as usize & 63] } else { b'=' });
+        out.push(if chunk.len() > 2 { B64[n as usize & 63] } else { b'=' });
+    }
+}
+
+/// splitmix64: good enough to spread keys, no dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+struct Conn {
+    proto: Proto,
+    host: String,
+    w: TcpStream,
+    r: BufReader<TcpStream>,
+    value: Vec<u8>, // raw for resp, base64 for etcd
+    req: Vec<u8>,
+    body: Vec<u8>,
+    line: String,
+}
+
+impl Conn {
+    fn open(proto: Proto, addr: &str, value: &[u8]) -> Conn {
+        let w = TcpStream::connect(addr).unwrap_or_else(|e| die(&format!("connect {addr}: {e}")));
+        w.set_nodelay(true).ok();
+        let r = BufReader::with_capacity(64 * 1024, w.try_clone().unwrap());
+        let value = match proto {
+            Proto::Resp => value.to_vec(),
+            Proto::Etcd => {
+                let mut v = Vec::new();
+                base64(value, &mut v);
+                v
+            }
+        };
+        Conn { proto, host: addr.to_string(), w, r, value, req: Vec::new(), body: Vec::new(), line: String::new() }
+    }
+
+    fn put(&mut self, key: &[u8]) {
+        self.req.clear();
+        match self.proto {
+            Proto::Resp => {
+                write!(self.req, "*3\r\n$3\r\nSET\r\n${}\r\n", key.len()).unwrap();
+                self.req.extend_from_slice(key);
+                write!(self.req, "\r\n${}\r\n", self.value.len()).unwrap();
+                self.req.extend_from_slice(&self.value);
+                self.req.extend_from_slice(b"\r\n");
+                self.send();
+                self.read_line();
+                if self.line != "+OK\r\n" {
+                    die(&format!("SET answered {:?}", self.line.trim_end()));
+                }
+            }
+            Proto::Etcd => {
+                self.body.clear();
+                self.body.extend_from_slice(b"{\"key\":\"");
+                base64(key, &mut self.body);
+                self.body.extend_from_slice(b"\",\"value\":\"");
+                self.body.extend_from_slice(&self.value);
+                self.body.extend_from_slice(b"\"}");
+                write!(
+                    self.req,
+                    "POST /v3/kv/put HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                    self.host,
+                    self.body.len()
+                )
+                .unwrap();
+                self.req.extend_from_slice(&self.body);
+                self.send();
+                self.read_http();
+            }
+        }
+    }
+
+    fn send(&mut self) {
+        if let Err(e) = self.w.write_all(&self.req) {
+            die(&format!("send to {}: {e}", self.host));
+        }
+    }
+
+    fn read_line(&mut self) {
+        self.line.clear();
+        match self.r.read_line(&mut self.line) {
+            Ok(0) => die(&format!("{} closed the connection", self.host)),
+            Ok(_) => {}
+            Err(e) => die(&format!("read from {}: {e}", self.host)),
+        }
+    }
+
+    fn read_exact(&mut self, n: usize) {
+        self.body.resize(n, 0);
+        if let Err(e) = self.r.read_exact(&mut self.body) {
+            die(&format!("read from {}: {e}", self.host));
+        }
+    }
+
+    /// One HTTP/1.1 response: status line, headers, a body by Content-Length or chunked.
+    fn read_http(&mut self) {
+        self.read_line();
+        let status = self.line.split_whitespace().nth(1).map(str::to_string).unwrap_or_default();
+        let status_line = self.line.trim_end().to_string();
+        let (mut length, mut chunked, mut close) = (None, false, false);
+        loop {
+            self.read_line();
+            let l = self.line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((name, v)) = l.split_once(':') {
+                let (name, v) = (name.trim().to_ascii_lowercase(), v.trim().to_ascii_lowercase());
+                match name.as_str() {
+                    "content-length" => length = v.parse::<usize>().ok(),
+                    "transfer-encoding" => chunked = v.contains("chunked"),
+                    "connection" => close = v == "close",
+                    _ => {}
+                }
+            }
+        }
+        let mut body = Vec::new();
+        if chunked {
+            loop {
+                self.read_line();
+                let size = self.line.trim_end().split(';').next().unwrap_or("");
+                let size = usize::from_str_radix(size.trim(), 16)
+                    .unwrap_or_else(|_| die(&format!("bad chunk size {:?}", self.line)));
+                if size == 0 {
+                    loop {
+                        self.read_line();
+                        if self.line.trim_end().is_empty() {
+                            break;
+                        }
+                    }
+                    break;
+                }
+                self.read_exact(size + 2);
+                body.extend_from_slice(&self.body[..size]);
+            }
+        } else if let Some(n) = length {
+            self.read_exact(n);
+            body.extend_from_slice(&self.body);
+        } else {
+            die(&format!("{status_line}: a response with neither Content-Length nor chunked"));
+        }
+        if status != "200" {
+            die(&format!("POST /v3/kv/put answered {status_line}: {}", String::from_utf8_lossy(&body)));
+        }
+        if close {
+            die(&format!("{} closed the keep-alive connection", self.host));
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let proto = match args.get(1).map(String::as_str) {
+        Some("etcd") => Proto::Etcd,
+        Some("resp") => Proto::Resp,
+        _ => usage(),
+    };
+    let addr: String = arg(&args, 2, None);
+    let clients: usize = arg(&args, 3, None);
+    let n: u64 = arg(&args, 4, None);
+    let value_len: usize = arg(&args, 5, None);
+    let keyspace: u64 = arg(&args, 6, Some(1_000_000));
+    if clients == 0 || n == 0 || keyspace == 0 {
+        usage();
+    }
+    let value = vec![b'x'; value_len];
+    let sent = Arc::new(AtomicU64::new(0));
+    let go = Arc::new(Barrier::new(clients + 1));
+    let seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+    let threads: Vec<_> = (0..clients)
+        .map(|i| {
+            let (addr, value, sent, go) = (addr.clone(), value.clone(), sent.clone(), go.clone());
+            std::thread::spawn(move || {
+                let mut conn = Conn::open(proto, &addr, &value);
+                let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407));
+                let mut key = Vec::with_capacity(16);
+                let mut lat = Vec::with_capacity((n as usize / clients) + 16);
+                go.wait();
+                while sent.fetch_add(1, Ordering::Relaxed) < n {
+                    key.clear();
+                    write!(key, "key:{:012}", rng.next() % keyspace).unwrap();
+                    let t = Instant::now();
+                    conn.put(&key);
+                    lat.push(t.elapsed().as_nanos() as u64);
+                }
+                lat
+            })
+        })
+        .collect();
+    go.wait();
+    let start = Instant::now();
+    let mut lat: Vec<u64> = Vec::with_capacity(n as usize);
+    for t in threads {
+        lat.extend(t.join().unwrap_or_else(|_| die("a client thread panicked")));
+    }
+    let secs = start.elapsed().as_secs_f64();
+    lat.sort_unstable();
+    let pct = |p: f64| lat[((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1] as f64 / 1e6;
+    println!("{:.0} {:.3} {:.3}", lat.len() as f64 / secs, pct(0.50), pct(0.99));
+}
