@@ -162,6 +162,21 @@ impl Db {
         self.timestamps.set_gc_floor(bound);
     }
 
+    /// Makes transactions that begin from now on read at a timestamp no later than
+    /// `horizon` (`None`: no bound). A backup serving reads sets it to one past the commit
+    /// timestamp of the last operation the replicated log made durable, so readers see a
+    /// prefix of the log that is fully applied and will never be rolled back: stale, never
+    /// torn or undone.
+    ///
+    /// Safe for the GC because the horizon never drops below the GC floor: the GC keeps
+    /// every version superseded above the floor ([`Db::set_gc_floor`]), which is every
+    /// version a reader at or above `floor + 1` may need. Only read-only transactions may
+    /// run while a horizon is set (a backup commits nothing).
+    pub fn set_read_horizon(&self, horizon: Option<u64>) {
+        self.timestamps
+            .set_read_horizon(horizon.unwrap_or(u64::MAX).max(1));
+    }
+
     /// Makes every later timestamp larger than `ts`, while transactions run (a replica
     /// becoming primary continues above what it applied).
     pub fn raise_timestamp_floor(&self, ts: u64) {

@@ -141,6 +141,12 @@ pub(crate) struct Timestamps {
     /// the GC must assume, so it keeps what a rollback of the replicated log may uncover.
     /// `IDLE` when none. Not modelled under loom (no loom test sets it).
     gc_floor: std::sync::atomic::AtomicU64,
+    /// A backup's read horizon (`Db::set_read_horizon`): transactions begin at no later
+    /// timestamp than this, so they see only what the replicated log made final. `IDLE`
+    /// when none. Read under a site's lock, both by `begin` and by the GC's `snapshot`: a
+    /// reader that begins after a scan passed its site reads a horizon at least as late
+    /// (coherence through the lock), which only grows while it is set.
+    read_horizon: AtomicU64,
     /// When the generator was made, and the counter then: the clock the ages of active
     /// transactions are measured against (and, for RDTSC, the counter's rate).
     made: (std::time::Instant, u64),
@@ -189,6 +195,7 @@ impl Timestamps {
             mutex: std::sync::Mutex::new(0),
             tsc_offset: std::sync::atomic::AtomicU64::new(0),
             gc_floor: std::sync::atomic::AtomicU64::new(IDLE),
+            read_horizon: AtomicU64::new(IDLE),
             made: (std::time::Instant::now(), 0),
             #[cfg(loom)]
             fake_tsc: AtomicU64::new(1 << site_bits),
@@ -247,6 +254,12 @@ impl Timestamps {
             .store(floor, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Sets the read horizon (`IDLE` for none); at least 1.
+    pub(crate) fn set_read_horizon(&self, horizon: u64) {
+        assert!(horizon >= 1, "a timestamp is never 0");
+        self.read_horizon.store(horizon, Ordering::Release);
+    }
+
     /// Number of sites (a power of two).
     pub(crate) fn site_count(&self) -> usize {
         self.sites.len()
@@ -277,7 +290,9 @@ impl Timestamps {
                 self.sites_used
                     .fetch_max(site_index as u64 + 1, Ordering::AcqRel);
             }
-            let ts = self.generate_locked(site_index);
+            let ts = self
+                .generate_locked(site_index)
+                .min(self.read_horizon.load(Ordering::Acquire));
             if self.algorithm != Algorithm::Rdtsc {
                 let us = self.made.0.elapsed().as_micros() as u64;
                 site.begun_us[slot].store(us, Ordering::Relaxed);
@@ -338,6 +353,11 @@ impl Timestamps {
             // vMVCC §5.1: the fresh bound must come from *this* site, under its lock, so every
             // later timestamp of this site is above it.
             snap.future = snap.future.min(self.generate_locked(site_index));
+            // A reader may begin at the horizon itself, so only what is below it is past.
+            let horizon = self.read_horizon.load(Ordering::Acquire);
+            if horizon != IDLE {
+                snap.future = snap.future.min(horizon - 1);
+            }
             for s in &site.slots {
                 let t = s.load(Ordering::Acquire);
                 if t != IDLE {

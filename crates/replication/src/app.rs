@@ -41,6 +41,9 @@ pub(crate) struct Local {
     /// slot → (smallest commit timestamp, keys).
     pub(crate) handed: BTreeMap<u64, (u64, Keys)>,
     pub(crate) slots_retracted: u64,
+    /// Own batches in the log, in op order: (op number, the slot after the batch's last),
+    /// until every replica reported them on disk (`WAIT`).
+    pub(crate) own_ops: VecDeque<(u64, u64)>,
 }
 
 pub struct EngineApp {
@@ -63,6 +66,8 @@ fn keys_of(txns: &[TxnWrites]) -> Vec<(String, Vec<u8>)> {
 impl EngineApp {
     pub(crate) fn new(db: Arc<Db>, shared: Arc<Replication>, local: Rc<RefCell<Local>>) -> Self {
         db.set_gc_floor(0);
+        // A replica starts as a backup: its readers see nothing the log has not made durable.
+        db.set_read_horizon(Some(1));
         EngineApp {
             db,
             shared,
@@ -77,6 +82,12 @@ impl EngineApp {
     /// must come after it.
     pub(crate) fn applied_cts(&self) -> u64 {
         self.applied_cts
+    }
+
+    /// What a backup's readers may see: every operation through the durable point, which
+    /// is applied and never undone (`Db::set_read_horizon`).
+    pub(crate) fn read_horizon(&self) -> u64 {
+        self.durable_cts + 1
     }
 }
 
@@ -160,6 +171,12 @@ impl App for EngineApp {
                 }
             }
         }
+        if handed.is_some() {
+            self.local
+                .borrow_mut()
+                .own_ops
+                .push_back((op_number, batch.end_slot()));
+        }
         self.applied_cts = self.applied_cts.max(batch.cts_max());
         self.undo.push_back(Applied {
             op: op_number,
@@ -192,6 +209,10 @@ impl App for EngineApp {
         }
         if moved {
             self.db.set_gc_floor(self.durable_cts);
+            // The floor first: the horizon must never pass below it.
+            if !self.shared.is_primary() {
+                self.db.set_read_horizon(Some(self.read_horizon()));
+            }
         }
     }
 

@@ -28,6 +28,8 @@ type Msg = Message<Batch, (), EngineSnapshot>;
 const BATCH_TXNS_MAX: usize = 4096;
 /// Events handled before the thread looks at its timers and actions again.
 const EVENTS_PER_ROUND_MAX: usize = 4096;
+/// Own batches remembered for `WAIT` while some replica has not reported them on disk.
+const OWN_OPS_MAX: usize = 1 << 16;
 /// How often INFO's copy of the state is refreshed when nothing else changes.
 const STATUS_EVERY: Duration = Duration::from_millis(50);
 
@@ -176,6 +178,8 @@ struct Run {
     became_primary: u64,
     slots_proposed: u64,
     batches_proposed: u64,
+    /// `ClusterConfig::batches_in_flight`.
+    in_flight_max: usize,
 }
 
 impl Run {
@@ -191,6 +195,7 @@ impl Run {
             next_slot: shared.next_slot(),
             ..Local::default()
         }));
+        let in_flight_max = opts.cluster.batches_in_flight;
         let app = EngineApp::new(db.clone(), shared.clone(), local.clone());
         let config = opts.cluster.vsr_config(opts.me, shared.origin);
         let replica = if recovered == disk::Disk::default() {
@@ -215,6 +220,7 @@ impl Run {
             became_primary: 0,
             slots_proposed: 0,
             batches_proposed: 0,
+            in_flight_max,
         }
     }
 
@@ -254,6 +260,7 @@ impl Run {
             self.carry_out();
             // Carrying out may have changed the role (a reply can't, but be exact).
             self.follow_role();
+            self.publish_disk_slots();
             self.publish_status(false);
         }
     }
@@ -290,7 +297,10 @@ impl Run {
         if self.open_view.is_some() && (!leading || self.open_view != Some(view)) {
             tracing::info!(view = %view, "no longer primary: commits are refused here");
             retract_unlogged(&self.db, &self.shared, &self.local);
+            self.db
+                .set_read_horizon(Some(self.replica.app().read_horizon()));
             self.outstanding.clear();
+            self.local.borrow_mut().own_ops.clear();
             self.open_view = None;
             self.publish_status(true);
         }
@@ -300,6 +310,8 @@ impl Run {
             retract_unlogged(&self.db, &self.shared, &self.local);
             self.db
                 .raise_timestamp_floor(self.replica.app().applied_cts());
+            // Linearizable reads from now on (each waits for a round to a majority).
+            self.db.set_read_horizon(None);
             let from = self.shared.open();
             self.shared.discard_below(from);
             self.local.borrow_mut().next_slot = from;
@@ -310,7 +322,8 @@ impl Run {
         }
     }
 
-    /// Hands the filled commit slots to VSR, in order, a batch per request.
+    /// Hands the filled commit slots to VSR, in order, a batch per request, keeping at most
+    /// `in_flight_max` batches uncommitted (the rest wait and go in one larger batch).
     fn propose(&mut self) {
         if self.open_view.is_none() {
             return;
@@ -319,6 +332,9 @@ impl Run {
             let _ = self.shared.reserve_barrier();
         }
         loop {
+            if self.outstanding.len() >= self.in_flight_max {
+                return;
+            }
             let (first, slots) = {
                 let mut local = self.local.borrow_mut();
                 let first = local.next_slot;
@@ -410,6 +426,37 @@ impl Run {
                 Action::Write(w) => self.disk.write(&w),
                 Action::Sync { id } => self.disk.sync(id),
             }
+        }
+    }
+
+    /// As primary, tells `WAIT` which of its slots each replica holds on disk: the end of
+    /// the last own batch at or below the replica's reported `diskOpMax`.
+    fn publish_disk_slots(&mut self) {
+        let Some(disk) = self.replica.replica_disk_ops() else {
+            return;
+        };
+        let mut local = self.local.borrow_mut();
+        if local.own_ops.is_empty() {
+            return;
+        }
+        let mut lowest = u64::MAX;
+        for (i, d) in disk.iter().enumerate() {
+            lowest = lowest.min(d.op);
+            let below = local.own_ops.partition_point(|&(op, _)| op <= d.op);
+            if below > 0 {
+                self.shared.set_disk_slots(i, local.own_ops[below - 1].1);
+            }
+        }
+        // Every replica holds these: their slots were published to each. A replica that
+        // stays down must not make the list grow without end: past the cap the oldest go,
+        // and a replica that comes back is credited from the next one it reaches (counting
+        // late is safe for WAIT, counting early would not be).
+        while local
+            .own_ops
+            .front()
+            .is_some_and(|&(op, _)| op <= lowest || local.own_ops.len() > OWN_OPS_MAX)
+        {
+            local.own_ops.pop_front();
         }
     }
 

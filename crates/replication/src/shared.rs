@@ -84,6 +84,10 @@ pub struct Replication {
     /// Wakes the replication thread.
     node_waker: Mutex<Option<Waker>>,
     pub(crate) status: Mutex<crate::status::Status>,
+    /// Per replica id: every slot below this is on that replica's disk, as far as this
+    /// primary learned (`WAIT`). Only grows (slots are numbered across generations).
+    disk_slots: Box<[AtomicU64]>,
+    me: u8,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -92,7 +96,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Replication {
     pub(crate) fn new(origin: u64, status: crate::status::Status) -> Replication {
+        let replicas = usize::from(status.replicas).max(1);
         Replication {
+            disk_slots: (0..replicas).map(|_| AtomicU64::new(0)).collect(),
+            me: status.replica,
             origin,
             word: AtomicU64::new(CLOSED | 1),
             slots: Mutex::new(BTreeMap::new()),
@@ -147,6 +154,22 @@ impl Replication {
             return TicketState::Failed;
         }
         TicketState::Waiting
+    }
+
+    /// How many other replicas hold every slot below `t.end` on disk (Redis's `WAIT`
+    /// counts replicas, not the primary); `None` if the ticket's generation ended (this
+    /// replica stopped being primary since).
+    pub fn replicas_on_disk(&self, t: Ticket) -> Option<usize> {
+        let n = (0..self.disk_slots.len())
+            .filter(|&i| i != usize::from(self.me))
+            .filter(|&i| self.disk_slots[i].load(Ordering::Acquire) >= t.end)
+            .count();
+        (self.generation.load(Ordering::Acquire) == t.generation).then_some(n)
+    }
+
+    /// The number of replicas besides this one.
+    pub fn other_replicas(&self) -> usize {
+        self.disk_slots.len() - 1
     }
 
     /// Calls `f` whenever tickets may have become ready or failed.
@@ -243,6 +266,13 @@ impl Replication {
         let mut slots = lock(&self.slots);
         while slots.first_key_value().is_some_and(|(&k, _)| k < end) {
             slots.pop_first();
+        }
+    }
+
+    /// Replica `replica` holds every slot below `end` on disk.
+    pub(crate) fn set_disk_slots(&self, replica: usize, end: u64) {
+        if self.disk_slots[replica].fetch_max(end, Ordering::AcqRel) < end {
+            self.wake_workers();
         }
     }
 

@@ -173,7 +173,8 @@ impl<'s> Conn<'s> {
     /// Answers the complete requests at the start of `buf`; returns the bytes they used.
     fn execute_buffer(&mut self, parser: &Parser, buf: &[u8], db: &Shared) -> usize {
         let mut used = 0;
-        while !self.closing {
+        // A blocked `WAIT` stops the connection's requests until it is answered.
+        while !self.closing && !self.session.is_blocked() {
             match parser.parse_into(&buf[used..], &mut self.args) {
                 Ok(Some(len)) => {
                     assert!(len > 0 && used + len <= buf.len());
@@ -254,6 +255,30 @@ impl<'s> Conn<'s> {
         Next::Keep
     }
 
+    /// Answers a blocked `WAIT` when it is due, then runs the requests that queued behind
+    /// it. Returns `None` while still blocked.
+    fn unblock(
+        &mut self,
+        parser: &Parser,
+        cfg: &ServerConfig,
+        now: Instant,
+        db: &Shared,
+    ) -> Option<Next> {
+        let reply = self.session.poll_wait(now)?;
+        reply.encode(self.session.version, &mut self.output);
+        self.execute_input(parser, &[], db);
+        self.session.flush_stats();
+        if self.flush(cfg, db) == Next::Close {
+            return Some(Next::Close);
+        }
+        // Bytes may have arrived while blocked with no edge left to announce them.
+        Some(if self.closing {
+            self.after_flush()
+        } else {
+            Next::ReadAgain
+        })
+    }
+
     /// A closing connection goes once its last reply is written.
     fn after_flush(&self) -> Next {
         if self.closing && self.output.is_empty() {
@@ -286,11 +311,23 @@ pub(crate) fn run(
     let mut last_sweep = Instant::now();
     // Connections whose read budget ran out, to be read again this round.
     let mut again: Vec<Token> = Vec::new();
+    // Connections blocked in `WAIT`.
+    let mut blocked: Vec<Token> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
-        let timeout = if again.is_empty() {
+        let timeout = if !again.is_empty() {
+            Duration::ZERO
+        } else if blocked.is_empty() {
             POLL_INTERVAL
         } else {
-            Duration::ZERO
+            // A WAIT's timeout is honoured to the millisecond, not to the poll interval.
+            blocked
+                .iter()
+                .filter_map(|t| conns.get(&t.0)?.session.wait_deadline())
+                .min()
+                .map_or(POLL_INTERVAL, |d| {
+                    d.saturating_duration_since(Instant::now())
+                        .min(POLL_INTERVAL)
+                })
         };
         if let Err(e) = poll.poll(&mut events, Some(timeout)) {
             if e.kind() != ErrorKind::Interrupted {
@@ -321,12 +358,26 @@ pub(crate) fn run(
             if next != Next::Close && conn.held.is_some() {
                 holding.push(token);
             }
+            if next != Next::Close && conn.session.is_blocked() {
+                blocked.push(token);
+            }
             match next {
                 Next::Keep => {}
                 Next::ReadAgain => again.push(token),
                 Next::Close => close(&poll, &mut conns, token, clients),
             }
         }
+        answer_waits(
+            &mut blocked,
+            &mut again,
+            &mut conns,
+            &parser,
+            cfg,
+            now,
+            db,
+            &poll,
+            clients,
+        );
         let mut round = std::mem::take(&mut again);
         round.sort_unstable();
         round.dedup(); // a connection both left over and readable again is read once
@@ -339,6 +390,9 @@ pub(crate) fn run(
             if next != Next::Close && conn.held.is_some() {
                 holding.push(token);
             }
+            if next != Next::Close && conn.session.is_blocked() {
+                blocked.push(token);
+            }
             match next {
                 Next::Keep => {}
                 Next::ReadAgain => again.push(token),
@@ -346,6 +400,12 @@ pub(crate) fn run(
             }
         }
         release_held(&mut holding, &mut conns, wake, &poll, cfg, clients, db);
+        if !blocked.is_empty() {
+            // Woken by replication progress like held replies (the store-buffer pattern in
+            // `Wake`; the next round looks again).
+            wake.waiting.store(true, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+        }
         while let Ok(mut stream) = inbox.try_recv() {
             let token = Token(next_token);
             next_token += 1;
@@ -441,6 +501,48 @@ fn release_held(
     }
     if holding.is_empty() {
         wake.waiting.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Answers the blocked `WAIT`s that are due; their connections read again.
+#[allow(clippy::too_many_arguments)]
+fn answer_waits(
+    blocked: &mut Vec<Token>,
+    again: &mut Vec<Token>,
+    conns: &mut HashMap<usize, Conn<'_>>,
+    parser: &Parser,
+    cfg: &ServerConfig,
+    now: Instant,
+    db: &Shared,
+    poll: &Poll,
+    clients: &AtomicUsize,
+) {
+    if blocked.is_empty() {
+        return;
+    }
+    blocked.sort_unstable();
+    blocked.dedup();
+    let mut closed = Vec::new();
+    blocked.retain(|&token| {
+        let Some(conn) = conns.get_mut(&token.0) else {
+            return false;
+        };
+        match conn.unblock(parser, cfg, now, db) {
+            None => true,
+            Some(Next::Close) => {
+                closed.push(token);
+                false
+            }
+            Some(next) => {
+                if next == Next::ReadAgain {
+                    again.push(token);
+                }
+                conn.session.is_blocked() // a second WAIT in the queued requests
+            }
+        }
+    });
+    for token in closed {
+        close(poll, conns, token, clients);
     }
 }
 

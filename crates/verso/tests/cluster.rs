@@ -186,6 +186,8 @@ struct Shared {
     incr_acked: AtomicI64,
     transfers: AtomicU64,
     reads: AtomicU64,
+    /// Reads of all accounts served by a backup (READONLY).
+    backup_reads: AtomicU64,
     /// (view, replica) pairs seen reporting `vsr_role:primary`.
     primaries: Mutex<BTreeMap<String, Vec<usize>>>,
 }
@@ -242,6 +244,63 @@ fn reader(ports: &[u16], sh: &Shared) {
         if let Ok(sum) = pc.run(Instant::now() + Duration::from_secs(5), accounts_sum) {
             assert_eq!(sum, 0, "a read saw a transfer half done (sum {sum})");
             sh.reads.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Reads all accounts with READONLY from every replica in turn, in one MGET and in a
+/// MULTI/EXEC of GETs: a backup answers from what the log made durable, stale but never a
+/// transfer half applied (or one later undone, which would break the sum the same way).
+fn backup_reader(ports: &[u16], sh: &Shared) {
+    let mut turn = 0usize;
+    while !sh.stop.load(Ordering::Relaxed) {
+        turn += 1;
+        let Ok(mut c) = Conn::open(ports[turn % ports.len()]) else {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        if !matches!(c.call(&["READONLY"]), Ok(Reply::Simple(_))) {
+            continue;
+        }
+        for _ in 0..50 {
+            let Ok(Reply::Bulk(Some(info))) = c.call(&["INFO", "replication"]) else {
+                break;
+            };
+            let backup = String::from_utf8_lossy(&info).contains("vsr_role:backup");
+            let Ok(Ok(sum)) = accounts_sum(&mut c) else {
+                break;
+            };
+            assert_eq!(
+                sum, 0,
+                "a read on a backup saw a transfer half done (sum {sum})"
+            );
+            let keys: Vec<String> = (0..ACCOUNTS).map(|i| format!("acct:{i}")).collect();
+            let mut block = vec![vec![b"MULTI".to_vec()]];
+            block.extend(
+                keys.iter()
+                    .map(|k| vec![b"GET".to_vec(), k.as_bytes().to_vec()]),
+            );
+            block.push(vec![b"EXEC".to_vec()]);
+            if c.send(&block).is_err() {
+                break;
+            }
+            let mut replies = Vec::new();
+            for _ in 0..block.len() {
+                match c.read() {
+                    Ok(r) => replies.push(r),
+                    Err(_) => break,
+                }
+            }
+            match replies.last() {
+                Some(Reply::Array(Some(items))) => {
+                    let sum: i64 = items.iter().map(|r| int(r).unwrap()).sum();
+                    assert_eq!(sum, 0, "a MULTI on a backup saw a transfer half done");
+                }
+                _ => break, // refused (a replica changing role) or the connection died
+            }
+            if backup {
+                sh.backup_reads.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -345,6 +404,7 @@ fn three_replicas_survive_kills_of_any_and_of_all() {
         incr_acked: AtomicI64::new(0),
         transfers: AtomicU64::new(0),
         reads: AtomicU64::new(0),
+        backup_reads: AtomicU64::new(0),
         primaries: Mutex::new(BTreeMap::new()),
     };
     let mut failovers = Vec::new();
@@ -355,6 +415,7 @@ fn three_replicas_survive_kills_of_any_and_of_all() {
         }
         s.spawn(|| incr_client(&ports, &sh));
         s.spawn(|| reader(&ports, &sh));
+        s.spawn(|| backup_reader(&ports, &sh));
         s.spawn(|| monitor(&ports, &sh));
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             for round in 0..rounds {
@@ -408,10 +469,14 @@ fn three_replicas_survive_kills_of_any_and_of_all() {
     assert_eq!(sum, 0, "money was created or destroyed");
     let transfers = sh.transfers.load(Ordering::Relaxed);
     let reads = sh.reads.load(Ordering::Relaxed);
+    let backup_reads = sh.backup_reads.load(Ordering::Relaxed);
     eprintln!(
-        "transfers acknowledged {transfers}, consistent reads {reads}, failovers {failovers:?}"
+        "transfers acknowledged {transfers}, consistent reads {reads} (and {backup_reads} on backups), failovers {failovers:?}"
     );
-    assert!(transfers > 0 && reads > 0, "the workload made no progress");
+    assert!(
+        transfers > 0 && reads > 0 && backup_reads > 0,
+        "the workload made no progress"
+    );
     for (view, ids) in sh.primaries.lock().unwrap().iter() {
         assert_eq!(
             ids.len(),
@@ -426,4 +491,90 @@ fn three_replicas_survive_kills_of_any_and_of_all() {
         );
     }
     let _ = Path::new(g.dir.path());
+}
+
+/// `WAIT numreplicas timeout` counts the backups holding the connection's writes on disk,
+/// and a READONLY client's reads on a backup come to see a write once it is durable.
+#[test]
+fn wait_counts_backups_with_writes_on_disk_and_backups_serve_readonly_reads() {
+    let mut g = Group::new();
+    let ports = g.ports.clone();
+    wait_for_primary(&ports, Duration::from_secs(30));
+    let primary = (0..REPLICAS)
+        .find(|&id| {
+            Conn::open(ports[id])
+                .and_then(|mut c| c.call(&["SET", "probe", "2"]))
+                .is_ok_and(|r| matches!(r, Reply::Simple(_)))
+        })
+        .expect("a primary");
+    let mut c = Conn::open(ports[primary]).unwrap();
+    let wait = |c: &mut Conn, n: &str, ms: &str| match c.call(&["WAIT", n, ms]).unwrap() {
+        Reply::Int(k) => k,
+        other => panic!("WAIT: {other:?}"),
+    };
+    assert!(matches!(
+        c.call(&["SET", "k", "1"]).unwrap(),
+        Reply::Simple(_)
+    ));
+    // Both backups write their logs in the background: WAIT returns once both have.
+    assert_eq!(wait(&mut c, "2", "0"), 2);
+    // More than exist: the timeout answers with how many hold it.
+    assert_eq!(wait(&mut c, "5", "100"), 2);
+    for (args, want) in [
+        (["WAIT", "x", "0"], "not an integer"),
+        (["WAIT", "1", "-1"], "timeout is negative"),
+    ] {
+        match c.call(&args).unwrap() {
+            Reply::Error(e) => assert!(e.contains(want), "{e}"),
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+    let backups: Vec<usize> = (0..REPLICAS).filter(|&id| id != primary).collect();
+    let mut b = Conn::open(ports[backups[0]]).unwrap();
+    match b.call(&["WAIT", "1", "0"]).unwrap() {
+        Reply::Error(e) => assert!(e.contains("replica"), "{e}"),
+        other => panic!("WAIT on a backup: {other:?}"),
+    }
+    // Without READONLY a backup refuses reads; with it, it serves them.
+    match b.call(&["GET", "k"]).unwrap() {
+        Reply::Error(e) => assert!(e.starts_with("READONLY"), "{e}"),
+        other => panic!("GET on a backup without READONLY: {other:?}"),
+    }
+    assert!(matches!(b.call(&["READONLY"]).unwrap(), Reply::Simple(_)));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match b.call(&["GET", "k"]).unwrap() {
+            Reply::Bulk(Some(v)) if v == b"1" => break,
+            Reply::Bulk(_) => {}
+            other => panic!("GET on a backup with READONLY: {other:?}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a durable write never showed on the backup"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Writes stay refused, and READWRITE ends the reads.
+    match b.call(&["SET", "k", "2"]).unwrap() {
+        Reply::Error(e) => assert!(e.starts_with("READONLY"), "{e}"),
+        other => panic!("SET on a backup: {other:?}"),
+    }
+    assert!(matches!(b.call(&["READWRITE"]).unwrap(), Reply::Simple(_)));
+    assert!(matches!(b.call(&["GET", "k"]).unwrap(), Reply::Error(_)));
+    // One backup down: a write reaches only the other one's disk.
+    g.kill(backups[1]);
+    assert!(matches!(
+        c.call(&["SET", "k", "3"]).unwrap(),
+        Reply::Simple(_)
+    ));
+    assert_eq!(wait(&mut c, "1", "0"), 1);
+    assert_eq!(wait(&mut c, "2", "200"), 1);
+    // Pipelined behind a blocked WAIT, a command waits its turn and replies stay in order.
+    c.send(&[
+        vec![b"WAIT".to_vec(), b"2".to_vec(), b"100".to_vec()],
+        vec![b"GET".to_vec(), b"k".to_vec()],
+    ])
+    .unwrap();
+    assert!(matches!(c.read().unwrap(), Reply::Int(1)));
+    assert!(matches!(c.read().unwrap(), Reply::Bulk(Some(v)) if v == b"3"));
 }

@@ -29,7 +29,7 @@ pub(super) fn arity(name: &[u8]) -> Option<i32> {
 
 /// The data commands that only read: they run as read-only transactions, which take no
 /// predicate log and never abort (serialized at their snapshot).
-fn read_only(name: &[u8]) -> bool {
+pub(super) fn read_only(name: &[u8]) -> bool {
     matches!(
         name,
         b"GET"

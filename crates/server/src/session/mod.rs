@@ -172,6 +172,21 @@ pub struct Session<'s> {
     wrote: bool,
     /// The database acknowledges commits only once they are on disk.
     sync: bool,
+    /// Replicated: the client sent READONLY, so a backup serves its reads (possibly stale).
+    backup_reads: bool,
+    /// Replicated: the ticket of this connection's last write (what `WAIT` waits for).
+    last_write: Option<verso_replication::Ticket>,
+    /// A `WAIT` not answered yet: the connection runs nothing else until it is (as Redis
+    /// blocks the client).
+    blocked: Option<WaitFor>,
+}
+
+/// A blocked `WAIT`: `replicas` other replicas must hold `ticket` on disk, until `deadline`.
+#[derive(Clone, Copy, Debug)]
+struct WaitFor {
+    ticket: verso_replication::Ticket,
+    replicas: usize,
+    deadline: Option<std::time::Instant>,
 }
 
 pub(super) fn arity_error(name: &[u8]) -> Reply {
@@ -227,6 +242,9 @@ impl<'s> Session<'s> {
             touched: false,
             wrote: false,
             sync: shared.db.durability() == verso_engine::Durability::Sync,
+            backup_reads: false,
+            last_write: None,
+            blocked: None,
         }
     }
 
@@ -237,7 +255,13 @@ impl<'s> Session<'s> {
     /// Runs one request and returns its reply, once its commit (if any) is durable (and,
     /// replicated, committed by VSR).
     pub fn execute(&mut self, args: Vec<Vec<u8>>) -> Reply {
-        let reply = self.dispatch(&args);
+        let mut reply = self.dispatch(&args);
+        while self.blocked.is_some() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            if let Some(r) = self.poll_wait(std::time::Instant::now()) {
+                reply = r;
+            }
+        }
         self.settle_replication();
         self.flush_stats();
         match self.take_ticket() {
@@ -282,11 +306,16 @@ impl<'s> Session<'s> {
         });
     }
 
-    /// Begins the engine transaction of a data command. Replicated, only the primary runs
-    /// them: a backup refuses reads too (they could be stale), pointing at the primary.
+    /// Begins the engine transaction of a data command. Replicated, the primary runs them;
+    /// a backup refuses them, pointing at the primary, except the reads of a client that
+    /// sent READONLY: those see what the log made durable (`Db::set_read_horizon`), possibly
+    /// stale, and wait for no round.
     fn begin(&mut self, read_only: bool) -> Result<Txn<'s>, Error> {
         if let Some(r) = &self.shared.replication {
             if !r.is_primary() {
+                if read_only && self.backup_reads {
+                    return self.shared.db.begin_read_only();
+                }
                 return Err(Error::NotPrimary);
             }
             self.touched = true;
@@ -310,7 +339,9 @@ impl<'s> Session<'s> {
             .as_ref()
             .expect("touched only when replicated");
         let ticket = if std::mem::take(&mut self.wrote) {
-            r.write_ticket()
+            let t = r.write_ticket();
+            self.last_write = Some(t);
+            t
         } else {
             r.read_ticket()
         };
@@ -338,8 +369,74 @@ impl<'s> Session<'s> {
         }
         let reply = self.dispatch(args);
         self.settle_replication();
+        if self.blocked.is_some() {
+            return; // `WAIT`: the reply comes from `poll_wait`
+        }
         let reply = self.point_at_primary(reply);
         reply.encode(self.version, out);
+    }
+
+    /// Whether a `WAIT` blocks this connection: run nothing else for it until
+    /// [`Session::poll_wait`] answers.
+    pub fn is_blocked(&self) -> bool {
+        self.blocked.is_some()
+    }
+
+    /// The reply of a blocked `WAIT`, once enough replicas hold the connection's writes on
+    /// disk or its timeout passed (`None`: still blocked).
+    pub fn poll_wait(&mut self, now: std::time::Instant) -> Option<Reply> {
+        let w = self.blocked?;
+        let r = self.shared.replication.as_ref()?;
+        let reply = match r.replicas_on_disk(w.ticket) {
+            None => Reply::err("this replica stopped being primary during WAIT"),
+            Some(n) if n >= w.replicas || w.deadline.is_some_and(|d| now >= d) => {
+                Reply::Integer(n as i64)
+            }
+            Some(_) => return None,
+        };
+        self.blocked = None;
+        Some(reply)
+    }
+
+    /// The earliest deadline of a blocked `WAIT`, if it has one.
+    pub fn wait_deadline(&self) -> Option<std::time::Instant> {
+        self.blocked.and_then(|w| w.deadline)
+    }
+
+    /// `WAIT numreplicas timeout`: blocks until `numreplicas` other replicas hold this
+    /// connection's writes on disk (Lazy VSR's synchronous put), or `timeout` ms passed (0:
+    /// no limit), and answers how many do. Without replication there are no replicas: 0 at
+    /// once.
+    fn wait(&mut self, args: &[Vec<u8>]) -> Reply {
+        let parse = |a: &[u8]| std::str::from_utf8(a).ok()?.parse::<i64>().ok();
+        let (Some(replicas), Some(timeout)) = (parse(&args[1]), parse(&args[2])) else {
+            return Reply::err("value is not an integer or out of range");
+        };
+        if timeout < 0 {
+            return Reply::err("timeout is negative");
+        }
+        let Some(r) = &self.shared.replication else {
+            return Reply::Integer(0);
+        };
+        if !r.is_primary() {
+            return Reply::err("WAIT cannot be used with replica instances");
+        }
+        let now = r.write_ticket();
+        let ticket = match self.last_write {
+            Some(t) if t.generation == now.generation => t,
+            // No write here since this replica became primary: everything so far.
+            _ => now,
+        };
+        let replicas = usize::try_from(replicas.max(0)).unwrap_or(usize::MAX);
+        let deadline = (timeout > 0)
+            .then(|| std::time::Instant::now() + std::time::Duration::from_millis(timeout as u64));
+        self.blocked = Some(WaitFor {
+            ticket,
+            replicas,
+            deadline,
+        });
+        self.poll_wait(std::time::Instant::now())
+            .unwrap_or(Reply::Nil)
     }
 
     /// Adds the primary's address to a backup's refusal, when it knows it.
@@ -355,6 +452,16 @@ impl<'s> Session<'s> {
             }
             _ => reply,
         }
+    }
+
+    /// READONLY / READWRITE, as on a Redis Cluster replica: whether this connection's reads
+    /// may be served by a backup.
+    fn read_from_backups(&mut self, name: &[u8]) -> Reply {
+        if self.shared.replication.is_none() {
+            return Reply::err("This instance has cluster support disabled");
+        }
+        self.backup_reads = name == b"READONLY";
+        Reply::ok()
     }
 
     /// Adds the commands run since the last call to the server-wide count.
@@ -401,6 +508,8 @@ impl<'s> Session<'s> {
             }
             b"SCAN" if args.len() >= 2 => self.scan(&args[1..]),
             b"CLIENT" if args.len() >= 2 => self.client(args),
+            b"READONLY" | b"READWRITE" if args.len() == 1 => self.read_from_backups(name),
+            b"WAIT" if args.len() == 3 => self.wait(args),
             b"COMMAND" => self.command(args),
             b"CONFIG" if args.len() >= 3 => self.config(args),
             b"SAVE" if args.len() == 1 => self.save(),
@@ -426,6 +535,9 @@ impl<'s> Session<'s> {
                         | b"UNWATCH"
                         | b"SCAN"
                         | b"CLIENT"
+                        | b"READONLY"
+                        | b"READWRITE"
+                        | b"WAIT"
                         | b"CONFIG"
                         | b"SAVE"
                         | b"LASTSAVE"
@@ -449,11 +561,52 @@ impl Drop for Session<'_> {
 
 /// Every command the server knows (COMMAND COUNT and the plain COMMAND list).
 pub const COMMANDS: &[&str] = &[
-    "PING", "ECHO", "HELLO", "AUTH", "SELECT", "QUIT", "GET", "SET", "SETNX", "GETSET", "GETDEL",
-    "MGET", "MSET", "MSETNX", "DEL", "UNLINK", "EXISTS", "INCR", "INCRBY", "DECR", "DECRBY",
-    "APPEND", "STRLEN", "GETRANGE", "SCAN", "KEYS", "DBSIZE", "FLUSHDB", "FLUSHALL", "TYPE",
-    "MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH", "INFO", "CONFIG", "CLIENT", "COMMAND",
-    "VRANGE", "SAVE", "BGSAVE", "LASTSAVE",
+    "PING",
+    "ECHO",
+    "HELLO",
+    "AUTH",
+    "SELECT",
+    "QUIT",
+    "GET",
+    "SET",
+    "SETNX",
+    "GETSET",
+    "GETDEL",
+    "MGET",
+    "MSET",
+    "MSETNX",
+    "DEL",
+    "UNLINK",
+    "EXISTS",
+    "INCR",
+    "INCRBY",
+    "DECR",
+    "DECRBY",
+    "APPEND",
+    "STRLEN",
+    "GETRANGE",
+    "SCAN",
+    "KEYS",
+    "DBSIZE",
+    "FLUSHDB",
+    "FLUSHALL",
+    "TYPE",
+    "MULTI",
+    "EXEC",
+    "DISCARD",
+    "WATCH",
+    "UNWATCH",
+    "INFO",
+    "CONFIG",
+    "CLIENT",
+    "COMMAND",
+    "VRANGE",
+    "SAVE",
+    "BGSAVE",
+    "LASTSAVE",
+    "READONLY",
+    "READWRITE",
+    "WAIT",
 ];
 
 /// Redis's error for a write sent to a replica (redis-py raises `ReadOnlyError`, which

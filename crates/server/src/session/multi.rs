@@ -96,8 +96,13 @@ impl<'s> Session<'s> {
         if !watched.is_empty() {
             return self.exec_watched(&watched, &t, &queue);
         }
+        // A block of reads runs as a read-only transaction (a backup may serve it).
+        let reads_only = queue.iter().all(|c| {
+            let mut buf = [0u8; NAME_LEN_MAX];
+            data::read_only(upper(&c[0], &mut buf))
+        });
         for attempt in 0..RETRIES_MAX {
-            let mut txn = match self.begin(false) {
+            let mut txn = match self.begin(reads_only) {
                 Ok(txn) => txn,
                 Err(e) => return engine_error(&e),
             };

@@ -389,6 +389,16 @@ impl<A: App> Replica<A> {
         }
     }
 
+    /// The primary's knowledge of each replica's `diskOpMax` in this view, from their
+    /// PREPAREOKs, indexed by replica id (`None` unless primary). What Redis's `WAIT`
+    /// counts: replicas holding an entry on disk.
+    pub fn replica_disk_ops(&self) -> Option<&[Viewstamp]> {
+        match &self.status {
+            Status::Primary(l) => Some(&l.disk[..usize::from(self.config.replica_count)]),
+            _ => None,
+        }
+    }
+
     pub fn role(&self) -> Role {
         match self.status {
             Status::Backup => Role::Backup,
