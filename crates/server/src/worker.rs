@@ -314,6 +314,25 @@ pub(crate) fn run(
     // Connections blocked in `WAIT`.
     let mut blocked: Vec<Token> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
+        if !blocked.is_empty() {
+            // Announce, then look (the store-buffer pattern in `Wake`): progress after the
+            // look wakes the poll below. `release_held` may clear the flag later in the
+            // round; this runs again before the next poll.
+            wake.waiting.store(true, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+            let now = Instant::now();
+            answer_waits(
+                &mut blocked,
+                &mut again,
+                &mut conns,
+                &parser,
+                cfg,
+                now,
+                db,
+                &poll,
+                clients,
+            );
+        }
         let timeout = if !again.is_empty() {
             Duration::ZERO
         } else if blocked.is_empty() {
@@ -367,17 +386,6 @@ pub(crate) fn run(
                 Next::Close => close(&poll, &mut conns, token, clients),
             }
         }
-        answer_waits(
-            &mut blocked,
-            &mut again,
-            &mut conns,
-            &parser,
-            cfg,
-            now,
-            db,
-            &poll,
-            clients,
-        );
         let mut round = std::mem::take(&mut again);
         round.sort_unstable();
         round.dedup(); // a connection both left over and readable again is read once
@@ -400,12 +408,7 @@ pub(crate) fn run(
             }
         }
         release_held(&mut holding, &mut conns, wake, &poll, cfg, clients, db);
-        if !blocked.is_empty() {
-            // Woken by replication progress like held replies (the store-buffer pattern in
-            // `Wake`; the next round looks again).
-            wake.waiting.store(true, Ordering::Relaxed);
-            fence(Ordering::SeqCst);
-        }
+
         while let Ok(mut stream) = inbox.try_recv() {
             let token = Token(next_token);
             next_token += 1;
