@@ -32,6 +32,33 @@ impl Conn {
         })
     }
 
+    /// Like [`Conn::open`], with the connect and every read and write bounded by `timeout`.
+    pub fn open_timeout(port: u16, timeout: Duration) -> std::io::Result<Conn> {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let s = TcpStream::connect_timeout(&addr, timeout)?;
+        s.set_read_timeout(Some(timeout))?;
+        s.set_write_timeout(Some(timeout))?;
+        s.set_nodelay(true)?;
+        Ok(Conn {
+            reader: BufReader::new(s.try_clone()?),
+            writer: s,
+        })
+    }
+
+    /// Sends commands of binary arguments in one write, without reading their replies.
+    pub fn send(&mut self, commands: &[Vec<Vec<u8>>]) -> std::io::Result<()> {
+        let mut out = Vec::new();
+        for args in commands {
+            out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+            for a in args {
+                out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+                out.extend_from_slice(a);
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+        self.writer.write_all(&out)
+    }
+
     pub fn call(&mut self, args: &[&str]) -> std::io::Result<Reply> {
         let mut out = format!("*{}\r\n", args.len());
         for a in args {
