@@ -7,6 +7,9 @@
 # difference the client makes is visible. Prints one line per setup and client count:
 #   setup clients rps p50_ms p99_ms
 #   bench/replication.sh [RUNS=3] [REQUESTS=50000] [VALUE=8]
+# SETUPS (environment) picks and orders the setups: default "lazy sync single etcd"; also
+# "lazy-b64", the Lazy group with batches_in_flight = 64 (every ready commit proposed at once,
+# as before that setting existed), and "lazy-kv" is measured with "lazy".
 set -euo pipefail
 runs=${1:-3}
 n=${2:-50000}
@@ -29,12 +32,13 @@ work=$(mktemp -d)
 pids=()
 cleanup() { kill -9 "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
-start_group() { # mode
+start_group() { # mode [batches_in_flight]
     local mode=$1 d=$work/$1-$RANDOM
     mkdir -p "$d"
     {
         echo 'secret = "benchmark secret, not for production"'
         echo "mode = \"$mode\""
+        [ -n "${2:-}" ] && echo "batches_in_flight = $2"
         for id in 0 1 2; do
             printf '\n[[replica]]\nid = %d\nclient = "127.0.0.1:%d"\npeer = "127.0.0.1:%d"\n' "$id" $((7301 + id)) $((7401 + id))
         done
@@ -104,10 +108,11 @@ kvmeasure() { # label etcd|resp clients
 echo "# $(date -u +%F) $(git rev-parse --short HEAD) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); value $value B, $n SETs"
 echo "# setup clients rps p50_ms p99_ms"
 for r in $(seq "$runs"); do
-    for setup in lazy sync single etcd; do
+    for setup in ${SETUPS:-lazy sync single etcd}; do
         case $setup in
             single) start_single ;;
             etcd) start_etcd ;;
+            lazy-b64) start_group lazy 64 ;;
             *) start_group $setup ;;
         esac
         for c in 1 20 100; do

@@ -119,20 +119,33 @@ impl Replication {
         self.word.load(Ordering::Acquire) & CLOSED == 0
     }
 
+    /// The generation now: take it before a command's transaction begins and pass it to
+    /// [`Replication::write_ticket`] / [`Replication::read_ticket`].
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     /// The ticket for a command that committed writes (taken after its commit returned):
-    /// its slot is below the next one.
-    pub fn write_ticket(&self) -> Ticket {
-        let generation = self.generation.load(Ordering::Acquire);
+    /// its slot is below the next one. `began` is the generation before its transaction
+    /// began: if this replica stopped being primary since, its slot may have been retracted
+    /// (rolled back) even though the commit returned, and even if it leads again by now, so
+    /// the ticket must fail rather than become ready in the new generation.
+    pub fn write_ticket(&self, began: u64) -> Ticket {
         let end = self.word.load(Ordering::Acquire) & !CLOSED;
-        Ticket { end, generation }
+        Ticket {
+            end,
+            generation: began,
+        }
     }
 
     /// The ticket for a command that only read (taken after it read): it waits for a slot
     /// reserved after the read to commit, which proves this replica was still primary after
     /// the read (a round to a majority), so the read is linearizable. Asks the node for a
     /// barrier entry in case no commit comes.
-    pub fn read_ticket(&self) -> Ticket {
-        let generation = self.generation.load(Ordering::Acquire);
+    /// `began` as for [`Replication::write_ticket`]: a read may have seen commits a
+    /// change of generation retracted.
+    pub fn read_ticket(&self, began: u64) -> Ticket {
+        let generation = began;
         let end = (self.word.load(Ordering::Acquire) & !CLOSED) + 1;
         if self.barrier_wanted.fetch_max(end, Ordering::AcqRel) < end {
             self.wake_node();
@@ -310,5 +323,52 @@ impl CommitSink for Replication {
     fn abandon(&self, slot: u64) {
         lock(&self.slots).insert(slot, Slot::Abandoned);
         self.wake_node();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn primary() -> Replication {
+        let r = Replication::new(
+            7,
+            crate::status::Status {
+                replica: 0,
+                replicas: 3,
+                ..Default::default()
+            },
+        );
+        r.open();
+        r
+    }
+
+    /// A commit that reserved its slot before this replica stopped being primary may have
+    /// been retracted: its ticket must fail, even when the replica leads again by the time
+    /// the ticket is taken and everything after the new start commits (found by the
+    /// partition test: such a reply went out as a success for a write that was undone).
+    #[test]
+    fn a_commit_across_a_change_of_generation_is_never_acknowledged() {
+        let r = primary();
+        let began = r.generation();
+        let slot = r.reserve(100).expect("open");
+        // Deposed before the slot reached the log, then primary again.
+        let end = r.close();
+        assert_eq!(end, slot + 1);
+        let from = r.open();
+        // The commit returns now and its session takes the ticket: everything below it
+        // counts as committed in the new generation (`open`).
+        let t = r.write_ticket(began);
+        assert_eq!(t.end, from);
+        assert_eq!(r.ticket_state(t), TicketState::Failed);
+        // A read that began before the change fails the same way.
+        assert_eq!(r.ticket_state(r.read_ticket(began)), TicketState::Failed);
+        // A command that began in the new generation is acknowledged once committed.
+        let began = r.generation();
+        let slot = r.reserve(200).expect("open");
+        let t = r.write_ticket(began);
+        assert_eq!(r.ticket_state(t), TicketState::Waiting);
+        r.set_committed(slot + 1);
+        assert_eq!(r.ticket_state(t), TicketState::Ready);
     }
 }

@@ -1027,19 +1027,15 @@ fn dump(history: &AppendHistory, notes: &[(u64, usize, Option<usize>)]) -> Strin
     }
 }
 
-/// Ignored while the bug it found stands: a lost acknowledged write. Seen at b28c692 with
-/// `VERSO_PARTITION_SEED=1795570657448408158` (1 run in 22; timing decides more than the
-/// seed, so rerunning it is not enough), and with 1795570589387363399 and 1795570025539937458
-/// on trees with the `batches_in_flight` change; not in 30 runs at 88c6bfb. What happens: a
-/// primary is deposed and re-elected within milliseconds (a view change it leads again),
-/// retracts a commit that never reached the log ("rolling back commits that never reached
-/// the replicated log"), and that commit's client still gets a success reply. Likely why: the
-/// session takes its reply ticket (`Replication::write_ticket`) after the commit returned, so
-/// a commit that reserved its slot before the close gets a ticket of the new generation,
-/// which `Replication::open` makes ready at once. Run it with
-/// `cargo test -p verso --test partition -- --ignored --nocapture`.
+/// Found a lost acknowledged write (fixed since): a primary deposed and re-elected within
+/// milliseconds retracted a commit that never reached the log, and that commit's client still
+/// got a success reply, because the session took its reply ticket after the commit returned,
+/// in the new generation. Tickets now carry the generation from before the transaction began
+/// (`Replication::write_ticket`; unit test
+/// `a_commit_across_a_change_of_generation_is_never_acknowledged`). Seeds that showed it:
+/// 1795570657448408158, 1795570589387363399, 1795570025539937458 (timing decides more than
+/// the seed).
 #[test]
-#[ignore = "finds a lost acknowledged write: a retracted commit answered OK (see above)"]
 fn partitions_lose_no_acknowledged_append() {
     let seed: u64 = std::env::var("VERSO_PARTITION_SEED")
         .ok()

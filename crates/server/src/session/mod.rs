@@ -169,6 +169,9 @@ pub struct Session<'s> {
     /// Replicated: this command ran an engine transaction (as the primary), and whether
     /// it committed writes.
     touched: bool,
+    /// Replicated: the generation before this command's first transaction began (what
+    /// its ticket is valid in).
+    began: u64,
     wrote: bool,
     /// The database acknowledges commits only once they are on disk.
     sync: bool,
@@ -240,6 +243,7 @@ impl<'s> Session<'s> {
             commands_pending: 0,
             ticket: None,
             touched: false,
+            began: 0,
             wrote: false,
             sync: shared.db.durability() == verso_engine::Durability::Sync,
             backup_reads: false,
@@ -312,6 +316,10 @@ impl<'s> Session<'s> {
     /// stale, and wait for no round.
     fn begin(&mut self, read_only: bool) -> Result<Txn<'s>, Error> {
         if let Some(r) = &self.shared.replication {
+            if !self.touched {
+                // Before the check: a generation that ends after it fails the ticket.
+                self.began = r.generation();
+            }
             if !r.is_primary() {
                 if read_only && self.backup_reads {
                     return self.shared.db.begin_read_only();
@@ -339,11 +347,11 @@ impl<'s> Session<'s> {
             .as_ref()
             .expect("touched only when replicated");
         let ticket = if std::mem::take(&mut self.wrote) {
-            let t = r.write_ticket();
+            let t = r.write_ticket(self.began);
             self.last_write = Some(t);
             t
         } else {
-            r.read_ticket()
+            r.read_ticket(self.began)
         };
         self.hold(Hold::Replicated(ticket));
     }
@@ -421,7 +429,7 @@ impl<'s> Session<'s> {
         if !r.is_primary() {
             return Reply::err("WAIT cannot be used with replica instances");
         }
-        let now = r.write_ticket();
+        let now = r.write_ticket(r.generation());
         let ticket = match self.last_write {
             Some(t) if t.generation == now.generation => t,
             // No write here since this replica became primary: everything so far.
