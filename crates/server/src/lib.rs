@@ -10,6 +10,7 @@
 
 pub mod config;
 #[doc(hidden)]
+mod forward;
 pub mod fuzzing;
 pub mod glob;
 pub mod info;

@@ -17,6 +17,11 @@
 //! acknowledged. A replicated server holds replies the same way until VSR commits them
 //! (`verso_replication::Ticket`), and closes the connection if this replica stops being
 //! primary first.
+//!
+//! Relays: on a backup, a connection whose command only the primary can run becomes a relay
+//! to the primary ([`crate::forward`]); its requests go up as they are parsed, the primary's
+//! replies come back into its output, and the primary's connection is polled here too (its
+//! token is the client's with [`UPSTREAM`] set).
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
@@ -28,12 +33,15 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use verso_replication::TicketState;
 
+use crate::forward::{Relay, Upstream};
 use crate::resp::{Args, Parser, Reply};
 use crate::server::ServerConfig;
 use crate::session::{Hold, Session, Shared};
 
 /// The token of the waker the accepting thread uses to announce new connections.
 pub(crate) const WAKER: Token = Token(0);
+/// Set in the token of a relayed connection's link to the primary (the rest is the client's).
+const UPSTREAM: usize = 1 << (usize::BITS - 2);
 /// How long a poll sleeps before looking at `stop` and idle clients again.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Bytes read from a socket at once.
@@ -95,6 +103,10 @@ struct Conn<'s> {
     closing: bool,
     /// Invariant: `held.from >= written` and `<= output.len()`.
     held: Option<Held>,
+    /// On a backup, the primary's connection this one is relayed to (module docs); and
+    /// whether it is registered with the poll yet.
+    upstream: Option<Upstream>,
+    upstream_registered: bool,
     /// The peer shut down its side (an event said so): read until the end, not until a short
     /// read, since no further event will come.
     peer_closed: bool,
@@ -133,8 +145,11 @@ impl<'s> Conn<'s> {
                 Ok(n) => {
                     assert!(n <= chunk.len());
                     self.last_active = now;
-                    self.execute_input(parser, &chunk[..n], db);
+                    self.execute_input(parser, &chunk[..n], db, cfg);
                     self.session.flush_stats();
+                    if self.flush_upstream() == Next::Close {
+                        return Next::Close;
+                    }
                     if self.flush(cfg, db) == Next::Close {
                         return Next::Close;
                     }
@@ -153,9 +168,9 @@ impl<'s> Conn<'s> {
     /// Answers every complete request in the unparsed input followed by `fresh` (just read),
     /// in order, and keeps what remains of an incomplete request. Parses `fresh` in place
     /// when nothing was pending (the common case), copying only an incomplete tail.
-    fn execute_input(&mut self, parser: &Parser, fresh: &[u8], db: &Shared) {
+    fn execute_input(&mut self, parser: &Parser, fresh: &[u8], db: &Shared, cfg: &ServerConfig) {
         if self.input.is_empty() {
-            let used = self.execute_buffer(parser, fresh, db);
+            let used = self.execute_buffer(parser, fresh, db, cfg);
             assert!(used <= fresh.len());
             if !self.closing {
                 self.input.extend_from_slice(&fresh[used..]);
@@ -163,7 +178,7 @@ impl<'s> Conn<'s> {
         } else {
             self.input.extend_from_slice(fresh);
             let input = std::mem::take(&mut self.input);
-            let used = self.execute_buffer(parser, &input, db);
+            let used = self.execute_buffer(parser, &input, db, cfg);
             assert!(used <= input.len());
             self.input = input;
             self.input.drain(..used);
@@ -171,7 +186,13 @@ impl<'s> Conn<'s> {
     }
 
     /// Answers the complete requests at the start of `buf`; returns the bytes they used.
-    fn execute_buffer(&mut self, parser: &Parser, buf: &[u8], db: &Shared) -> usize {
+    fn execute_buffer(
+        &mut self,
+        parser: &Parser,
+        buf: &[u8],
+        db: &Shared,
+        cfg: &ServerConfig,
+    ) -> usize {
         let mut used = 0;
         // A blocked `WAIT` stops the connection's requests until it is answered.
         while !self.closing && !self.session.is_blocked() {
@@ -181,6 +202,9 @@ impl<'s> Conn<'s> {
                     used += len;
                     if self.args.is_empty() {
                         continue; // an empty request gets no reply
+                    }
+                    if self.relay(cfg) {
+                        continue;
                     }
                     let before = self.output.len();
                     self.session
@@ -200,6 +224,57 @@ impl<'s> Conn<'s> {
             }
         }
         used
+    }
+
+    /// Sends the request in `args` to the primary if this connection is a relay, or becomes
+    /// one now (`Session::forward_target`). Returns whether it went.
+    fn relay(&mut self, cfg: &ServerConfig) -> bool {
+        if self.upstream.is_none() {
+            let Some(primary) = self.session.forward_target(self.args.as_slice()) else {
+                return false;
+            };
+            match Upstream::connect(primary, &self.session.relay_setup()) {
+                Ok(u) => self.upstream = Some(u),
+                Err(e) => {
+                    // Run it here: the backup's refusal names the primary.
+                    tracing::debug!(client = self.session.id, error = %e, "cannot reach the primary");
+                    return false;
+                }
+            }
+        }
+        let u = self.upstream.as_mut().expect("set above");
+        u.push(self.args.as_slice());
+        if u.queued() > cfg.output_buffer_max {
+            // The client sends faster than the primary takes: as with unread replies.
+            self.closing = true;
+        }
+        true
+    }
+
+    /// Writes queued requests to the primary. `Close` if its connection failed.
+    fn flush_upstream(&mut self) -> Next {
+        match self.upstream.as_mut().map(Upstream::flush) {
+            Some(Err(_)) => Next::Close,
+            _ => Next::Keep,
+        }
+    }
+
+    /// The primary's connection is readable or writable: pass its replies to the client.
+    fn on_upstream(&mut self, cfg: &ServerConfig, db: &Shared, readable: bool) -> Next {
+        if self.flush_upstream() == Next::Close {
+            return Next::Close;
+        }
+        if readable {
+            let u = self.upstream.as_mut().expect("an upstream event");
+            if let Relay::Gone = u.read_into(&mut self.output) {
+                // Pass on what came, then close: like a lost connection (module docs).
+                self.closing = true;
+            }
+        }
+        if self.flush(cfg, db) == Next::Close {
+            return Next::Close;
+        }
+        self.after_flush()
     }
 
     /// Holds the replies from `from` on until `ticket` is durable (module docs).
@@ -266,7 +341,7 @@ impl<'s> Conn<'s> {
     ) -> Option<Next> {
         let reply = self.session.poll_wait(now)?;
         reply.encode(self.session.version, &mut self.output);
-        self.execute_input(parser, &[], db);
+        self.execute_input(parser, &[], db, cfg);
         self.session.flush_stats();
         if self.flush(cfg, db) == Next::Close {
             return Some(Next::Close);
@@ -360,6 +435,17 @@ pub(crate) fn run(
             if token == WAKER {
                 continue; // new connections are taken below
             }
+            if token.0 & UPSTREAM != 0 {
+                let client = Token(token.0 & !UPSTREAM);
+                let Some(conn) = conns.get_mut(&client.0) else {
+                    continue;
+                };
+                let readable = event.is_readable() || event.is_read_closed();
+                if conn.on_upstream(cfg, db, readable) == Next::Close {
+                    close(&poll, &mut conns, client, clients);
+                }
+                continue;
+            }
             let Some(conn) = conns.get_mut(&token.0) else {
                 continue;
             };
@@ -380,6 +466,7 @@ pub(crate) fn run(
             if next != Next::Close && conn.session.is_blocked() {
                 blocked.push(token);
             }
+            let next = register_upstream(&poll, token, conn, next);
             match next {
                 Next::Keep => {}
                 Next::ReadAgain => again.push(token),
@@ -401,6 +488,7 @@ pub(crate) fn run(
             if next != Next::Close && conn.session.is_blocked() {
                 blocked.push(token);
             }
+            let next = register_upstream(&poll, token, conn, next);
             match next {
                 Next::Keep => {}
                 Next::ReadAgain => again.push(token),
@@ -412,6 +500,10 @@ pub(crate) fn run(
         while let Ok(mut stream) = inbox.try_recv() {
             let token = Token(next_token);
             next_token += 1;
+            assert!(
+                token.0 & UPSTREAM == 0,
+                "client tokens stay below the upstream bit"
+            );
             let _ = stream.set_nodelay(true);
             let registered = poll.registry().register(
                 &mut stream,
@@ -432,6 +524,8 @@ pub(crate) fn run(
                 args: Args::default(),
                 closing: false,
                 held: None,
+                upstream: None,
+                upstream_registered: false,
                 peer_closed: false,
                 last_active: now,
             };
@@ -507,6 +601,26 @@ fn release_held(
     }
 }
 
+/// Registers a connection's new link to the primary with the poll (`Close` if that fails).
+fn register_upstream(poll: &Poll, token: Token, conn: &mut Conn<'_>, next: Next) -> Next {
+    if next == Next::Close || conn.upstream_registered {
+        return next;
+    }
+    let Some(u) = conn.upstream.as_mut() else {
+        return next;
+    };
+    conn.upstream_registered = true;
+    let registered = poll.registry().register(
+        &mut u.stream,
+        Token(token.0 | UPSTREAM),
+        Interest::READABLE | Interest::WRITABLE,
+    );
+    if registered.is_err() {
+        return Next::Close;
+    }
+    next
+}
+
 /// Answers the blocked `WAIT`s that are due; their connections read again.
 #[allow(clippy::too_many_arguments)]
 fn answer_waits(
@@ -575,6 +689,9 @@ fn later(a: Hold, b: Hold) -> Hold {
 fn close(poll: &Poll, conns: &mut HashMap<usize, Conn<'_>>, token: Token, clients: &AtomicUsize) {
     if let Some(mut conn) = conns.remove(&token.0) {
         let _ = poll.registry().deregister(&mut conn.stream);
+        if let Some(u) = conn.upstream.as_mut() {
+            let _ = poll.registry().deregister(&mut u.stream);
+        }
         tracing::debug!(client = conn.session.id, "client disconnected");
         clients.fetch_sub(1, Ordering::Relaxed);
     }

@@ -500,13 +500,21 @@ fn wait_counts_backups_with_writes_on_disk_and_backups_serve_readonly_reads() {
     let mut g = Group::new();
     let ports = g.ports.clone();
     wait_for_primary(&ports, Duration::from_secs(30));
-    let primary = (0..REPLICAS)
-        .find(|&id| {
-            Conn::open(ports[id])
-                .and_then(|mut c| c.call(&["SET", "probe", "2"]))
-                .is_ok_and(|r| matches!(r, Reply::Simple(_)))
-        })
-        .expect("a primary");
+    // Which replica leads (a backup would relay a write, so ask each).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let primary = loop {
+        let leader = (0..REPLICAS).find(|&id| {
+            matches!(
+                Conn::open(ports[id]).and_then(|mut c| c.call(&["INFO", "replication"])),
+                Ok(Reply::Bulk(Some(text))) if String::from_utf8_lossy(&text).contains("vsr_role:primary")
+            )
+        });
+        match leader {
+            Some(id) => break id,
+            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            None => panic!("no replica reports primary"),
+        }
+    };
     let mut c = Conn::open(ports[primary]).unwrap();
     let wait = |c: &mut Conn, n: &str, ms: &str| match c.call(&["WAIT", n, ms]).unwrap() {
         Reply::Int(k) => k,
@@ -530,16 +538,9 @@ fn wait_counts_backups_with_writes_on_disk_and_backups_serve_readonly_reads() {
         }
     }
     let backups: Vec<usize> = (0..REPLICAS).filter(|&id| id != primary).collect();
+    // A READONLY client on a backup reads what is durable there, and is refused writes
+    // (as on a Redis Cluster replica).
     let mut b = Conn::open(ports[backups[0]]).unwrap();
-    match b.call(&["WAIT", "1", "0"]).unwrap() {
-        Reply::Error(e) => assert!(e.contains("replica"), "{e}"),
-        other => panic!("WAIT on a backup: {other:?}"),
-    }
-    // Without READONLY a backup refuses reads; with it, it serves them.
-    match b.call(&["GET", "k"]).unwrap() {
-        Reply::Error(e) => assert!(e.starts_with("READONLY"), "{e}"),
-        other => panic!("GET on a backup without READONLY: {other:?}"),
-    }
     assert!(matches!(b.call(&["READONLY"]).unwrap(), Reply::Simple(_)));
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -554,13 +555,74 @@ fn wait_counts_backups_with_writes_on_disk_and_backups_serve_readonly_reads() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    // Writes stay refused, and READWRITE ends the reads.
     match b.call(&["SET", "k", "2"]).unwrap() {
         Reply::Error(e) => assert!(e.starts_with("READONLY"), "{e}"),
-        other => panic!("SET on a backup: {other:?}"),
+        other => panic!("SET on a backup with READONLY: {other:?}"),
     }
+    match b.call(&["WAIT", "1", "0"]).unwrap() {
+        Reply::Error(e) => assert!(e.contains("replica"), "{e}"),
+        other => panic!("WAIT on a backup with READONLY: {other:?}"),
+    }
+    // After READWRITE (and for any client that never sent READONLY) the backup relays the
+    // connection to the primary: writes, linearizable reads, transactions, WAIT, and the
+    // connection's database and protocol carried over.
     assert!(matches!(b.call(&["READWRITE"]).unwrap(), Reply::Simple(_)));
-    assert!(matches!(b.call(&["GET", "k"]).unwrap(), Reply::Error(_)));
+    assert!(matches!(
+        b.call(&["SET", "k", "2"]).unwrap(),
+        Reply::Simple(_)
+    ));
+    assert!(matches!(c.call(&["GET", "k"]).unwrap(), Reply::Bulk(Some(v)) if v == b"2"));
+    let mut f = Conn::open(ports[backups[0]]).unwrap();
+    assert!(matches!(
+        f.call(&["SELECT", "3"]).unwrap(),
+        Reply::Simple(_)
+    ));
+    assert!(matches!(
+        f.call(&["CLIENT", "SETNAME", "relayed"]).unwrap(),
+        Reply::Simple(_)
+    ));
+    assert_eq!(f.call(&["INCR", "n"]).unwrap(), Reply::Int(1));
+    assert_eq!(f.call(&["INCR", "n"]).unwrap(), Reply::Int(2));
+    assert!(matches!(f.call(&["GET", "k"]).unwrap(), Reply::Bulk(None)));
+    f.send(&[
+        vec![b"MULTI".to_vec()],
+        vec![b"INCR".to_vec(), b"n".to_vec()],
+        vec![b"GET".to_vec(), b"n".to_vec()],
+        vec![b"EXEC".to_vec()],
+    ])
+    .unwrap();
+    for _ in 0..3 {
+        f.read().unwrap(); // OK, QUEUED, QUEUED
+    }
+    match f.read().unwrap() {
+        Reply::Array(Some(items)) => {
+            assert_eq!(items, vec![Reply::Int(3), Reply::Bulk(Some(b"3".to_vec()))])
+        }
+        other => panic!("EXEC relayed: {other:?}"),
+    }
+    assert_eq!(f.call(&["WAIT", "2", "5000"]).unwrap(), Reply::Int(2));
+    match f.call(&["CLIENT", "GETNAME"]).unwrap() {
+        Reply::Bulk(Some(n)) => assert_eq!(n, b"relayed"),
+        other => panic!("CLIENT GETNAME relayed: {other:?}"),
+    }
+    // A connection that is itself a relay is never relayed on (no loop between two
+    // replicas that each think the other leads).
+    let mut r = Conn::open(ports[backups[0]]).unwrap();
+    let setinfo = ["CLIENT", "SETINFO", "LIB-NAME", "verso-relay"];
+    assert!(matches!(r.call(&setinfo).unwrap(), Reply::Simple(_)));
+    match r.call(&["SET", "k", "9"]).unwrap() {
+        Reply::Error(e) => assert!(e.starts_with("READONLY"), "{e}"),
+        other => panic!("a relay's SET on a backup: {other:?}"),
+    }
+    assert!(matches!(
+        c.call(&["SELECT", "3"]).unwrap(),
+        Reply::Simple(_)
+    ));
+    assert!(matches!(c.call(&["GET", "n"]).unwrap(), Reply::Bulk(Some(v)) if v == b"3"));
+    assert!(matches!(
+        c.call(&["SELECT", "0"]).unwrap(),
+        Reply::Simple(_)
+    ));
     // One backup down: a write reaches only the other one's disk.
     g.kill(backups[1]);
     assert!(matches!(

@@ -1,7 +1,7 @@
 //! The commands about the connection and the server rather than the data: AUTH, HELLO,
 //! SELECT, CLIENT, COMMAND and CONFIG GET.
 
-use super::{arity_error, Session, COMMANDS, DATABASES};
+use super::{arity_error, Session, COMMANDS, DATABASES, RELAY_LIB_NAME};
 use crate::keyspace;
 use crate::resp::{Reply, Version};
 
@@ -107,7 +107,15 @@ impl<'s> Session<'s> {
                 self.db_index,
                 if self.version == Version::Resp3 { 3 } else { 2 }
             )),
-            (b"SETINFO", 4) => Reply::ok(),
+            (b"SETINFO", 4) => {
+                // A backup's relay says so: such a connection is never relayed again, so two
+                // replicas that each think the other leads (mid view change) cannot bounce
+                // a client between them.
+                if args[2].eq_ignore_ascii_case(b"LIB-NAME") && args[3] == RELAY_LIB_NAME {
+                    self.relayed = true;
+                }
+                Reply::ok()
+            }
             _ => Reply::err("unknown subcommand or wrong number of arguments for 'client' command"),
         }
     }

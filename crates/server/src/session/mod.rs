@@ -177,6 +177,9 @@ pub struct Session<'s> {
     sync: bool,
     /// Replicated: the client sent READONLY, so a backup serves its reads (possibly stale).
     backup_reads: bool,
+    /// This connection comes from another replica's relay (`crate::forward`): it is never
+    /// relayed on.
+    relayed: bool,
     /// Replicated: the ticket of this connection's last write (what `WAIT` waits for).
     last_write: Option<verso_replication::Ticket>,
     /// A `WAIT` not answered yet: the connection runs nothing else until it is (as Redis
@@ -247,6 +250,7 @@ impl<'s> Session<'s> {
             wrote: false,
             sync: shared.db.durability() == verso_engine::Durability::Sync,
             backup_reads: false,
+            relayed: false,
             last_write: None,
             blocked: None,
         }
@@ -382,6 +386,72 @@ impl<'s> Session<'s> {
         }
         let reply = self.point_at_primary(reply);
         reply.encode(self.version, out);
+    }
+
+    /// Where to relay this connection, from this request on (`crate::forward`): the
+    /// primary's client address, when this replica is a backup that cannot serve `args`
+    /// itself (anything but the connection's own commands, and reads after READONLY) and
+    /// knows the primary. `None`: run it here (a backup then refuses, naming the primary or
+    /// saying none is elected).
+    pub fn forward_target(&self, args: &[Vec<u8>]) -> Option<std::net::SocketAddr> {
+        let r = self.shared.replication.as_ref()?;
+        if r.is_primary() || !self.authenticated || self.backup_reads || self.relayed {
+            return None;
+        }
+        let mut buf = [0u8; NAME_LEN_MAX];
+        let served_here = matches!(
+            upper(args.first()?, &mut buf),
+            b"PING"
+                | b"ECHO"
+                | b"QUIT"
+                | b"AUTH"
+                | b"HELLO"
+                | b"SELECT"
+                | b"CLIENT"
+                | b"INFO"
+                | b"CONFIG"
+                | b"COMMAND"
+                | b"READONLY"
+                | b"READWRITE"
+                | b"SAVE"
+                | b"BGSAVE"
+                | b"LASTSAVE"
+        );
+        if served_here {
+            return None;
+        }
+        r.status().primary_client_addr?.parse().ok()
+    }
+
+    /// The commands that give a relayed connection this one's state on the primary.
+    pub fn relay_setup(&self) -> Vec<Vec<Vec<u8>>> {
+        let mut setup = Vec::new();
+        if let Some(p) = &self.shared.password {
+            setup.push(vec![b"AUTH".to_vec(), p.as_bytes().to_vec()]);
+        }
+        setup.push(vec![
+            b"CLIENT".to_vec(),
+            b"SETINFO".to_vec(),
+            b"LIB-NAME".to_vec(),
+            RELAY_LIB_NAME.to_vec(),
+        ]);
+        if self.version == Version::Resp3 {
+            setup.push(vec![b"HELLO".to_vec(), b"3".to_vec()]);
+        }
+        if self.db_index != 0 {
+            setup.push(vec![
+                b"SELECT".to_vec(),
+                self.db_index.to_string().into_bytes(),
+            ]);
+        }
+        if let Some(name) = &self.name {
+            setup.push(vec![
+                b"CLIENT".to_vec(),
+                b"SETNAME".to_vec(),
+                name.as_bytes().to_vec(),
+            ]);
+        }
+        setup
     }
 
     /// Whether a `WAIT` blocks this connection: run nothing else for it until
@@ -616,6 +686,9 @@ pub const COMMANDS: &[&str] = &[
     "READWRITE",
     "WAIT",
 ];
+
+/// The library name a backup's relay announces (`CLIENT SETINFO LIB-NAME`).
+pub(crate) const RELAY_LIB_NAME: &[u8] = b"verso-relay";
 
 /// Redis's error for a write sent to a replica (redis-py raises `ReadOnlyError`, which
 /// Sentinel-aware pools answer by finding the primary again).
