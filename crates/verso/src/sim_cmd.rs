@@ -31,8 +31,10 @@ pub struct SimArgs {
     /// The first seed.
     #[arg(long, default_value_t = 0, value_name = "S")]
     seed: u64,
-    /// Fault profile: none, minority (at most f replicas lose memory at a time: nothing
-    /// acknowledged may be lost) or total (all replicas may crash at once).
+    /// Fault profile: none, minority (at most f replicas lose memory at a time, and only
+    /// while the others hold everything: nothing acknowledged may be lost), lagging (as
+    /// minority, but the others may lag: the thesis's property 3, open finding) or total
+    /// (all replicas may crash at once).
     #[arg(long, default_value = "total", value_name = "PROFILE")]
     faults: String,
     /// lazy (Lazy VSR) or sync (VSR-Sync: every entry on disk before it is acknowledged).

@@ -26,6 +26,10 @@ pub enum Faults {
     /// Network faults, partitions, disk stalls, and crashes of at most f replicas at a time
     /// (counting a restarted replica until it caught up): nothing acknowledged may be lost.
     Minority,
+    /// As `Minority`, but a replica may crash while the others lag behind (only at most f
+    /// down or restarted-and-not-caught-up at a time): the thesis's property 3 as stated,
+    /// which needs a restarted replica to stay out of elections until it has caught up.
+    Lagging,
     /// Everything, including crashes of every replica at once: acknowledged operations may
     /// be lost, but only a suffix, and never a durable one.
     Total,
@@ -37,9 +41,10 @@ impl std::str::FromStr for Faults {
         match s {
             "none" => Ok(Faults::None),
             "minority" => Ok(Faults::Minority),
+            "lagging" => Ok(Faults::Lagging),
             "total" => Ok(Faults::Total),
             _ => Err(format!(
-                "unknown fault profile {s:?} (none, minority, total)"
+                "unknown fault profile {s:?} (none, minority, lagging, total)"
             )),
         }
     }

@@ -593,6 +593,15 @@ impl World {
         })
     }
 
+    /// Whether every replica but `except` is up and, if it restarted, caught up with what
+    /// was acknowledged before (it may lag behind newer operations).
+    fn others_up_and_recovered(&self, except: usize) -> bool {
+        self.nodes
+            .iter()
+            .enumerate()
+            .all(|(i, n)| i == except || (n.amnesia_until.is_none() && n.replica.is_some()))
+    }
+
     fn check_amnesia(&mut self) {
         for n in &mut self.nodes {
             if let (Some(target), Some(r)) = (n.amnesia_until, n.replica.as_ref()) {
@@ -609,7 +618,11 @@ impl World {
         match self.rng.below(10) {
             0..=2 => {
                 let allowed = self.nodes[r].replica.is_some()
-                    && (self.cfg.faults == Faults::Total || self.others_hold_everything(r));
+                    && match self.cfg.faults {
+                        Faults::Total => true,
+                        Faults::Lagging => self.others_up_and_recovered(r),
+                        _ => self.others_hold_everything(r),
+                    };
                 if allowed {
                     self.crash(r as u8);
                     let t = self.now + self.rng.range(50, 2000);

@@ -398,6 +398,11 @@ impl<'s> Session<'s> {
         if r.is_primary() || !self.authenticated || self.backup_reads || self.relayed {
             return None;
         }
+        // A MULTI or WATCH begun here while this replica led ends here (EXEC refused): the
+        // primary knows nothing of it.
+        if self.queue.is_some() || !self.watched.is_empty() {
+            return None;
+        }
         let mut buf = [0u8; NAME_LEN_MAX];
         let served_here = matches!(
             upper(args.first()?, &mut buf),
