@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, Conn, Reply, Server};
+use common::{free_port, seed_from_env, Conn, Reply, Rng, Server};
 
 const REPLICAS: usize = 3;
 const ACCOUNTS: usize = 8;
@@ -163,20 +163,6 @@ fn int(r: &Reply) -> Result<i64, String> {
         Reply::Bulk(Some(b)) => Ok(String::from_utf8_lossy(b).parse().unwrap()),
         Reply::Error(e) => Err(e.clone()),
         other => panic!("not an integer: {other:?}"),
-    }
-}
-
-/// xorshift64*: the test's only randomness, seeded.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
@@ -380,15 +366,7 @@ fn read_ctr(ports: &[u16]) -> i64 {
 
 #[test]
 fn three_replicas_survive_kills_of_any_and_of_all() {
-    let seed: u64 = std::env::var("VERSO_CLUSTER_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let seed: u64 = seed_from_env("VERSO_CLUSTER_SEED");
     let rounds: usize = std::env::var("VERSO_CLUSTER_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, Conn, Reply, Server};
+use common::{free_port, seed_from_env, Conn, Reply, Server};
 
 const ROUNDS: usize = 20;
 const SEQ_CLIENTS: usize = 2;
@@ -151,15 +151,7 @@ fn check(conn: &mut Conn, ns: &str, mode: &str, logs: &[SeqLog], incr_acked: i64
 }
 
 fn run(mode: &str) {
-    let seed: u64 = std::env::var("VERSO_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let seed: u64 = seed_from_env("VERSO_CRASH_SEED");
     eprintln!("crash test ({mode}): seed {seed} (rerun with VERSO_CRASH_SEED={seed})");
     let mut x = seed | 1;
     let dir = tempfile::tempdir().unwrap();

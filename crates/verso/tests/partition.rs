@@ -48,7 +48,7 @@ use verso_check::{
 };
 
 mod common;
-use common::{free_port, Conn, Reply, Server};
+use common::{free_port, seed_from_env, Conn, Reply, Rng, Server};
 
 const REPLICAS: usize = 3;
 /// Client threads, and the transactions each runs at most.
@@ -387,20 +387,6 @@ fn settled_primary(ports: &[u16]) -> Option<(usize, Info)> {
         .all(|(id, i)| id == p || (i.role == "backup" && i.view == infos[p].view));
     let info = infos.into_iter().nth(p)?;
     settled.then_some((p, info))
-}
-
-/// xorshift64*: the test's only randomness, seeded.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1037,15 +1023,7 @@ fn dump(history: &AppendHistory, notes: &[(u64, usize, Option<usize>)]) -> Strin
 /// the seed).
 #[test]
 fn partitions_lose_no_acknowledged_append() {
-    let seed: u64 = std::env::var("VERSO_PARTITION_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let seed: u64 = seed_from_env("VERSO_PARTITION_SEED");
     eprintln!("VERSO_PARTITION_SEED={seed}");
     let began = Instant::now();
     let mut rng = Rng(seed | 1);
