@@ -35,6 +35,9 @@ pub struct Recovered {
     pub frames: u64,
     /// Bytes cut from a torn tail.
     pub cut_bytes: u64,
+    /// The log did not exist (or ended inside its magic): this replica never ran, since
+    /// the magic is synced before the replica sends anything, so it acknowledged nothing.
+    pub fresh: bool,
 }
 
 fn crc(len: &[u8; 4], payload: &[u8]) -> u32 {
@@ -89,6 +92,7 @@ pub fn recover(dir: &Path) -> std::io::Result<(Recovered, File, PathBuf)> {
     file.read_to_end(&mut bytes)?;
     let mut rec = Recovered::default();
     if bytes.len() < MAGIC.len() {
+        rec.fresh = true;
         file.set_len(0)?;
         file.seek(SeekFrom::Start(0))?;
         file.write_all(MAGIC)?;

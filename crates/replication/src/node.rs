@@ -132,7 +132,7 @@ impl Node {
         let thread = std::thread::Builder::new()
             .name(format!("vsr-{me}"))
             .spawn(move || {
-                let mut run = Run::new(db, thread_shared, opts, recovered.disk, transport, jobs);
+                let mut run = Run::new(db, thread_shared, opts, recovered, transport, jobs);
                 run.main(rx);
             })
             .map_err(|e| e.to_string())?;
@@ -187,10 +187,11 @@ impl Run {
         db: Arc<Db>,
         shared: Arc<Replication>,
         opts: NodeOptions,
-        recovered: disk::Disk,
+        recovered: disk::Recovered,
         transport: Transport,
         jobs: Sender<DiskJob>,
     ) -> Run {
+        let (fresh, recovered) = (recovered.fresh, recovered.disk);
         let local = Rc::new(RefCell::new(Local {
             next_slot: shared.next_slot(),
             ..Local::default()
@@ -198,8 +199,15 @@ impl Run {
         let in_flight_max = opts.cluster.batches_in_flight;
         let app = EngineApp::new(db.clone(), shared.clone(), local.clone());
         let config = opts.cluster.vsr_config(opts.me, shared.origin);
-        let replica = if recovered == disk::Disk::default() {
+        let replica = if fresh {
             Replica::new(opts.me, config, app, 0)
+        } else if recovered == disk::Disk::default() {
+            let mut r = Replica::new(opts.me, config, app, 0);
+            // An empty log does not mean nothing was acknowledged: this replica ran before,
+            // may have held operations in memory and crashed before writing any. It stays
+            // out of elections until it recovered (`verso_vsr` `replica::recovery`).
+            r.assume_amnesia();
+            r
         } else {
             Replica::recover(opts.me, config, app, &recovered, 0)
         };
@@ -500,6 +508,7 @@ impl Run {
         };
         s.view = view.to_string();
         s.view_counter = view.counter;
+        s.recovering = r.is_amnesiac();
         s.primary_client_addr = known_leader
             .then(|| self.cluster.replicas.iter().find(|a| a.id == leader))
             .flatten()

@@ -26,6 +26,9 @@ pub struct Status {
     /// The view, as `counter.leader`.
     pub view: String,
     pub view_counter: u64,
+    /// Restarted and not yet caught up from a primary: it neither votes nor campaigns
+    /// (`verso_vsr` `replica::recovery`).
+    pub recovering: bool,
     /// The primary's client address, when this replica knows which replica leads its view.
     pub primary_client_addr: Option<String>,
     pub op_max: u64,

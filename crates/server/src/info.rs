@@ -203,6 +203,7 @@ fn replication_lines(shared: &Shared) -> Vec<(String, String)> {
         ("vsr_replicas".into(), s.replicas.to_string()),
         ("vsr_role".into(), s.role.into()),
         ("vsr_view".into(), s.view.clone()),
+        ("vsr_recovering".into(), u8::from(s.recovering).to_string()),
         (
             "vsr_primary".into(),
             s.primary_client_addr
@@ -310,6 +311,11 @@ pub fn prometheus(shared: &Shared) -> String {
         }
         let gauges = [
             ("vsr_view", "The view's counter.", st.view_counter),
+            (
+                "vsr_recovering",
+                "1 while restarted and not caught up from a primary (no votes).",
+                u64::from(st.recovering),
+            ),
             (
                 "vsr_op_max",
                 "The last op in this replica's log.",

@@ -33,7 +33,7 @@ pub struct SimArgs {
     seed: u64,
     /// Fault profile: none, minority (at most f replicas lose memory at a time, and only
     /// while the others hold everything: nothing acknowledged may be lost), lagging (as
-    /// minority, but the others may lag: the thesis's property 3, open finding) or total
+    /// minority, but the others may lag: the thesis's property 3) or total
     /// (all replicas may crash at once).
     #[arg(long, default_value = "total", value_name = "PROFILE")]
     faults: String,
@@ -57,7 +57,7 @@ pub struct SimArgs {
     threads: Option<usize>,
     /// Reintroduce one of the thesis's known mistakes (longest-log-wins,
     /// prepare-ok-carries-op-max, view-not-persisted, undo-dropped-above-dp,
-    /// elect-prepare-as-printed), to see the checks catch it.
+    /// elect-prepare-as-printed, restarted-replica-votes), to see the checks catch it.
     #[arg(long, hide = true)]
     mistake: Option<String>,
 }
@@ -91,6 +91,7 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
         Some("view-not-persisted") => Some(Mistake::ViewNotPersisted),
         Some("undo-dropped-above-dp") => Some(Mistake::UndoDroppedAboveDp),
         Some("elect-prepare-as-printed") => Some(Mistake::ElectPrepareAsPrinted),
+        Some("restarted-replica-votes") => Some(Mistake::RestartedReplicaVotes),
         Some(other) => {
             eprintln!("error: unknown --mistake {other}");
             return ExitCode::from(2);

@@ -344,6 +344,26 @@ fn wait_for_primary(ports: &[u16], within: Duration) -> Duration {
     start.elapsed()
 }
 
+/// Waits until replica `id` reports `vsr_recovering:0`: restarted, it counts as failed until
+/// it caught up from a primary (it does not vote before), so killing another replica
+/// sooner would be a second failure, more than a group of three survives.
+fn wait_recovered(port: u16, within: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        let info = Conn::open(port).and_then(|mut c| c.call(&["INFO", "replication"]));
+        if let Ok(Reply::Bulk(Some(text))) = info {
+            if String::from_utf8_lossy(&text).contains("vsr_recovering:0") {
+                return start.elapsed();
+            }
+        }
+        assert!(
+            start.elapsed() < within,
+            "the restarted replica on port {port} did not recover within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Runs `f` on the primary until it answers (connections dying mid-request are retried).
 fn answer<T>(
     ports: &[u16],
@@ -408,6 +428,10 @@ fn three_replicas_survive_kills_of_any_and_of_all() {
                 );
                 std::thread::sleep(Duration::from_millis(200 + rng.below(500)));
                 g.start(victim);
+                let recovered = wait_recovered(ports[victim], Duration::from_secs(20));
+                eprintln!(
+                    "round {round}: replica {victim} recovered {recovered:?} after its start"
+                );
                 // Nothing acknowledged is lost while a majority survives.
                 let ctr = read_ctr(&ports);
                 assert!(

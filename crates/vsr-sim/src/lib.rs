@@ -27,8 +27,9 @@ pub enum Faults {
     /// (counting a restarted replica until it caught up): nothing acknowledged may be lost.
     Minority,
     /// As `Minority`, but a replica may crash while the others lag behind (only at most f
-    /// down or restarted-and-not-caught-up at a time): the thesis's property 3 as stated,
-    /// which needs a restarted replica to stay out of elections until it has caught up.
+    /// down or restarted-and-not-recovered at a time, recovered as the protocol's amnesia
+    /// ends): the thesis's property 3 as stated, which needs a restarted replica to stay
+    /// out of elections until it has caught up from a primary.
     Lagging,
     /// Everything, including crashes of every replica at once: acknowledged operations may
     /// be lost, but only a suffix, and never a durable one.

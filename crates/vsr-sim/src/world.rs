@@ -558,13 +558,14 @@ impl World {
             match &n.replica {
                 None => out.push_str(&format!("[{i}: down] ")),
                 Some(r) => out.push_str(&format!(
-                    "[{i}: {:?} view {} op_max {} disk {} dp {} commit {:?}] ",
+                    "[{i}: {:?} view {} op_max {} disk {} dp {} commit {:?}{}] ",
                     r.role(),
                     r.view(),
                     r.op_max(),
                     r.disk_op_max(),
                     r.dp(),
-                    r.commit()
+                    r.commit(),
+                    r.amnesia_summary()
                 )),
             }
         }
@@ -593,13 +594,18 @@ impl World {
         })
     }
 
-    /// Whether every replica but `except` is up and, if it restarted, caught up with what
-    /// was acknowledged before (it may lag behind newer operations).
+    /// Whether every replica but `except` is up and, if it restarted, recovered: caught up
+    /// with what was acknowledged before (it may lag behind newer operations) *and* knowing
+    /// it, as the protocol's amnesia ends (`verso_vsr` `replica::recovery`). A restarted
+    /// replica that could not yet learn it holds everything counts as failed, as a
+    /// recovering replica does in Viewstamped Replication Revisited: f of them and one
+    /// crash are f+1 failures, which Lazy VSR does not survive without loss.
     fn others_up_and_recovered(&self, except: usize) -> bool {
-        self.nodes
-            .iter()
-            .enumerate()
-            .all(|(i, n)| i == except || (n.amnesia_until.is_none() && n.replica.is_some()))
+        self.nodes.iter().enumerate().all(|(i, n)| {
+            i == except
+                || (n.amnesia_until.is_none()
+                    && n.replica.as_ref().is_some_and(|r| !r.is_amnesiac()))
+        })
     }
 
     fn check_amnesia(&mut self) {

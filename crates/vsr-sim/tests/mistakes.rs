@@ -5,21 +5,28 @@
 use verso_vsr::Mistake;
 use verso_vsr_sim::{run, Failure, Faults, SimConfig};
 
-/// The first failing seed among `seeds` seeds, under total crashes.
-fn first_failure(mistake: Mistake, faults: Faults, seeds: u64) -> Failure {
+/// The first failing seed among `seeds` seeds whose failure `counts`.
+fn first_failure(
+    mistake: Mistake,
+    faults: Faults,
+    seeds: u64,
+    counts: impl Fn(&Failure) -> bool,
+) -> Failure {
     for seed in 0..seeds {
         let mut cfg = SimConfig::new(seed);
         cfg.faults = faults;
         cfg.mistake = Some(mistake);
         if let Err(f) = run(&cfg) {
-            return f;
+            if counts(&f) {
+                return f;
+            }
         }
     }
     panic!("{mistake:?} went unnoticed over {seeds} seeds");
 }
 
 fn assert_caught(mistake: Mistake, faults: Faults, any_of: &[&str]) {
-    let f = first_failure(mistake, faults, 5_000);
+    let f = first_failure(mistake, faults, 5_000, |_| true);
     assert!(
         any_of.iter().any(|s| f.message.contains(s)),
         "{mistake:?} was caught, but not as expected: {f}"
@@ -58,23 +65,41 @@ fn prepare_ok_carrying_op_max_is_caught() {
 
 #[test]
 fn a_view_number_not_persisted_is_caught() {
-    // A candidate that crashes reuses its view number: two entries share a viewstamp.
-    assert_caught(
-        Mistake::ViewNotPersisted,
-        Faults::Total,
-        &[
+    // A candidate that crashes reuses its view number: two entries share a viewstamp. A
+    // restarted replica campaigns only once recovered or after f+1 restarted
+    // (`replica::recovery`), which hides most of it: the first failures are groups that
+    // stop making progress (seed 217 first); the clash itself shows at seed 255.
+    let f = first_failure(Mistake::ViewNotPersisted, Faults::Total, 5_000, |f| {
+        !f.message.contains("no progress")
+    });
+    assert!(
+        [
             "share viewstamp",
             "viewstamps increase",
             "durable point",
             "discard durable entries",
             "covered by",
-        ],
+        ]
+        .iter()
+        .any(|s| f.message.contains(s)),
+        "ViewNotPersisted was caught, but not as expected: {f}"
     );
 }
 
 #[test]
 fn undo_information_dropped_above_dp_is_caught() {
     assert_caught(Mistake::UndoDroppedAboveDp, Faults::Total, &["undo"]);
+}
+
+#[test]
+fn a_restarted_replica_voting_at_once_is_caught() {
+    // With a replica lagging behind, the restarted one's vote elects a leader without an
+    // acknowledged operation (the thesis's property 3 as stated).
+    assert_caught(
+        Mistake::RestartedReplicaVotes,
+        Faults::Lagging,
+        &["acknowledged and lost"],
+    );
 }
 
 #[test]

@@ -116,6 +116,10 @@ pub enum Message<O, R, S> {
     ElectPrepare {
         view: ViewNum,
         op_max: Viewstamp,
+        /// Not in the thesis: the candidate restarted and has not recovered (it campaigns
+        /// under the waiver of `replica::recovery`). Fresher than any earlier answer, so an
+        /// amnesiac voter counts the candidate by this.
+        restarted: bool,
     },
     ElectPrepareOk {
         view: ViewNum,
@@ -128,6 +132,33 @@ pub enum Message<O, R, S> {
     },
     ElectAcceptOk {
         view: ViewNum,
+    },
+
+    // ---- a restarted replica's recovery (not in the thesis; see `replica::recovery`) ----
+    /// A Lazy VSR replica that restarted (its memory, and so possibly acknowledged
+    /// operations, lost) asks who leads; `nonce` is fresh per restart, so only replies
+    /// sent after it count.
+    /// `view` is the asker's: a replica behind it moves up to it (as after a refused vote),
+    /// so a restarted replica whose view got ahead of the group's is not left unable to
+    /// hear any primary.
+    Recovering {
+        nonce: u64,
+        /// Counts this restart's questions, so a late answer to an earlier one is known.
+        ask: u64,
+        view: ViewNum,
+        /// The asker's log end: an amnesiac receiver counts the question as an answer
+        /// saying the asker restarted.
+        op_max: Viewstamp,
+    },
+    /// The answer: the sender's view and log end, whether it leads that view in normal
+    /// operation, and whether it is itself a restarted replica that has not recovered.
+    RecoveringReply {
+        nonce: u64,
+        ask: u64,
+        view: ViewNum,
+        op_max: Viewstamp,
+        primary: bool,
+        restarted: bool,
     },
 
     // ---- re-synchronization (§4.2.6) ----
@@ -193,6 +224,8 @@ impl<O, R, S> Message<O, R, S> {
             Message::ElectPrepareOk { .. } => "elect_prepare_ok",
             Message::ElectAccept { .. } => "elect_accept",
             Message::ElectAcceptOk { .. } => "elect_accept_ok",
+            Message::Recovering { .. } => "recovering",
+            Message::RecoveringReply { .. } => "recovering_reply",
             Message::CatchUp { .. } => "catch_up",
             Message::CatchUpReply { .. } => "catch_up_reply",
             Message::CatchUpState { .. } => "catch_up_state",

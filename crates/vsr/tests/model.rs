@@ -137,7 +137,10 @@ fn expect_violation(name: &str, model: VsrModel) {
 /// at most three messages in flight.
 #[test]
 fn view_change() {
-    check_all("view_change", VsrModel::new(None));
+    let mut m = VsrModel::new(None);
+    // The deposed primary undoes what it applied and the new view did not keep.
+    m.expect_rollback = true;
+    check_all("view_change", m);
 }
 
 /// Two view-change timeouts (competing candidates, or a second view after the first).
@@ -159,14 +162,17 @@ fn two_ops() {
     check_all("two_ops", m);
 }
 
-/// One replica crashes (any of them, keeping any prefix of its unsynced writes) and
-/// restarts from disk; one view change.
+/// One replica crashes (any of them, at any moment, keeping any prefix of its unsynced
+/// writes) and restarts from disk; one view change. The thesis's property 3 holds: nothing
+/// acknowledged is lost, though the others may lag (a restarted replica stays out of
+/// elections until it recovered: `replica::recovery`; without that, see
+/// `finds_restarted_replica_votes`).
 #[test]
 fn crash_and_restart() {
     let mut m = VsrModel::new(None);
     m.max_crashes = 1;
     m.max_in_flight = 2;
-    m.expect_rollback = true;
+    m.thesis_property3 = true;
     m.expect_crash_after_ack = true;
     check_all("crash_and_restart", m);
 }
@@ -177,6 +183,7 @@ fn crash_and_restart_no_retries() {
     let mut m = VsrModel::new(None);
     m.max_crashes = 1;
     m.max_ticks = 0;
+    m.thesis_property3 = true;
     check_all("crash_and_restart_no_retries", m);
 }
 
@@ -191,13 +198,14 @@ fn total_crash() {
     check_all("total_crash", m);
 }
 
-/// The same with three messages in flight but no retries.
+/// The same with three messages in flight but no short timeout. Without one the
+/// restarted replicas never ask one another whether they restarted (`replica::recovery`),
+/// so no election follows the total crash here: this checks what comes before it.
 #[test]
 fn total_crash_no_retries() {
     let mut m = VsrModel::new(None);
     m.max_total_crashes = 1;
     m.max_ticks = 0;
-    m.expect_total_crash = true;
     check_all("total_crash_no_retries", m);
 }
 
@@ -267,6 +275,7 @@ fn explore() {
         "ViewNotPersisted" => Mistake::ViewNotPersisted,
         "UndoDroppedAboveDp" => Mistake::UndoDroppedAboveDp,
         "ElectPrepareAsPrinted" => Mistake::ElectPrepareAsPrinted,
+        "RestartedReplicaVotes" => Mistake::RestartedReplicaVotes,
         other => panic!("unknown mistake {other}"),
     });
     let mut m = VsrModel::new(mistake);
@@ -358,48 +367,32 @@ fn finds_longest_log_wins() {
     expect_violation("longest_log_wins", m);
 }
 
-/// Pitfall 18: ELECTPREPARE sent before the view is on disk; after a crash the candidate
-/// reuses the view number and a vote for its first incarnation elects its second.
-#[test]
-fn finds_view_not_persisted() {
-    let mut m = mistake_model(Mistake::ViewNotPersisted);
-    m.max_view_changes = 2;
-    m.max_crashes = 1;
-    m.candidates = vec![1];
-    m.crashable = vec![1];
-    expect_violation("view_not_persisted", m);
-}
+// Pitfall 18 (ELECTPREPARE sent before the view is on disk, so a candidate that crashes
+// reuses its view number) is not searched for here: a restarted replica campaigns only
+// after it recovered or after f+1 restarted (`replica::recovery`), so the clash needs a
+// total crash followed by a second election, deeper than these bounds reach in memory.
+// The simulator finds it (`vsr-sim/tests/mistakes.rs`, seed 255).
 
-// ---- what the thesis claims and the protocol does not give ----
+// ---- what the thesis claims and its protocol does not give ----
 
 /// The thesis's property 3 (§4.2.1): "If a client receives an acknowledgment for an
 /// operation, the operation will survive as long as f + 1 replicas stay alive and in
 /// contact. That is, the operation may be lost if more than f replicas lose their
-/// memories." With one crash (f = 1) it does not hold: a replica that acknowledged the
-/// operation in memory crashes and restarts from a disk without it, then votes (its log is
-/// no longer than the candidate's) for a candidate that never had it; with those two
-/// votes the candidate wins without the one replica that still holds the operation.
+/// memories." With one crash (f = 1) it does not hold for the protocol as the thesis
+/// writes it: a replica that acknowledged the operation in memory crashes and restarts
+/// from a disk without it, then votes (its log is no longer than the candidate's) for a
+/// candidate that never had it; with those two votes the candidate wins without the one
+/// replica that still holds the operation. `Mistake::RestartedReplicaVotes` is that
+/// protocol.
 #[test]
-fn thesis_property3_fails_with_one_crash() {
-    let mut m = VsrModel::new(None);
+fn finds_restarted_replica_votes() {
+    let mut m = mistake_model(Mistake::RestartedReplicaVotes);
     m.max_crashes = 1;
+    m.max_in_flight = 2;
     m.thesis_property3 = true;
-    let failed = find_violation("thesis_property3", m);
+    let failed = find_violation("restarted_replica_votes", m);
     assert!(
         failed.contains(&"acknowledged ops survive while at most f replicas lose memory"),
         "expected the thesis's property 3 to fail, got {failed:?}"
     );
-}
-
-/// Property 3 does hold when a replica crashes only while the others are up and hold
-/// everything any replica holds (the simulator's `Faults::Minority` discipline).
-#[test]
-fn property3_holds_when_others_hold_everything() {
-    let mut m = VsrModel::new(None);
-    m.max_crashes = 1;
-    m.max_in_flight = 2;
-    m.thesis_property3 = true;
-    m.crash_only_when_others_hold_everything = true;
-    m.expect_crash_after_ack = true;
-    check_all("property3_when_others_hold_everything", m);
 }

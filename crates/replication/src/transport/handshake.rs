@@ -34,7 +34,9 @@ use super::frame::FrameKind;
 use super::ReplicaId;
 
 /// The wire protocol this build speaks; a peer with another is refused with a log line.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// Version 2: the restarted replica's `Recovering` messages, and `ElectPrepare` saying
+/// whether the candidate restarted (`verso_vsr` `replica::recovery`).
+pub const PROTOCOL_VERSION: u16 = 2;
 const NONCE_LEN: usize = 32;
 const MAC_LEN: usize = 32;
 const HELLO_LEN: usize = 2 + 1 + 1 + NONCE_LEN;

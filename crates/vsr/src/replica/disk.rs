@@ -206,8 +206,12 @@ impl<A: App> Replica<A> {
         match d {
             Deferred::SendElectPrepare { view } => {
                 if self.view == view && matches!(self.status, Status::Candidate { .. }) {
-                    let op_max = self.log.op_max();
-                    self.send_to_others(Message::ElectPrepare { view, op_max });
+                    let (op_max, restarted) = (self.log.op_max(), self.is_amnesiac());
+                    self.send_to_others(Message::ElectPrepare {
+                        view,
+                        op_max,
+                        restarted,
+                    });
                 }
             }
             Deferred::ElectPrepareOk { to, view } => {
@@ -460,6 +464,8 @@ impl<A: App> Replica<A> {
         r.written_through = r.log.op_max().op;
         r.disk_op_max = r.log.op_max();
         r.last_checkpoint_op = disk.checkpoint.as_ref().map_or(0, |c| c.ap.op);
+        // Acknowledged from memory, lost with it (Lazy VSR): no votes until recovered.
+        r.assume_amnesia();
         r.check_invariants();
         r
     }

@@ -11,6 +11,7 @@ mod catch_up;
 mod disk;
 mod log;
 mod normal;
+mod recovery;
 mod view_change;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -70,6 +71,10 @@ pub enum Mistake {
     /// The ELECTPREPARE comparison as the appendix prints it: vote for a candidate whose
     /// `opMax` is at most the voter's (pitfall 28).
     ElectPrepareAsPrinted,
+    /// A restarted Lazy VSR replica votes at once, as the thesis has it, instead of staying
+    /// amnesiac until it recovered (`replica::recovery`): with a lagging replica it elects a
+    /// leader without an acknowledged operation.
+    RestartedReplicaVotes,
 }
 
 /// A replica's settings. Times are in the caller's units of virtual time (milliseconds in
@@ -188,6 +193,8 @@ pub struct Stats {
     pub state_transfers_installed: u64,
     pub checkpoints: u64,
     pub stalls: u64,
+    /// Restarts that ended their amnesia by catching up from a primary (`recovery`).
+    pub amnesia_recovered: u64,
 }
 
 /// The replica's role in its view.
@@ -300,6 +307,9 @@ pub struct Replica<A: App> {
     /// The last PREPAREOK sent: (view, op_max, disk_op_max).
     last_ack: Option<(ViewNum, Viewstamp, Viewstamp)>,
     rng: u64,
+    /// Restarted with its memory lost and not recovered yet (`recovery`): no votes, no
+    /// campaigns.
+    amnesia: Option<recovery::Amnesia>,
     actions: VecDeque<ActionOf<A>>,
     stats: Stats,
 }
@@ -340,6 +350,7 @@ impl<A: App> Replica<A> {
             view_change_at: 0,
             catch_up_retry_at: None,
             last_ack: None,
+            amnesia: None,
             actions: VecDeque::new(),
             stats: Stats::default(),
         };
@@ -451,6 +462,9 @@ impl<A: App> Replica<A> {
         if let Some(at) = self.catch_up_retry_at {
             t = t.min(at);
         }
+        if let Some(a) = &self.amnesia {
+            t = t.min(a.ask_at);
+        }
         t
     }
 
@@ -491,14 +505,48 @@ impl<A: App> Replica<A> {
                 },
                 Some(s),
             ) => self.on_heartbeat(s, view, op_max, dp, dp_min),
-            (Message::ElectPrepare { view, op_max }, Some(s)) => {
-                self.on_elect_prepare(s, view, op_max)
-            }
+            (
+                Message::ElectPrepare {
+                    view,
+                    op_max,
+                    restarted,
+                },
+                Some(s),
+            ) => self.on_elect_prepare(s, view, op_max, restarted),
             (Message::ElectPrepareOk { view }, Some(s)) => self.on_elect_prepare_ok(s, view),
             (Message::ElectAccept { view, op_max }, Some(s)) => {
                 self.on_elect_accept(s, view, op_max)
             }
             (Message::ElectAcceptOk { view }, Some(s)) => self.on_elect_accept_ok(s, view),
+            (
+                Message::Recovering {
+                    nonce,
+                    ask,
+                    view,
+                    op_max,
+                },
+                Some(s),
+            ) => self.on_recovering(s, nonce, ask, view, op_max),
+            (
+                Message::RecoveringReply {
+                    nonce,
+                    ask,
+                    view,
+                    op_max,
+                    primary,
+                    restarted,
+                },
+                Some(s),
+            ) => {
+                let answer = recovery::Answer {
+                    ask,
+                    view,
+                    op_max,
+                    primary,
+                    restarted,
+                };
+                self.on_recovering_reply(s, nonce, answer)
+            }
             (Message::CatchUp { view, op_max }, Some(s)) => self.on_catch_up(s, view, op_max),
             (
                 Message::CatchUpReply {
@@ -524,6 +572,7 @@ impl<A: App> Replica<A> {
             // Client-bound messages, or replica messages from a client: ignored.
             _ => {}
         }
+        self.end_amnesia_if_caught_up();
         self.check_invariants();
     }
 
@@ -534,7 +583,13 @@ impl<A: App> Replica<A> {
             self.catch_up_retry_at = None;
             self.request_catch_up();
         }
+        if self.amnesia.as_ref().is_some_and(|a| a.ask_at <= now) {
+            self.ask_who_leads();
+        }
         match &self.status {
+            Status::Backup if self.view_change_at <= now && !self.amnesia_allows_campaign() => {
+                self.reset_view_change_timer(); // it does not campaign (`recovery`)
+            }
             Status::Backup if self.view_change_at <= now => self.start_view_change(),
             Status::Candidate { deadline, .. } if *deadline <= now => self.start_view_change(),
             Status::Elected { deadline, .. } if *deadline <= now => self.start_view_change(),
@@ -627,6 +682,7 @@ impl<A: App> Replica<A> {
         self.deferred.hash(h);
         (self.checkpoint_sync, self.last_checkpoint_op).hash(h);
         self.catch_up_retry_at.is_some().hash(h);
+        self.amnesia.hash(h);
     }
 
     /// Moves to a higher view learned from a message, as a backup (the spec's "learn").

@@ -425,6 +425,8 @@ impl<A: App> Replica<A> {
             heartbeat_at: self.now + self.config.heartbeat_interval,
         }));
         self.catch_up_retry_at = None;
+        // Elected by a majority (with a waived amnesia's vote limits): it leads the log now.
+        self.amnesia = None;
         self.stats.views_led += 1;
         self.propose_entry(Entry {
             vs: start,

@@ -47,8 +47,12 @@ impl<A: App> Replica<A> {
         if self.config.mistake == Some(Mistake::ViewNotPersisted) {
             // The mistake: ask for votes at once; the view reaches disk only with the
             // next flush, if any comes before a crash.
-            let op_max = self.log.op_max();
-            self.send_to_others(Message::ElectPrepare { view, op_max });
+            let (op_max, restarted) = (self.log.op_max(), self.is_amnesiac());
+            self.send_to_others(Message::ElectPrepare {
+                view,
+                op_max,
+                restarted,
+            });
             self.view_written = view;
             self.view_durable = view;
             return;
@@ -80,11 +84,19 @@ impl<A: App> Replica<A> {
         }
     }
 
-    pub(super) fn on_elect_prepare(&mut self, from: ReplicaId, view: ViewNum, op_max: Viewstamp) {
+    pub(super) fn on_elect_prepare(
+        &mut self,
+        from: ReplicaId,
+        view: ViewNum,
+        op_max: Viewstamp,
+        restarted: bool,
+    ) {
         if from == self.id || view.leader() != from || view <= self.view {
             return;
         }
-        if !self.vote_ok(op_max) {
+        // A restarted replica may lack acknowledged operations: its vote could elect a
+        // leader without them (`recovery`).
+        if !self.vote_ok(op_max) || !self.amnesia_allows_vote(from, op_max, restarted) {
             self.raise_view(view);
             return;
         }

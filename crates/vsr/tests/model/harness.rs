@@ -966,7 +966,11 @@ pub fn fmt_msg(m: &Msg) -> String {
         } => {
             format!("Heartbeat({view} opMax {op_max} dp {dp})")
         }
-        Message::ElectPrepare { view, op_max } => format!("ElectPrepare({view} opMax {op_max})"),
+        Message::ElectPrepare {
+            view,
+            op_max,
+            restarted,
+        } => format!("ElectPrepare({view} opMax {op_max} restarted {restarted})"),
         Message::ElectPrepareOk { view } => format!("ElectPrepareOk({view})"),
         Message::ElectAccept { view, op_max } => format!("ElectAccept({view} opMax {op_max})"),
         Message::ElectAcceptOk { view } => format!("ElectAcceptOk({view})"),
@@ -985,6 +989,19 @@ pub fn fmt_msg(m: &Msg) -> String {
         Message::CatchUpState { view, op_max, .. } => {
             format!("CatchUpState({view} opMax {op_max})")
         }
+        Message::Recovering {
+            ask, view, op_max, ..
+        } => format!("Recovering(#{ask} {view} opMax {op_max})"),
+        Message::RecoveringReply {
+            ask,
+            view,
+            op_max,
+            primary,
+            restarted,
+            ..
+        } => format!(
+            "RecoveringReply(#{ask} {view} opMax {op_max} primary {primary} restarted {restarted})"
+        ),
     }
 }
 
