@@ -129,13 +129,21 @@ impl Node {
             "replica log recovered"
         );
         let thread_shared = shared.clone();
+        let (started, started_rx) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new()
             .name(format!("vsr-{me}"))
             .spawn(move || {
                 let mut run = Run::new(db, thread_shared, opts, recovered, transport, jobs);
+                run.publish_status(true);
+                let _ = started.send(());
                 run.main(rx);
             })
             .map_err(|e| e.to_string())?;
+        // INFO must not show the defaults (a restarted replica as recovered, say) to the
+        // first client: the server starts listening only after the first status.
+        started_rx
+            .recv()
+            .map_err(|_| "the replication thread failed to start".to_string())?;
         Ok(Node {
             shared,
             events,

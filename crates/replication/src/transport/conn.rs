@@ -154,6 +154,10 @@ pub(super) struct Peer {
     /// Nanoseconds after `Shared::epoch` of the last frame received, plus one; 0 for never.
     pub last_received: AtomicU64,
     pub last_error: Mutex<Option<String>>,
+    /// Set when the peer connected to us: it is up again, so the sender stops backing off
+    /// and connects at once (a restarted replica would otherwise wait up to `backoff_max`
+    /// to hear anything, and stays out of elections until it does).
+    pub retry_now: AtomicBool,
 }
 
 impl Peer {
@@ -171,6 +175,7 @@ impl Peer {
             dropped: AtomicU64::new(0),
             reconnects: AtomicU64::new(0),
             last_received: AtomicU64::new(0),
+            retry_now: AtomicBool::new(false),
             last_error: Mutex::new(None),
         }
     }
@@ -228,14 +233,25 @@ impl Shared {
         self.stopping.load(SeqCst)
     }
 
-    /// Sleeps for `d` unless shutdown comes first; false if it did.
-    fn sleep(&self, d: Duration) -> bool {
+    /// Sleeps for `d` unless shutdown comes first (then false) or `peer` connected to us
+    /// meanwhile (`Peer::retry_now`).
+    fn sleep(&self, d: Duration, peer: &Peer) -> bool {
         let stopped = lock(&self.stopped);
         let (stopped, _) = self
             .wake
-            .wait_timeout_while(stopped, d, |stopped| !*stopped)
+            .wait_timeout_while(stopped, d, |stopped| {
+                !*stopped && !peer.retry_now.load(SeqCst)
+            })
             .unwrap_or_else(PoisonError::into_inner);
         !*stopped
+    }
+
+    /// `peer` connected to us: wakes its sender if it is backing off.
+    fn peer_is_back(&self, peer: &Peer) {
+        peer.retry_now.store(true, SeqCst);
+        // Under the lock the sleeper checks its predicate with: the wake is not lost.
+        let _stopped = lock(&self.stopped);
+        self.wake.notify_all();
     }
 
     /// Makes every thread return soon: flags, wakes waiters, shuts every socket down.
@@ -396,10 +412,14 @@ pub(super) fn run_sender(shared: Arc<Shared>, index: usize) {
         }
         was_failing = true;
         peer.set_error(&error);
-        if !shared.sleep(backoff) {
+        if !shared.sleep(backoff, peer) {
             break;
         }
-        backoff = (backoff * 2).min(shared.config.backoff_max);
+        backoff = if peer.retry_now.swap(false, SeqCst) {
+            shared.config.backoff_min
+        } else {
+            (backoff * 2).min(shared.config.backoff_max)
+        };
     }
 }
 
@@ -558,6 +578,9 @@ fn receive(shared: &Shared, from: ReplicaId, mut link: Link) -> Result<(), ConnE
         peer.incoming_up.store(true, SeqCst);
         incoming.generation
     };
+    if !peer.outgoing_up.load(SeqCst) {
+        shared.peer_is_back(peer);
+    }
     tracing::info!(peer = from, "replication peer connected");
     let result = deliver_loop(shared, peer, generation, &mut link);
     let mut incoming = lock(&peer.incoming);

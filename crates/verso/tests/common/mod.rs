@@ -116,12 +116,29 @@ impl Conn {
     }
 }
 
+/// A port no one listens on, distinct from every other this process was given, and below
+/// the kernel's ephemeral range: a port taken by binding port 0 and closing again can be
+/// handed out again by the next bind to port 0 (a test's proxy) or taken by an outgoing
+/// connection before the server that should listen on it has started.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOW: u32 = 10_000;
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .filter(|&p| p > LOW + 1_000)
+        .unwrap_or(32_768);
+    let span = ephemeral_low - LOW;
+    let start = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (LOW + (start + n) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {LOW}..{ephemeral_low}");
 }
 
 /// A server process, killed when dropped (a failed check must not leave it running).
