@@ -47,9 +47,11 @@ start_group() { # mode [batches_in_flight]
         "$bin" serve --cluster "$d/cluster.toml" --replica $id --data-dir "$d/r$id" 2>/dev/null &
         pids+=($!)
     done
+    # The primary by its role: since backups relay, every replica answers a SET with OK.
     for _ in $(seq 100); do
         for p in 7301 7302 7303; do
-            if [ "$(redis-cli -p $p SET probe 1 2>/dev/null)" = OK ]; then primary=$p; return; fi
+            if redis-cli -p $p INFO replication 2>/dev/null | grep -q '^vsr_role:primary' \
+                && [ "$(redis-cli -p $p SET probe 1 2>/dev/null)" = OK ]; then primary=$p; return; fi
         done
         sleep 0.1
     done

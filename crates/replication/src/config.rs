@@ -178,7 +178,7 @@ impl ClusterConfig {
     pub fn example(n: u8, base_port: u16, secret: &str) -> String {
         let mut s = format!(
             "# A Verso replica group: start each replica with\n\
-             #   verso serve --cluster THIS_FILE --replica ID --dir DATA_DIR_OF_ID\n\
+             #   verso serve --cluster THIS_FILE --replica ID --data-dir DATA_DIR_OF_ID\n\
              secret = \"{secret}\"\nmode = \"lazy\"\n"
         );
         for id in 0..n {
