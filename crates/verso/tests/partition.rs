@@ -821,12 +821,38 @@ fn progress(sh: &Shared, phase: usize, since: Instant, at_least: Duration) {
 }
 
 fn settled(g: &Group, sh: &Shared) -> (usize, Info) {
-    wait_until(
-        sh,
-        "a primary with both others its backups",
-        PHASE_DEADLINE,
-        || settled_primary(&g.ports),
-    )
+    let start = Instant::now();
+    loop {
+        if let Some(v) = settled_primary(&g.ports) {
+            return v;
+        }
+        assert!(
+            !sh.failed.load(SeqCst),
+            "a client failed while waiting until a primary with both others its backups"
+        );
+        if start.elapsed() >= PHASE_DEADLINE {
+            // What each replica says about itself, to tell which one did not follow.
+            let now: Vec<String> = g.ports.iter().map(|&p| info_text(p)).collect();
+            panic!(
+                "not within {PHASE_DEADLINE:?}: a primary with both others its backups; now {now:#?}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A replica's `vsr_` lines of `INFO replication`, or why there are none.
+fn info_text(port: u16) -> String {
+    let reply = Conn::open_timeout(port, Duration::from_millis(500))
+        .and_then(|mut c| c.call(&["INFO", "replication"]));
+    match reply {
+        Ok(Reply::Bulk(Some(text))) => String::from_utf8_lossy(&text)
+            .lines()
+            .filter(|l| l.starts_with("vsr_"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => format!("no INFO: {other:?}"),
+    }
 }
 
 fn lasting(rng: &mut Rng) -> Duration {
