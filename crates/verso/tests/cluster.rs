@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, seed_from_env, Conn, Reply, Rng, Server};
+use common::{free_port, log_tails, seed_from_env, Conn, Reply, Rng, Server};
 
 const REPLICAS: usize = 3;
 const ACCOUNTS: usize = 8;
@@ -80,18 +80,7 @@ impl Group {
     }
 
     fn log_tail(&self) -> String {
-        let mut out = String::new();
-        for id in 0..REPLICAS {
-            let p = self.dir.path().join(format!("replica{id}.log"));
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            out.push_str(&format!("--- replica {id} ---\n"));
-            for l in &lines[lines.len().saturating_sub(15)..] {
-                out.push_str(l);
-                out.push('\n');
-            }
-        }
-        out
+        log_tails(self.dir.path(), REPLICAS, 15)
     }
 }
 

@@ -48,7 +48,7 @@ use verso_check::{
 };
 
 mod common;
-use common::{free_port, seed_from_env, Conn, Reply, Rng, Server};
+use common::{free_port, log_tails, seed_from_env, Conn, Reply, Rng, Server};
 
 const REPLICAS: usize = 3;
 /// Client threads, and the transactions each runs at most.
@@ -329,19 +329,15 @@ impl Group {
     fn log_tail(&self) -> String {
         let keep = std::env::temp_dir().join(format!("verso-partition-{}", std::process::id()));
         let _ = std::fs::create_dir_all(&keep);
-        let mut out = format!("whole logs in {}\n", keep.display());
         for id in 0..REPLICAS {
-            let p = self.dir.path().join(format!("replica{id}.log"));
-            let _ = std::fs::copy(&p, keep.join(format!("replica{id}.log")));
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            out.push_str(&format!("--- replica {id} ---\n"));
-            for l in &lines[lines.len().saturating_sub(25)..] {
-                out.push_str(l);
-                out.push('\n');
-            }
+            let name = format!("replica{id}.log");
+            let _ = std::fs::copy(self.dir.path().join(&name), keep.join(&name));
         }
-        out
+        format!(
+            "whole logs in {}\n{}",
+            keep.display(),
+            log_tails(self.dir.path(), REPLICAS, 25)
+        )
     }
 }
 

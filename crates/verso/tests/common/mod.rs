@@ -141,6 +141,23 @@ pub fn free_port() -> u16 {
     panic!("no free port in {LOW}..{ephemeral_low}");
 }
 
+/// The last `last` lines of each replica's log `dir/replica{id}.log`, headed by its id: what a
+/// failed multi-process test prints.
+pub fn log_tails(dir: &std::path::Path, replicas: usize, last: usize) -> String {
+    let mut out = String::new();
+    for id in 0..replicas {
+        let text =
+            std::fs::read_to_string(dir.join(format!("replica{id}.log"))).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        out.push_str(&format!("--- replica {id} ---\n"));
+        for l in &lines[lines.len().saturating_sub(last)..] {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// A server process, killed when dropped (a failed check must not leave it running).
 pub struct Server(pub Child);
 
