@@ -46,6 +46,7 @@ struct File {
     view_change_jitter_ms: Option<u64>,
     election_timeout_ms: Option<u64>,
     batches_in_flight: Option<usize>,
+    lazy_sync_gap_us: Option<u64>,
     replica: Vec<ReplicaAddr>,
 }
 
@@ -63,12 +64,25 @@ pub struct ClusterConfig {
     /// while this many are in flight wait for the next batch, so under load a round carries
     /// more commits (fewer messages and wake-ups per commit); see BENCHMARKS.md.
     pub batches_in_flight: usize,
+    /// Lazy VSR only: the disk thread leaves at least this long between the end of one
+    /// `fdatasync` and the start of the next (writes keep going to the file meanwhile).
+    /// Nothing waits for a Lazy replica's disk to acknowledge a write, so syncing back to
+    /// back only spends CPU (each sync is a device round trip and two context switches);
+    /// the price is up to this much more time before `WAIT`, `--durability sync` replies
+    /// and a vote see the disk, and as much more acknowledged work a total crash can lose.
+    /// VSR-Sync always syncs at once.
+    pub lazy_sync_gap: std::time::Duration,
 }
 
 /// The default of [`ClusterConfig::batches_in_flight`] (chosen by measurement).
 pub const BATCHES_IN_FLIGHT_DEFAULT: usize = 2;
 /// The most batches a primary may keep in flight (the VSR pipeline it feeds is this deep).
 pub const BATCHES_IN_FLIGHT_MAX: usize = 64;
+
+/// The default of [`ClusterConfig::lazy_sync_gap`], in microseconds (chosen by measurement).
+pub const LAZY_SYNC_GAP_US_DEFAULT: u64 = 2_000;
+/// The longest gap accepted, in microseconds.
+pub const LAZY_SYNC_GAP_US_MAX: u64 = 100_000;
 
 /// The shortest secret accepted.
 pub const SECRET_LEN_MIN: usize = 16;
@@ -136,6 +150,12 @@ impl ClusterConfig {
                 "batches_in_flight must be 1 to {BATCHES_IN_FLIGHT_MAX}, got {batches_in_flight}"
             ));
         }
+        let gap_us = f.lazy_sync_gap_us.unwrap_or(LAZY_SYNC_GAP_US_DEFAULT);
+        if gap_us > LAZY_SYNC_GAP_US_MAX {
+            return Err(format!(
+                "lazy_sync_gap_us must be at most {LAZY_SYNC_GAP_US_MAX}, got {gap_us}"
+            ));
+        }
         let c = ClusterConfig {
             replicas,
             secret,
@@ -145,6 +165,7 @@ impl ClusterConfig {
             view_change_jitter_ms: f.view_change_jitter_ms.unwrap_or(200),
             election_timeout_ms: f.election_timeout_ms.unwrap_or(500),
             batches_in_flight,
+            lazy_sync_gap: std::time::Duration::from_micros(gap_us),
         };
         c.vsr_config(0, 0).validate()?;
         Ok(c)
@@ -234,6 +255,10 @@ mod tests {
             (
                 base.replace("mode = \"lazy\"", "batches_in_flight = 0"),
                 "batches_in_flight must be 1 to 64",
+            ),
+            (
+                base.replace("mode = \"lazy\"", "lazy_sync_gap_us = 100001"),
+                "lazy_sync_gap_us must be at most 100000",
             ),
         ];
         for (text, want) in cases {

@@ -16,6 +16,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender};
+use std::time::{Duration, Instant};
 
 use verso_vsr::{DiskWrite, Durable};
 
@@ -132,33 +133,58 @@ pub(crate) enum DiskJob {
 }
 
 /// Runs the disk thread: appends writes in order, and on `Sync(id)` makes them durable and
-/// reports `id` through `done`. An I/O error is fatal for the replica (it must not
-/// acknowledge what it cannot keep): the thread reports it and stops.
-pub(crate) fn run(file: File, jobs: Receiver<DiskJob>, done: impl Fn(Result<u64, String>)) {
+/// reports `id` through `done`, starting a sync no sooner than `gap` after the last one
+/// ended (`ClusterConfig::lazy_sync_gap`; writes queued meanwhile join it). An I/O error
+/// is fatal for the replica (it must not acknowledge what it cannot keep): the thread
+/// reports it and stops.
+pub(crate) fn run(
+    file: File,
+    jobs: Receiver<DiskJob>,
+    gap: Duration,
+    done: impl Fn(Result<u64, String>),
+) {
     let mut out = BufWriter::with_capacity(1 << 20, file);
     let fail = |e: std::io::Error| format!("replica log: {e}");
+    let mut synced_at: Option<Instant> = None;
     while let Ok(first) = jobs.recv() {
         let mut sync = None;
         let mut stop = false;
         let mut result = Ok(());
-        let mut next = Some(first);
-        // Take everything already queued: one fdatasync covers it all.
-        while let Some(job) = next.take() {
+        // Takes one job; false once it is time to stop taking more.
+        let mut take = |job: DiskJob, sync: &mut Option<u64>, stop: &mut bool| {
             match job {
                 DiskJob::Write(bytes) => result = out.write_all(&bytes).map_err(fail),
-                DiskJob::Sync(id) => sync = Some(id),
-                DiskJob::Stop => stop = true,
+                DiskJob::Sync(id) => *sync = Some(id),
+                DiskJob::Stop => *stop = true,
             }
-            if result.is_err() || stop {
-                break;
+            result.is_ok() && !*stop
+        };
+        // Take everything already queued: one fdatasync covers it all.
+        let mut more = take(first, &mut sync, &mut stop);
+        while more {
+            match jobs.try_recv() {
+                Ok(job) => more = take(job, &mut sync, &mut stop),
+                Err(_) => break,
             }
-            next = jobs.try_recv().ok();
+        }
+        if more && sync.is_some() {
+            if let Some(wait) = synced_at.and_then(|at| gap.checked_sub(at.elapsed())) {
+                std::thread::sleep(wait);
+                // What arrived meanwhile goes in this sync too.
+                while more {
+                    match jobs.try_recv() {
+                        Ok(job) => more = take(job, &mut sync, &mut stop),
+                        Err(_) => break,
+                    }
+                }
+            }
         }
         if let (Ok(()), Some(id)) = (&result, sync) {
             result = out
                 .flush()
                 .and_then(|()| out.get_ref().sync_data())
                 .map_err(fail);
+            synced_at = Some(Instant::now());
             if result.is_ok() {
                 done(Ok(id));
             }

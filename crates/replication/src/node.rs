@@ -113,10 +113,14 @@ impl Node {
         .map_err(|e| format!("replica {me} peer address {}: {e}", mine.peer))?;
         let (jobs, jobs_rx) = channel();
         let tx = events.clone();
+        let gap = match cluster.mode {
+            crate::config::ModeName::Lazy => cluster.lazy_sync_gap,
+            crate::config::ModeName::Sync => std::time::Duration::ZERO,
+        };
         std::thread::Builder::new()
             .name(format!("vsr-disk-{me}"))
             .spawn(move || {
-                disk::run(file, jobs_rx, |r| {
+                disk::run(file, jobs_rx, gap, |r| {
                     let _ = tx.send(Event::Synced(r));
                 })
             })
