@@ -399,9 +399,17 @@ impl Record {
             debug_assert_ne!(owner, ts, "a transaction reads while committing");
             spin_step(&mut step);
         }
-        let mut found = None;
+        let found = self.newest_below(ts);
+        walk.store(walk_seq + 2, Ordering::Release);
+        Ok(found)
+    }
+
+    /// The newest version older than `ts`, walking the chain from `head`. The caller has
+    /// announced the walk (its walk counter is odd) and ends it afterwards.
+    #[inline]
+    fn newest_below(&self, ts: u64) -> Option<&Version> {
         // The chain loads are `SeqCst` (a plain load on x86-64, like `Acquire`): with the
-        // walk announcement above they follow the pruner's `SeqCst` fence in the single total
+        // walk announcement they follow the pruner's `SeqCst` fence in the single total
         // order whenever the pruner missed the announcement, so they see its unlinks
         // (C++20 [atomics.order]: an SC load after an SC fence sees what preceded the fence).
         let mut v = self.head.load(Ordering::SeqCst);
@@ -415,13 +423,11 @@ impl Record {
                 "walked onto a freed version"
             );
             if version.ts() < ts {
-                found = Some(version);
-                break;
+                return Some(version);
             }
             v = version.next.load(Ordering::SeqCst);
         }
-        walk.store(walk_seq + 2, Ordering::Release);
-        Ok(found)
+        None
     }
 
     /// A snapshot read at `ts` (snapshot isolation and precision locking): the newest
@@ -444,22 +450,7 @@ impl Record {
             }
             spin_step(&mut step);
         }
-        let mut found = None;
-        let mut v = self.head.load(Ordering::SeqCst);
-        // SAFETY: as in `read`: versions reachable from `head` during an announced walk
-        // stay allocated until the walk ends; the one returned is visible to `ts`.
-        while let Some(version) = unsafe { v.as_ref() } {
-            #[cfg(loom)]
-            assert!(
-                !version.freed.load(Ordering::SeqCst),
-                "walked onto a freed version"
-            );
-            if version.ts() < ts {
-                found = Some(version);
-                break;
-            }
-            v = version.next.load(Ordering::SeqCst);
-        }
+        let found = self.newest_below(ts);
         walk.store(walk_seq + 2, Ordering::Release);
         found
     }

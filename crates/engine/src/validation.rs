@@ -7,7 +7,7 @@
 //! `(table, key)`; in a key-value store an insert, a delete and both images of an update
 //! all have the same key, so one check covers them.
 //!
-//! Ordering argument (see `txn.rs` for the commit steps): a committer draws its commit
+//! Ordering argument (see `txn/precision.rs` for the commit steps): a committer draws its commit
 //! timestamp *inside* the list's mutex and appends its entry in the same critical section,
 //! so the list is sorted by commit timestamp, and a validator (which appended itself first)
 //! finds every transaction that committed below it already listed. The window it checks,

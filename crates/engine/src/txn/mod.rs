@@ -40,6 +40,14 @@ use crate::write_set::{self, WriteSet};
 use crate::{Concurrency, ConflictReason, Error, Isolation};
 use std::cell::RefCell;
 
+mod locked;
+mod mvto;
+mod precision;
+
+/// A commit's written records in (table, key) order, each with its version, allocated and
+/// not yet published.
+type Prepared = Vec<(RecordPtr, NonNull<Version>)>;
+
 /// The timestamp a transaction committed at: its position in the serial order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CommitTs(pub(crate) u64);
@@ -264,45 +272,6 @@ impl<'db> Txn<'db> {
         self.write(table, key.as_ref(), None)
     }
 
-    /// Two-phase locking read: lock, then read the newest version.
-    fn get_locked(
-        &self,
-        state: &TableState,
-        table: u32,
-        key: &[u8],
-    ) -> Result<Option<&Version>, Error> {
-        let wait = self.read_only;
-        let mut held = self.held.borrow_mut();
-        loop {
-            let record = match state.index.get_or_stamp(key, 0) {
-                Some(r) => r,
-                None => {
-                    // No record at all: the table's S lock keeps the key from appearing.
-                    held.share_table(table, &state.lock2pl, wait)
-                        .map_err(|r| self.lock_conflict(r))?;
-                    match state.index.get_or_stamp(key, 0) {
-                        Some(r) => r,
-                        None => return Ok(None),
-                    }
-                }
-            };
-            match held.share_record(record, wait) {
-                Ok(()) => return Ok(record.get().newest()),
-                // Removed from the index meanwhile: look again.
-                Err(Refused::Removed) => std::hint::spin_loop(),
-                Err(Refused::Conflict(r)) => return Err(self.lock_conflict(r)),
-            }
-        }
-    }
-
-    /// Counts a two-phase-locking conflict (it surfaces at a read or write, not at commit).
-    fn lock_conflict(&self, reason: ConflictReason) -> Error {
-        self.site_stats()
-            .conflicts_lock_busy
-            .fetch_add(1, StdOrdering::Relaxed);
-        Error::Conflict { reason }
-    }
-
     fn write(&mut self, table: &Table, key: &[u8], value: Option<&[u8]>) -> Result<(), Error> {
         if self.read_only {
             return Err(Error::ReadOnly);
@@ -393,40 +362,6 @@ impl<'db> Txn<'db> {
         Ok(Range::new(state, table.id, reader, lo, hi, reverse))
     }
 
-    /// Two-phase locking range: the table's S lock (no new keys), then every record in the
-    /// range shared, before anything is read.
-    fn lock_range(
-        &self,
-        state: &TableState,
-        table: u32,
-        lo: &Bound<Vec<u8>>,
-        hi: &Bound<Vec<u8>>,
-    ) -> Result<(), Error> {
-        let wait = self.read_only;
-        let mut held = self.held.borrow_mut();
-        held.share_table(table, &state.lock2pl, wait)
-            .map_err(|r| self.lock_conflict(r))?;
-        let mut records = Vec::new();
-        state.index.scan(
-            lo.as_ref().map(Vec::as_slice),
-            hi.as_ref().map(Vec::as_slice),
-            verso_index::Direction::Forward,
-            0,
-            |r| {
-                records.push(r);
-                true
-            },
-        );
-        for r in records {
-            match held.share_record(r, wait) {
-                // Removed: the key is absent, and the table's S keeps it from coming back.
-                Ok(()) | Err(Refused::Removed) => {}
-                Err(Refused::Conflict(r)) => return Err(self.lock_conflict(r)),
-            }
-        }
-        Ok(())
-    }
-
     /// Commits: afterwards every transaction with a larger timestamp sees the writes. With
     /// [`Durability::Sync`](crate::Durability) it returns once the commit is on disk (an
     /// `Error::Durability` then means it is visible but may not survive a crash).
@@ -512,260 +447,66 @@ impl<'db> Txn<'db> {
         &self.db.stats[self.slot.site as usize]
     }
 
+    /// Commits the buffered writes under the `Db`'s protocol (each in its own module).
     fn commit_writes(&mut self) -> Result<CommitTs, Error> {
         match self.db.options.concurrency {
-            Concurrency::PrecisionLocking => return self.commit_precision(),
-            Concurrency::TwoPhaseLocking => return self.commit_locked(),
-            _ => {}
+            Concurrency::Mvto => self.commit_mvto(),
+            Concurrency::PrecisionLocking => self.commit_precision(),
+            Concurrency::TwoPhaseLocking => self.commit_locked(),
         }
-        let ts = self.ts;
+    }
+
+    /// A commit's first step, outside any lock: sorts the writes by (table, key), finds or
+    /// inserts each record, and allocates each version at `ts`. Also hands out the buffer
+    /// for the records the installs will queue for the GC.
+    fn prepare(&mut self, ts: u64) -> (Prepared, Vec<RecordPtr>) {
+        let db = self.db;
         let reads_cell = self.read_records.borrow();
         let reads = reads_cell.as_ref();
-        if self.writes.as_ref().is_none_or(|w| w.is_empty()) {
-            return Ok(CommitTs(ts));
-        }
-        self.log_precheck()?;
-        let Some(ws) = self.writes.as_mut() else {
-            unreachable!("checked above")
-        };
+        let ws = self.writes.as_mut().expect("a commit with writes");
         ws.sort_for_commit();
-        // Prepare outside any lock: find or insert each record, allocate each version.
         let mut prepared = std::mem::take(&mut ws.prepared);
         for e in ws.entries() {
-            let key = ws.key(e);
-            let record = record_for_write(self.db, reads, e.table, key);
+            let record = record_for_write(db, reads, e.table, ws.key(e));
             prepared.push((record, Version::new(ts, ws.value(e))));
         }
+        (prepared, std::mem::take(&mut ws.superseded))
+    }
+
+    /// A commit's last step: if it failed before installing (`installed` false), frees the
+    /// versions and removes the records of inserts left empty (this commit's, or another's
+    /// that failed too); queues the records whose older versions became garbage, collects
+    /// this site's queue when it asks, and gives the buffers back to the write set.
+    fn settle(&mut self, mut prepared: Prepared, mut superseded: Vec<RecordPtr>, installed: bool) {
+        let db = self.db;
         let site = self.slot.site as usize;
-        let mut superseded = std::mem::take(&mut ws.superseded);
-        if self.db.options.fault == crate::Fault::StaleInstall {
-            self.log_append(ts);
-            for &mut (ref mut record, version) in prepared.iter_mut() {
-                while record.get().install_stale(version).map(|gc| {
-                    if gc {
-                        superseded.push(*record);
-                    }
-                }) == Err(Removed)
-                {
-                    *record = self.db.record_again(*record);
-                }
+        if !installed {
+            for &(_, version) in &prepared {
+                // SAFETY: never published (the commit failed before installing), and
+                // `prepared` is cleared below, so each is freed once.
+                unsafe { Version::free(version) };
             }
-            prepared.clear();
-            let ws = self.writes.as_mut().expect("checked above");
-            ws.prepared = prepared;
-            let mut gc = self.db.gc[site].lock().unwrap_or_else(|e| e.into_inner());
-            gc.extend(superseded.drain(..));
-            ws.superseded = superseded;
-            return Ok(CommitTs(ts));
+            db.remove_empty_records(site, prepared.iter().map(|&(record, _)| record));
         }
-        let result = lock_and_install(
-            self.db,
-            &mut prepared,
-            ts,
-            || self.log_append(ts),
-            |record| superseded.push(record),
-        );
-        let installed = prepared.len() as u64;
-        let ws = self.writes.as_mut().expect("checked above");
-        if result.is_err() {
-            abandon(self.db, site, &prepared);
-        }
+        let count = prepared.len() as u64;
         prepared.clear();
-        ws.prepared = prepared;
         // The queue's mutex is taken only now, never while waiting for record locks.
         let collect = !superseded.is_empty() && {
-            let mut gc = self.db.gc[site].lock().unwrap_or_else(|e| e.into_inner());
+            let mut gc = db.gc[site].lock().unwrap_or_else(|e| e.into_inner());
             gc.extend(superseded.drain(..));
             gc.wants_collection()
         };
-        ws.superseded = superseded;
-        result.map_err(|reason| Error::Conflict { reason })?;
-        self.site_stats()
-            .versions_installed
-            .fetch_add(installed, StdOrdering::Relaxed);
-        if collect {
-            self.db.collect_site(site);
-        }
-        Ok(CommitTs(ts))
-    }
-
-    /// Two-phase-locking commit: every written record is locked exclusively already, so it
-    /// cannot fail; installs at a fresh timestamp (locks are released by `end`).
-    fn commit_locked(&mut self) -> Result<CommitTs, Error> {
-        let site = self.slot.site as usize;
-        // Serialized at a point where it holds all its locks: now, not at begin (a reader
-        // may have read what committed after it began).
-        let cts = self.db.timestamps.fresh(site);
-        let reads_cell = self.read_records.borrow();
-        let reads = reads_cell.as_ref();
-        if self.writes.as_ref().is_none_or(|w| w.is_empty()) {
-            return Ok(CommitTs(cts));
-        }
-        self.log_precheck()?;
-        self.log_append(cts);
-        let ws = self.writes.as_mut().expect("checked above");
-        let mut superseded = std::mem::take(&mut ws.superseded);
-        let mut installed = 0;
-        for e in ws.entries() {
-            let key = ws.key(e);
-            let record = record_for_write(self.db, reads, e.table, key);
-            let r = record.get();
-            r.lock_for_install(cts);
-            if r.install(Version::new(cts, ws.value(e))) {
-                superseded.push(record);
-            }
-            r.unlock(cts);
-            installed += 1;
-        }
-        let collect = !superseded.is_empty() && {
-            let mut gc = self.db.gc[site].lock().unwrap_or_else(|e| e.into_inner());
-            gc.extend(superseded.drain(..));
-            gc.wants_collection()
-        };
-        ws.superseded = superseded;
-        self.site_stats()
-            .versions_installed
-            .fetch_add(installed, StdOrdering::Relaxed);
-        if collect {
-            self.db.collect_site(site);
-        }
-        Ok(CommitTs(cts))
-    }
-
-    /// Precision-locking commit (module docs, steps 1-5).
-    fn commit_precision(&mut self) -> Result<CommitTs, Error> {
-        let start = self.ts;
-        let reads_cell = self.read_records.borrow();
-        let reads = reads_cell.as_ref();
-        if self.writes.as_ref().is_none_or(|w| w.is_empty()) {
-            // Nothing written: serialized at its snapshot, nothing to validate.
-            return Ok(CommitTs(start));
-        }
-        self.log_precheck()?;
-        let ws = self.writes.as_mut().expect("checked above");
-        ws.sort_for_commit();
-        let mut prepared = std::mem::take(&mut ws.prepared);
-        for e in ws.entries() {
-            let key = ws.key(e);
-            let record = record_for_write(self.db, reads, e.table, key);
-            // The commit timestamp is not known yet; `Version::set_ts` fills it in.
-            prepared.push((record, Version::new(0, ws.value(e))));
-        }
-        let site = self.slot.site as usize;
-        let mut superseded = std::mem::take(&mut ws.superseded);
-        let result = self.lock_validate_install(&mut prepared, start, site, |r| superseded.push(r));
-        let installed = prepared.len() as u64;
-        if result.is_err() {
-            abandon(self.db, site, &prepared);
-        }
-        prepared.clear();
-        let ws = self.writes.as_mut().expect("checked above");
+        let ws = self.writes.as_mut().expect("a commit with writes");
         ws.prepared = prepared;
-        let collect = !superseded.is_empty() && {
-            let mut gc = self.db.gc[site].lock().unwrap_or_else(|e| e.into_inner());
-            gc.extend(superseded.drain(..));
-            gc.wants_collection()
-        };
         ws.superseded = superseded;
-        let cts = result?;
-        self.site_stats()
-            .versions_installed
-            .fetch_add(installed, StdOrdering::Relaxed);
-        if collect {
-            self.db.collect_site(site);
-        }
-        Ok(CommitTs(cts))
-    }
-
-    /// Steps 1-5 of a precision-locking commit over `prepared` (sorted); returns `cts`.
-    fn lock_validate_install(
-        &self,
-        prepared: &mut [(RecordPtr, NonNull<Version>)],
-        start: u64,
-        site: usize,
-        mut superseded: impl FnMut(RecordPtr),
-    ) -> Result<u64, Error> {
-        let mut held = HeldRecords {
-            records: prepared,
-            ts: crate::record::OWNER_UNSTAMPED,
-            from: 0,
-            to: 0,
-        };
-        for i in 0..held.records.len() {
-            loop {
-                match held.records[i].0.get().lock_no_wait(start) {
-                    Ok(()) => break,
-                    Err(Refused::Conflict(reason)) => return Err(Error::Conflict { reason }),
-                    Err(Refused::Removed) => {
-                        held.records[i].0 = self.db.record_again(held.records[i].0);
-                    }
-                }
-            }
-            held.to += 1;
-        }
-        let ws = self.writes.as_ref().expect("a commit with writes");
-        let timestamps = &self.db.timestamps;
-        let sink = self.db.commit_sink();
-        let mut slot = None;
-        let (entry, cts) = self.db.commit_log.publish(
-            ws.entries().iter().map(|e| (e.table, ws.key(e))),
-            || {
-                let cts = timestamps.fresh(site);
-                // In the same critical section: the replicated log is in `cts` order.
-                slot = sink.map(|s| s.reserve(cts));
-                cts
-            },
-            || timestamps.snapshot().low,
-        );
-        debug_assert!(cts > start);
-        let slot = match slot {
-            None => None,
-            Some(Some(slot)) => Some(slot),
-            Some(None) => {
-                entry.abort();
-                return Err(Error::NotPrimary);
-            }
-        };
-        for &(record, _) in held.records.iter() {
-            record.get().stamp(cts);
-        }
-        held.ts = cts;
-        if self.logs_reads {
-            let preds = self.preds.borrow();
-            let empty = PredicateLog::default();
-            let preds = preds.as_ref().unwrap_or(&empty);
-            if !self.db.commit_log.validate(&entry, start, preds) {
-                entry.abort();
-                if let (Some(sink), Some(slot)) = (sink, slot) {
-                    sink.abandon(slot);
-                }
-                return Err(Error::Conflict {
-                    reason: ConflictReason::ReadChanged,
-                });
+        if installed {
+            self.site_stats()
+                .versions_installed
+                .fetch_add(count, StdOrdering::Relaxed);
+            if collect {
+                db.collect_site(site);
             }
         }
-        // Validated: the transaction is serialized at `cts`.
-        if let (Some(sink), Some(slot)) = (sink, slot) {
-            let db = self.db;
-            let mut writes = ws.entries().iter().map(|e| crate::ReplicatedWrite {
-                table: &db.table_state_by_id(e.table).name,
-                key: ws.key(e),
-                value: ws.value(e),
-            });
-            sink.fill(slot, cts, &mut writes);
-        }
-        self.log_append(cts);
-        for i in 0..held.records.len() {
-            let (record, version) = held.records[i];
-            // SAFETY: still private to this commit.
-            unsafe { Version::set_ts(version, cts) };
-            if record.get().install(version) {
-                superseded(record);
-            }
-            record.get().unlock(cts);
-            held.from += 1;
-        }
-        Ok(cts)
     }
 
     fn end(&mut self) {
@@ -794,56 +535,6 @@ impl<'db> Txn<'db> {
             }
         }
     }
-}
-
-/// After a failed commit: frees the unpublished versions and removes the records of inserts
-/// that ended up with nothing in them (this commit's, or another's that failed too).
-fn abandon(db: &Db, site: usize, prepared: &[(RecordPtr, NonNull<Version>)]) {
-    for &(_, version) in prepared {
-        // SAFETY: the versions were never published, and `prepared` is cleared after this.
-        unsafe { Version::free(version) };
-    }
-    db.remove_empty_records(site, prepared.iter().map(|&(record, _)| record));
-}
-
-/// Locks every prepared record in (table, key) order, then installs and unlocks, calling
-/// `superseded` for each record that now needs the GC. On a conflict, unlocks what it locked
-/// and reports why; nothing was installed. A record that left the index since it was found
-/// is replaced by the key's current one (same key, so the order holds).
-fn lock_and_install(
-    db: &Db,
-    prepared: &mut [(RecordPtr, NonNull<Version>)],
-    ts: u64,
-    before_install: impl FnOnce(),
-    mut superseded: impl FnMut(RecordPtr),
-) -> Result<(), ConflictReason> {
-    let mut held = HeldRecords {
-        records: prepared,
-        ts,
-        from: 0,
-        to: 0,
-    };
-    for i in 0..held.records.len() {
-        loop {
-            match held.records[i].0.get().lock_for_commit(ts) {
-                Ok(()) => break,
-                Err(Refused::Conflict(reason)) => return Err(reason),
-                Err(Refused::Removed) => held.records[i].0 = db.record_again(held.records[i].0),
-            }
-        }
-        held.to += 1;
-    }
-    // Every record is held and validated: the transaction is now serialized at `ts`.
-    before_install();
-    for i in 0..held.records.len() {
-        let (record, version) = held.records[i];
-        if record.get().install(version) {
-            superseded(record);
-        }
-        record.get().unlock(ts);
-        held.from += 1;
-    }
-    Ok(())
 }
 
 /// Records `from..to` of a commit that are locked and not yet released. Dropping it releases
