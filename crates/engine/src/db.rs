@@ -377,13 +377,13 @@ impl Db {
         let r = record.get();
         if let Some(tombstone) = r.newest() {
             // Before the key leaves: a reader that no longer finds the record sees this.
-            self.removal_stamps[removal_bucket(r.table(), r.key())]
+            self.removal_stamps[removal_bucket(r.table(), record.key())]
                 .fetch_max(tombstone.ts(), StdOrdering::SeqCst);
         }
-        let removed = self
-            .table_state_by_id(r.table())
-            .index
-            .remove_record(r.key(), record, stamp);
+        let removed =
+            self.table_state_by_id(r.table())
+                .index
+                .remove_record(record.key(), record, stamp);
         // Only the thread that marked the record dead removes it, and nothing replaces a
         // key's record while it is in the index.
         assert!(removed, "a dead record was not in its index");
@@ -392,12 +392,12 @@ impl Db {
     /// The record that holds `dead`'s key now (inserting one if there is none), for a commit
     /// that found `dead` before it left the index. Waits out a removal still in progress.
     pub(crate) fn record_again(&self, dead: RecordPtr) -> RecordPtr {
-        let (table, key) = (dead.get().table(), dead.get().key());
+        let (table, key) = (dead.get().table(), dead.key());
         let index = &self.table_state_by_id(table).index;
         let mut step = 0;
         loop {
             let record = index.get_or_insert_with(key, |gap_stamp| {
-                RecordPtr::new(crate::record::Record::new(table, key, gap_stamp))
+                RecordPtr::alloc(table, key, gap_stamp, None)
             });
             if record != dead {
                 return record;
@@ -499,6 +499,10 @@ impl Drop for Db {
         // Stop the flusher first (it writes what is buffered): it reads no record.
         self.durable = None;
         // Every `Txn` borrows the `Db`, so none is alive: nothing can reach a record now.
+        // Limbo first: an inline version there writes to its record when freed.
+        for q in &self.gc {
+            q.lock().unwrap_or_else(|e| e.into_inner()).free_all_limbo();
+        }
         for table in self.tables.iter().filter_map(OnceLock::get) {
             // SAFETY: exclusive access (`&mut self`); the index holds each record once.
             table.index.for_each(|r| unsafe { r.destroy() });

@@ -21,7 +21,7 @@ use verso_index::Direction;
 
 use crate::db::Db;
 use crate::index::{OrderedIndex, RecordPtr};
-use crate::record::{Record, Version};
+use crate::record::Version;
 use crate::{Durability, Error};
 
 /// A commit's place in the redo log: wait for it with [`Db::wait_durable`].
@@ -212,13 +212,13 @@ impl Db {
         let state = self.table_state_by_id(table);
         let record = state
             .index
-            .get_or_insert_with(key, |gap| RecordPtr::new(Record::new(table, key, gap)));
+            .get_or_insert_with(key, |gap| RecordPtr::alloc(table, key, gap, value));
         let r = record.get();
         if r.newest().is_some_and(|v| v.ts() >= ts) {
             return;
         }
         r.lock_for_install(ts);
-        if r.install(Version::new(ts, value)) {
+        if r.install(Version::new_in(record, ts, value)) {
             let site = (ts as usize) % self.gc.len();
             lock(&self.gc[site]).extend(std::iter::once(record));
         }
@@ -395,12 +395,12 @@ impl Db {
                             continue;
                         };
                         let Some(value) = v.value() else { continue };
-                        verso_log::PartWriter::encode(&mut batch, id, v.ts(), record.key(), value);
+                        verso_log::PartWriter::encode(&mut batch, id, v.ts(), r.key(), value);
                         n += 1;
                     }
                     drop(txn);
                     if let Some(last) = chunk.last() {
-                        lo = Some(last.get().key().to_vec());
+                        lo = Some(last.key().to_vec());
                     }
                     if batch.len() >= verso_log::CHECKPOINT_BATCH_BYTES && !send(&mut batch, &mut n)
                     {

@@ -45,6 +45,19 @@ pub(crate) struct GcQueue {
     limbo: Vec<LimboBatch>,
     /// Records out of the index, waiting for the transactions that may still hold them.
     retired: Vec<Retired>,
+    /// Newest versions copied into their record's inline slot (`Record::prune`), waiting
+    /// for the transactions that may still hold them.
+    moved: Vec<Moved>,
+    /// The prunes' output of one collection, kept so collections do not allocate.
+    moved_now: Vec<NonNull<Version>>,
+}
+
+/// A heap version whose copy replaced it as its record's head.
+struct Moved {
+    version: NonNull<Version>,
+    /// A timestamp drawn after the copy was published: every transaction that could have
+    /// read or be walking the original is below it.
+    after: u64,
 }
 
 /// A record removed from the index, owned by the queue that retired it.
@@ -84,6 +97,8 @@ impl Default for GcQueue {
             trigger: GC_TRIGGER_MIN,
             limbo: Vec::new(),
             retired: Vec::new(),
+            moved: Vec::new(),
+            moved_now: Vec::new(),
         }
     }
 }
@@ -103,29 +118,20 @@ impl GcQueue {
 
     /// Takes versions a rollback unlinked, to free once the walks in progress now end.
     pub(crate) fn push_limbo(&mut self, versions: Vec<NonNull<Version>>, timestamps: &Timestamps) {
-        // Order the unlinks before reading the walk counters (as `collect` does).
-        crate::sync::fence_seq_cst();
-        let walks = timestamps.walks_in_progress();
-        // SAFETY: just unlinked by the caller, owned here.
-        let bytes = versions
-            .iter()
-            .map(|v| unsafe { v.as_ref() }.footprint())
-            .sum();
-        self.limbo.push(LimboBatch {
-            versions,
-            bytes,
-            walks,
-        });
+        self.limbo.push(LimboBatch::new(versions, timestamps));
     }
 
     pub(crate) fn wants_collection(&self) -> bool {
-        self.entries.len() >= self.trigger || self.retired.len() >= RETIRED_TRIGGER
+        self.entries.len() >= self.trigger
+            || self.retired.len() >= RETIRED_TRIGGER
+            || self.moved.len() >= RETIRED_TRIGGER
     }
 
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
             + self.limbo.iter().map(|b| b.versions.len()).sum::<usize>()
             + self.retired.len()
+            + self.moved.len()
     }
 
     /// Prunes the queued records against a fresh snapshot, removes the records that died,
@@ -136,7 +142,9 @@ impl GcQueue {
         let mut done = self.free_limbo(timestamps);
         let snap = timestamps.snapshot();
         done.freed = self.free_retired(snap.low);
+        done.bytes += self.free_moved(snap.low);
         let mut unlinked = Vec::new();
+        let mut moved = std::mem::take(&mut self.moved_now);
         // A hot key has many entries but needs one prune; while a long reader keeps its
         // history alive, the queue then holds one entry per record, not one per write.
         self.entries.sort_unstable_by_key(|record| record.addr());
@@ -149,7 +157,7 @@ impl GcQueue {
         });
         let mut removed = Vec::new();
         self.entries.retain(|&record| {
-            let keep = match record.get().prune(&snap, &mut unlinked) {
+            let keep = match record.get().prune(record, &snap, &mut unlinked, &mut moved) {
                 Prune::Pruned(p) => {
                     done.bytes += p.bytes_freed;
                     done.records += 1;
@@ -167,26 +175,16 @@ impl GcQueue {
             }
             keep
         });
-        if !removed.is_empty() {
-            done.removed = removed.len();
+        if !removed.is_empty() || !moved.is_empty() {
             let after = timestamps.fresh(site);
+            done.removed = removed.len();
             self.retire(removed.into_iter(), after);
+            self.moved
+                .extend(moved.drain(..).map(|version| Moved { version, after }));
         }
+        self.moved_now = moved;
         if !unlinked.is_empty() {
-            // Order the unlinks before reading the walk counters (the pruning side of the
-            // announce-then-load pair in `Record::read`).
-            crate::sync::fence_seq_cst();
-            let walks = timestamps.walks_in_progress();
-            // SAFETY: just unlinked, owned here.
-            let bytes = unlinked
-                .iter()
-                .map(|v| unsafe { v.as_ref() }.footprint())
-                .sum();
-            self.limbo.push(LimboBatch {
-                versions: unlinked,
-                bytes,
-                walks,
-            });
+            self.limbo.push(LimboBatch::new(unlinked, timestamps));
             done.bytes += self.free_limbo(timestamps).bytes;
         }
         self.trigger = GC_TRIGGER_MIN.max(2 * self.entries.len());
@@ -215,6 +213,26 @@ impl GcQueue {
         before - self.retired.len()
     }
 
+    /// Frees the moved versions that no transaction (all are at or above `low`) can hold
+    /// any more; returns the bytes freed.
+    fn free_moved(&mut self, low: u64) -> usize {
+        let mut bytes = 0;
+        self.moved.retain(|m| {
+            if m.after >= low {
+                return true;
+            }
+            // SAFETY: unreachable from its record since before `after` was drawn, so only
+            // transactions begun before then could hold it, and all have ended (the
+            // watermark is past `after`); a heap version, listed here once.
+            unsafe {
+                bytes += m.version.as_ref().footprint();
+                Version::free(m.version);
+            }
+            false
+        });
+        bytes
+    }
+
     /// Frees every limbo batch whose recorded walks have all finished.
     fn free_limbo(&mut self, timestamps: &Timestamps) -> Collected {
         let mut done = Collected::default();
@@ -226,27 +244,68 @@ impl GcQueue {
             if !finished {
                 return true;
             }
-            for v in batch.versions.drain(..) {
-                // SAFETY: unlinked from its chain before the walk snapshot, and every walk
-                // that could have been on it has ended; each limbo version is freed once.
-                unsafe { Version::free(v) };
-            }
+            batch.free();
             done.bytes += batch.bytes;
             false
         });
         done
+    }
+
+    /// Frees every limbo batch, walks or not: only when no transaction is left (`Db::drop`,
+    /// before the records that inline versions live in are freed).
+    pub(crate) fn free_all_limbo(&mut self) {
+        for mut batch in self.limbo.drain(..) {
+            batch.free();
+        }
+    }
+}
+
+impl LimboBatch {
+    /// A batch of versions just unlinked, with the walks in progress now. An inline version
+    /// is counted in its record's `queued`, so the record outlives the batch.
+    fn new(versions: Vec<NonNull<Version>>, timestamps: &Timestamps) -> LimboBatch {
+        // Order the unlinks before reading the walk counters (the pruning side of the
+        // announce-then-load pair in `Record::read`).
+        crate::sync::fence_seq_cst();
+        let walks = timestamps.walks_in_progress();
+        let mut bytes = 0;
+        for &v in &versions {
+            // SAFETY: just unlinked by the caller and owned here, not freed yet.
+            bytes += unsafe { v.as_ref() }.footprint();
+            // SAFETY: as above.
+            if let Some(record) = unsafe { Version::inline_record(v) } {
+                record.queue_inline();
+            }
+        }
+        LimboBatch {
+            versions,
+            bytes,
+            walks,
+        }
+    }
+
+    /// Frees the batch's versions; the caller knows no walk can be on them.
+    fn free(&mut self) {
+        for v in self.versions.drain(..) {
+            // SAFETY: unlinked from its chain before the walk snapshot, and every walk that
+            // could have been on it has ended (or none is left); each limbo version is freed
+            // once, and an inline one's record is alive: this batch holds it (`new`).
+            unsafe {
+                let record = Version::inline_record(v);
+                Version::free(v);
+                if let Some(record) = record {
+                    record.unqueue();
+                }
+            }
+        }
     }
 }
 
 impl Drop for GcQueue {
     fn drop(&mut self) {
         // Only when the `Db` drops: no transaction is left to walk anything.
-        for batch in self.limbo.drain(..) {
-            for v in batch.versions {
-                // SAFETY: unreachable from any record and owned by this queue.
-                unsafe { Version::free(v) };
-            }
-        }
+        self.free_all_limbo();
+        self.free_moved(u64::MAX);
         for r in self.retired.drain(..) {
             // SAFETY: out of the index (so not freed with it), retired here only, and no
             // transaction is left.
@@ -258,7 +317,7 @@ impl Drop for GcQueue {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
-    use crate::record::Record;
+    use crate::record::loom_tests::TestRecord;
     use crate::timestamp::GcSnapshot;
     use crate::TimestampSource;
     use loom::sync::Arc;
@@ -272,13 +331,19 @@ mod loom_tests {
             let timestamps =
                 Arc::new(Timestamps::with_layout(TimestampSource::Rdtsc, 1, 2).unwrap());
             let (reader_ts, slot) = timestamps.begin(0).unwrap();
-            let rec = Arc::new(*Record::new(0, b"k", 0));
+            let rec = TestRecord::new(0);
             for (i, ts) in [reader_ts - 1, reader_ts + 100, reader_ts + 200]
                 .into_iter()
                 .enumerate()
             {
                 rec.lock_for_commit(ts).unwrap();
-                rec.install(Version::new(ts, Some(&[i as u8])));
+                // The middle version lives in the record's inline slot.
+                let v = if i == 1 {
+                    Version::new_in(rec.0, ts, Some(&[i as u8]))
+                } else {
+                    Version::new(ts, Some(&[i as u8]))
+                };
+                rec.install(v);
                 rec.unlock(ts);
             }
             let (rec2, ts2) = (rec.clone(), timestamps.clone());
@@ -294,25 +359,35 @@ mod loom_tests {
                 future: reader_ts + 1000,
                 active: vec![reader_ts],
             };
-            let mut unlinked = Vec::new();
-            assert!(matches!(rec.prune(&snap, &mut unlinked), Prune::Pruned(_)));
+            let (mut unlinked, mut moved) = (Vec::new(), Vec::new());
+            assert!(matches!(
+                rec.prune(rec.0, &snap, &mut unlinked, &mut moved),
+                Prune::Pruned(_)
+            ));
+            assert!(moved.is_empty(), "the slot is in limbo, not free");
             assert_eq!(
                 unlinked.len(),
                 1,
                 "the middle version is invisible to everyone"
             );
             let mut q = GcQueue::default();
-            crate::sync::fence_seq_cst();
-            let walks = timestamps.walks_in_progress();
-            q.limbo.push(LimboBatch {
-                versions: unlinked,
-                bytes: 0,
-                walks,
-            });
+            let queued = rec.queued_count();
+            q.push_limbo(unlinked, &timestamps);
+            assert_eq!(rec.queued_count(), queued + 1, "limbo holds the record");
             q.free_limbo(&timestamps);
+            // A committer that takes the slot now overwrites the unlinked version: only
+            // after limbo freed it, so never under the reader's walk.
+            let reuse = Version::new_in(rec.0, reader_ts + 300, Some(b"x"));
             reader.join().unwrap();
             q.free_limbo(&timestamps);
             assert!(q.limbo.is_empty(), "limbo must drain once the walk is over");
+            // SAFETY: never published.
+            unsafe { Version::free(reuse) };
+            assert_eq!(
+                rec.queued_count(),
+                queued,
+                "a freed inline version no longer holds its record"
+            );
         });
     }
 }

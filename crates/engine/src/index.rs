@@ -24,8 +24,21 @@ unsafe impl Send for RecordPtr {}
 unsafe impl Sync for RecordPtr {}
 
 impl RecordPtr {
-    pub(crate) fn new(record: Box<Record>) -> Self {
-        RecordPtr(NonNull::from(Box::leak(record)))
+    /// A new record (`Record::alloc`): `first` is the value about to be written to it, which
+    /// sizes its inline slot.
+    pub(crate) fn alloc(table: u32, key: &[u8], gap_stamp: u64, first: Option<&[u8]>) -> Self {
+        RecordPtr(Record::alloc(table, key, gap_stamp, first))
+    }
+
+    /// The allocation's pointer (whose provenance covers the inline slot and the key).
+    pub(crate) fn as_non_null(self) -> NonNull<Record> {
+        self.0
+    }
+
+    /// The record's key. Lives as long as the record (see [`RecordPtr::get`]).
+    pub(crate) fn key<'a>(self) -> &'a [u8] {
+        // SAFETY: made by `Record::alloc`, and live for as long as callers hold it (`get`).
+        unsafe { Record::key_at(self.0) }
     }
 
     /// The record's address, for sorting and deduplication.
@@ -49,10 +62,11 @@ impl RecordPtr {
     /// Nothing references the record any more (`Db::drop`, or a retired record that no
     /// transaction or queue can reach), and each is freed once.
     pub(crate) unsafe fn destroy(self) {
-        // SAFETY: exclusive by contract; the box was leaked by `new`.
+        // SAFETY: exclusive by contract; made by `Record::alloc`, and its versions (an inline
+        // one among them) are freed before the record.
         unsafe {
             self.0.as_ref().free_versions();
-            drop(Box::from_raw(self.0.as_ptr()));
+            Record::dealloc(self.0);
         }
     }
 }

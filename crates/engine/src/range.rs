@@ -133,7 +133,7 @@ impl<'t> Range<'t> {
                 Bound::Unbounded => Vec::new(),
             };
             buf.clear();
-            buf.extend_from_slice(last.get().key());
+            buf.extend_from_slice(last.key());
             *near = Bound::Excluded(buf);
         }
     }
@@ -148,8 +148,8 @@ impl<'t> Range<'t> {
                 self.fetch_chunk();
                 continue;
             }
-            let record = self.chunk.pop_front()?.get();
-            let key = record.key();
+            let ptr = self.chunk.pop_front()?;
+            let (record, key) = (ptr.get(), ptr.key());
             // An own write decides this key; the commit validates the record anyway.
             if self
                 .writes
@@ -158,8 +158,9 @@ impl<'t> Range<'t> {
                 continue;
             }
             let value = match self.mode {
-                ReadMode::Mvto => read_visible(&self.table.index, record, self.ts, self.walk)
-                    .and_then(|v| v.value()),
+                ReadMode::Mvto => {
+                    read_visible(&self.table.index, ptr, self.ts, self.walk).and_then(|v| v.value())
+                }
                 ReadMode::Snapshot => read_snapshot(record, self.ts, self.walk),
                 ReadMode::Latest => record.newest().and_then(|v| v.value()),
             };

@@ -25,7 +25,8 @@
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::{self, NonNull};
 
-use crate::sync::{dekker_fence, spin_step, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::index::RecordPtr;
+use crate::sync::{dekker_fence, spin_step, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use crate::timestamp::GcSnapshot;
 use crate::ConflictReason;
 
@@ -88,10 +89,30 @@ pub(crate) const OWNER_DEAD: u64 = u64::MAX - 2;
 /// transaction that might have found it has ended (`gc.rs`): a transaction may keep
 /// `&Record`s for its whole life.
 ///
-/// Layout: the three protocol words share the first cache line with the key pointer, so a
-/// read touches one line of the record (plus the version it returns). The whole record is
-/// that one line.
-#[repr(C, align(64))]
+/// Layout (Silo keeps the value in the record; a multi-version record cannot overwrite it
+/// in place, so it keeps one *inline slot* for a version). One allocation:
+///
+/// ```text
+///  0  owner | tslast | head            the protocol words a read touches first
+/// 24  lock2pl | table | queued | key_len | inline_cap | inline_free
+/// 48  inline slot: room for one Version (24-byte header + bytes), `inline_cap` bytes
+///     the key, `key_len` bytes
+/// ```
+///
+/// A read goes index → record → the newest version, which after a load or the first write
+/// of a key is the inline one: [`Record::read`] starts fetching the slot's lines together
+/// with the record's own, where a separately allocated version costs a second dependent
+/// miss. The slot is sized for the key's first value (rounded up to 8 bytes: an 8-byte key
+/// and a 100-byte value make a 180-byte block, from the allocator's 192-byte class, where
+/// a 64-byte record, a boxed key and a 128-byte version took 208 in three blocks) and is
+/// reused: an update while the slot holds the newest version goes
+/// to the heap, and once the GC frees the superseded inline version (the same rule as for
+/// any version) the next update that fits takes the slot again. Values above
+/// [`INLINE_VALUE_MAX`] get no slot.
+///
+/// The record is not cache-line aligned: a 64-byte alignment would push the common block
+/// sizes into a larger allocator class (measured with mimalloc: 188 bytes at 64-byte
+/// alignment take 256), and every line of the block is fetched at once anyway.
 pub(crate) struct Record {
     /// Invariant: [`OWNER_NONE`], [`OWNER_GC`], [`OWNER_UNSTAMPED`], the timestamp of the
     /// one transaction whose commit holds this record, or, from removal on, [`OWNER_DEAD`].
@@ -101,20 +122,32 @@ pub(crate) struct Record {
     tslast: AtomicU64,
     /// Invariant: versions in strictly decreasing timestamp order; null when none.
     head: AtomicPtr<Version>,
-    key: Box<[u8]>,
     /// Two-phase locking only (`two_pl.rs`): [`LOCK_WRITER`] or the number of shared holders.
-    /// Fills the first cache line's spare word, so the other protocols pay nothing. A removed
-    /// record keeps [`LOCK_WRITER`] for good.
+    /// The other protocols never touch it. A removed record keeps [`LOCK_WRITER`] for good.
     lock2pl: AtomicU64,
     /// The table whose index holds the record: removal takes the key out of it.
     table: u32,
-    /// How many GC queue entries name this record. A removed record is freed only at zero:
-    /// until then some queue may still look at it (and drop its entry on seeing it dead).
+    /// How many GC queue entries, and inline versions in a limbo, name this record. A
+    /// removed record is freed only at zero: until then some queue may still look at it
+    /// (and drop its entry on seeing it dead), or free a version that lives inside it.
     queued: AtomicU32,
+    /// Bytes of the key, which follows the inline slot.
+    key_len: u32,
+    /// Bytes of the inline slot that follows the record (0: none). Fixed at allocation.
+    inline_cap: u16,
+    /// 1 while the inline slot holds no version; a committer takes it by swapping in 0, and
+    /// freeing the version in it (`Version::free`) stores 1 again. Always 0 without a slot.
+    inline_free: AtomicU16,
 }
 
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Record>() == 64);
+const _: () = assert!(std::mem::size_of::<Record>() == 48);
+
+/// The record's alignment (its words'), and the unit the inline slot is sized in.
+const RECORD_ALIGN: usize = std::mem::align_of::<Record>();
+/// Values up to this many bytes get an inline slot; larger ones are not worth the space a
+/// later, smaller value would leave unused.
+pub(crate) const INLINE_VALUE_MAX: usize = 512;
 
 /// `lock2pl` held exclusively.
 pub(crate) const LOCK_WRITER: u64 = 1 << 63;
@@ -128,6 +161,8 @@ pub(crate) struct Version {
     next: AtomicPtr<Version>,
     len: u32,
     tombstone: bool,
+    /// Lives in its record's inline slot (right after the record), not on the heap.
+    inline: bool,
     /// Under loom, `free` marks versions instead of releasing them, and walks assert they
     /// never step on one: the model's use-after-free check.
     #[cfg(loom)]
@@ -145,7 +180,8 @@ impl Version {
             .expect("version layout")
     }
 
-    /// Allocates a version of `value` (`None` for a tombstone) at `ts`, not yet linked.
+    /// Allocates a version of `value` (`None` for a tombstone) at `ts` on the heap, not yet
+    /// linked.
     pub(crate) fn new(ts: u64, value: Option<&[u8]>) -> NonNull<Version> {
         let bytes = value.unwrap_or(&[]);
         assert!(bytes.len() <= crate::options::SIZE_LIMIT_CEILING);
@@ -155,21 +191,72 @@ impl Version {
         let Some(v) = NonNull::new(raw) else {
             handle_alloc_error(layout)
         };
-        // SAFETY: `v` points to a fresh allocation of `layout`, large enough for the header
-        // followed by `bytes.len()` bytes; nothing else refers to it yet.
+        // SAFETY: a fresh allocation of `layout`: room for the header and the bytes.
+        unsafe { Self::write(v, ts, value, false) };
+        v
+    }
+
+    /// A version of `value` at `ts` for `record`, not yet linked: in the record's inline
+    /// slot if it is free and large enough, else on the heap. (The record comes as a
+    /// pointer: the slot lies past the `Record` a reference covers, so it is reached from
+    /// the allocation's own pointer.)
+    pub(crate) fn new_in(record: RecordPtr, ts: u64, value: Option<&[u8]>) -> NonNull<Version> {
+        let len = value.map_or(0, <[u8]>::len);
+        let r = record.get();
+        if VERSION_HEADER + len <= r.inline_cap as usize
+            // Acquire: the previous occupant's free (and every read of it) happened before.
+            && r.inline_free.swap(0, Ordering::Acquire) == 1
+        {
+            let v = Record::inline_slot(record.as_non_null());
+            // SAFETY: the slot is `inline_cap` bytes, room for the header and `len` bytes;
+            // taking `inline_free` made this thread its only user (no walk can reach the
+            // version freed from it, or it would not have been freed).
+            unsafe { Self::write(v, ts, value, true) };
+            return v;
+        }
+        Self::new(ts, value)
+    }
+
+    /// Writes a version's header and bytes at `v`.
+    ///
+    /// # Safety
+    /// `v` is aligned for `Version`, has room for the header and the bytes, and nothing
+    /// else uses that memory.
+    unsafe fn write(v: NonNull<Version>, ts: u64, value: Option<&[u8]>, inline: bool) {
+        let bytes = value.unwrap_or(&[]);
+        // SAFETY: by the caller's contract.
         unsafe {
             v.as_ptr().write(Version {
                 ts,
                 next: AtomicPtr::new(ptr::null_mut()),
                 len: bytes.len() as u32,
                 tombstone: value.is_none(),
+                inline,
                 #[cfg(loom)]
                 freed: crate::sync::AtomicBool::new(false),
             });
             let data = v.as_ptr().cast::<u8>().add(VERSION_HEADER);
             ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
         }
-        v
+    }
+
+    /// The record whose inline slot holds `v`, or `None` for a heap version.
+    ///
+    /// # Safety
+    /// `v` is a live version (not freed yet).
+    pub(crate) unsafe fn inline_record<'a>(v: NonNull<Version>) -> Option<&'a Record> {
+        // SAFETY: live by contract.
+        if !unsafe { v.as_ref() }.inline {
+            return None;
+        }
+        // SAFETY: an inline version sits right after its record, in the same allocation
+        // (`Record::inline_slot`), and the record outlives every version in its slot.
+        Some(unsafe {
+            &*v.as_ptr()
+                .cast::<u8>()
+                .sub(std::mem::size_of::<Record>())
+                .cast::<Record>()
+        })
     }
 
     /// Sets the timestamp of a version made before its commit timestamp was known.
@@ -181,11 +268,26 @@ impl Version {
         unsafe { (*v.as_ptr()).ts = ts };
     }
 
-    /// Frees a version allocated by [`Version::new`].
+    /// Frees a version made by [`Version::new`] or [`Version::new_in`]: an inline one gives
+    /// its slot back to its record.
     ///
     /// # Safety
-    /// `v` came from `Version::new`, is not reachable by any reader, and is freed once.
+    /// `v` is not reachable by any reader, is freed once, and, if inline, its record is
+    /// still allocated (the GC counts an inline version in limbo in the record's `queued`).
     pub(crate) unsafe fn free(v: NonNull<Version>) {
+        // SAFETY: live until freed below.
+        if let Some(record) = unsafe { Self::inline_record(v) } {
+            #[cfg(loom)]
+            {
+                // SAFETY: as above.
+                let was = unsafe { v.as_ref() }.freed.swap(true, Ordering::SeqCst);
+                assert!(!was, "version freed twice");
+            }
+            debug_assert_eq!(record.inline_free.load(Ordering::Relaxed), 0);
+            // Release: every use of the old version happens before the slot's next taker.
+            record.inline_free.store(1, Ordering::Release);
+            return;
+        }
         #[cfg(loom)]
         {
             // SAFETY: as below; under loom the memory is leaked, only marked.
@@ -202,6 +304,11 @@ impl Version {
 
     pub(crate) fn ts(&self) -> u64 {
         self.ts
+    }
+
+    /// Whether it lives in its record's inline slot.
+    pub(crate) fn is_inline(&self) -> bool {
+        self.inline
     }
 
     /// The value, or `None` for a tombstone.
@@ -226,19 +333,122 @@ impl Version {
 }
 
 impl Record {
-    /// A record of `table` with no versions whose `tslast` starts at `gap_stamp`: the
-    /// largest timestamp of any range read (or absent-key read) that covered this key before
-    /// it existed.
-    pub(crate) fn new(table: u32, key: &[u8], gap_stamp: u64) -> Box<Record> {
-        Box::new(Record {
-            owner: AtomicU64::new(OWNER_NONE),
-            tslast: AtomicU64::new(gap_stamp),
-            head: AtomicPtr::new(ptr::null_mut()),
-            key: key.into(),
-            lock2pl: AtomicU64::new(0),
-            table,
-            queued: AtomicU32::new(0),
-        })
+    /// The allocation of a record with `inline_cap` bytes of inline slot and a key of
+    /// `key_len` bytes.
+    fn layout(inline_cap: usize, key_len: usize) -> Layout {
+        // Cannot fail: the slot is at most a few hundred bytes and keys are bounded by
+        // `SIZE_LIMIT_CEILING`, far below `isize::MAX`.
+        Layout::from_size_align(
+            std::mem::size_of::<Record>() + inline_cap + key_len,
+            RECORD_ALIGN,
+        )
+        .expect("record layout")
+    }
+
+    /// A record of `table` for `key` with no versions, whose `tslast` starts at
+    /// `gap_stamp`: the largest timestamp of any range read (or absent-key read) that
+    /// covered this key before it existed. `first` is the value about to be written, which
+    /// sizes the inline slot.
+    pub(crate) fn alloc(
+        table: u32,
+        key: &[u8],
+        gap_stamp: u64,
+        first: Option<&[u8]>,
+    ) -> NonNull<Record> {
+        assert!(key.len() <= crate::options::SIZE_LIMIT_CEILING);
+        let inline_cap = match first {
+            Some(v) if v.len() <= INLINE_VALUE_MAX => {
+                (VERSION_HEADER + v.len()).next_multiple_of(RECORD_ALIGN)
+            }
+            _ => 0,
+        };
+        let layout = Self::layout(inline_cap, key.len());
+        // SAFETY: non-zero size (the record is 48 bytes).
+        let raw = unsafe { alloc(layout) }.cast::<Record>();
+        let Some(r) = NonNull::new(raw) else {
+            handle_alloc_error(layout)
+        };
+        // SAFETY: a fresh allocation of `layout`: the header, then `inline_cap` bytes left
+        // uninitialized until a version is written there (`Version::new_in`), then the key.
+        unsafe {
+            r.as_ptr().write(Record {
+                owner: AtomicU64::new(OWNER_NONE),
+                tslast: AtomicU64::new(gap_stamp),
+                head: AtomicPtr::new(ptr::null_mut()),
+                lock2pl: AtomicU64::new(0),
+                table,
+                queued: AtomicU32::new(0),
+                key_len: key.len() as u32,
+                inline_cap: inline_cap as u16,
+                inline_free: AtomicU16::new(u16::from(inline_cap > 0)),
+            });
+            let key_at = raw
+                .cast::<u8>()
+                .add(std::mem::size_of::<Record>() + inline_cap);
+            ptr::copy_nonoverlapping(key.as_ptr(), key_at, key.len());
+        }
+        r
+    }
+
+    /// Frees a record made by [`Record::alloc`] (its versions must be freed first).
+    ///
+    /// # Safety
+    /// `r` came from `Record::alloc`, nothing references it any more, and it is freed once.
+    pub(crate) unsafe fn dealloc(r: NonNull<Record>) {
+        // SAFETY: live until here; the slot holds no live version (freed first).
+        let rec = unsafe { r.as_ref() };
+        let layout = Self::layout(rec.inline_cap as usize, rec.key_len as usize);
+        // SAFETY: by contract (the header's atomics are dropped, which matters under loom).
+        unsafe {
+            ptr::drop_in_place(r.as_ptr());
+            dealloc(r.as_ptr().cast(), layout);
+        }
+    }
+
+    /// Where the inline slot of the record at `this` is: right after the `Record`. Derived
+    /// from the allocation's pointer, whose provenance covers the slot (a `&Record`'s
+    /// covers only the `Record`).
+    fn inline_slot(this: NonNull<Record>) -> NonNull<Version> {
+        // SAFETY: just past a live record, inside (or at the end of) its allocation, so not
+        // null; only dereferenced when `inline_cap` says the slot exists.
+        unsafe { this.cast::<u8>().add(std::mem::size_of::<Record>()).cast() }
+    }
+
+    /// The key of the record at `this`, which follows its inline slot (reached from the
+    /// allocation's pointer, as the slot is).
+    ///
+    /// # Safety
+    /// `this` is a live record from [`Record::alloc`], and stays so for `'a`.
+    pub(crate) unsafe fn key_at<'a>(this: NonNull<Record>) -> &'a [u8] {
+        // SAFETY: live by contract.
+        let r = unsafe { this.as_ref() };
+        let at = std::mem::size_of::<Record>() + r.inline_cap as usize;
+        // SAFETY: `alloc` copied `key_len` bytes there, inside the allocation, and they never
+        // change.
+        unsafe {
+            std::slice::from_raw_parts(this.cast::<u8>().as_ptr().add(at), r.key_len as usize)
+        }
+    }
+
+    /// Starts fetching the inline slot's first lines, which a read of the newest
+    /// version needs right after the record's own: the two misses overlap instead of
+    /// following each other. A hint only: it never faults, even past the allocation.
+    #[inline]
+    pub(crate) fn prefetch_inline(&self) {
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        {
+            let slot = (self as *const Record).cast::<i8>();
+            // SAFETY: prefetching is a hint that never faults, whatever the address.
+            unsafe {
+                use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                // Every line under the block's first 192 bytes (the header, and the slot of
+                // a value up to 120 bytes), wherever in a line the record starts; the
+                // caller is loading the first line already.
+                _mm_prefetch::<_MM_HINT_T0>(slot.wrapping_add(64));
+                _mm_prefetch::<_MM_HINT_T0>(slot.wrapping_add(128));
+                _mm_prefetch::<_MM_HINT_T0>(slot.wrapping_add(191));
+            }
+        }
     }
 
     pub(crate) fn table(&self) -> u32 {
@@ -250,7 +460,20 @@ impl Record {
         self.owner.load(Ordering::SeqCst) == OWNER_DEAD
     }
 
-    /// A GC queue dropped an entry naming this record (one made by `install`).
+    /// A limbo batch took an inline version of this record: the record stays allocated
+    /// until the batch frees it (and `unqueue`s).
+    pub(crate) fn queue_inline(&self) {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many queue entries and limbo versions hold the record (the models check it).
+    #[cfg(all(test, loom))]
+    pub(crate) fn queued_count(&self) -> u32 {
+        self.queued.load(Ordering::SeqCst)
+    }
+
+    /// A GC queue dropped an entry naming this record (one made by `install`), or a limbo
+    /// batch freed an inline version of it.
     pub(crate) fn unqueue(&self) {
         // Release: this queue's last look at the record happens before a free that sees zero.
         let before = self.queued.fetch_sub(1, Ordering::Release);
@@ -360,10 +583,6 @@ impl Record {
         }
     }
 
-    pub(crate) fn key(&self) -> &[u8] {
-        &self.key
-    }
-
     /// MVTO read at `ts`: records the read in `tslast`, waits out an older in-flight commit,
     /// and returns the newest version older than `ts`. `walk` is the reading transaction's
     /// walk counter (see `Timestamps::walk_word`); only that transaction writes it.
@@ -373,6 +592,7 @@ impl Record {
     /// the record left the index, perhaps without this read folded into the gap stamp, so
     /// the caller looks the key up again.
     pub(crate) fn read(&self, ts: u64, walk: &AtomicU64) -> Result<Option<&Version>, Removed> {
+        self.prefetch_inline();
         // Announce the walk before loading `head`: a pruner that unlinks a version and then
         // finds this counter even knows this walk cannot reach it.
         let walk_seq = walk.load(Ordering::Relaxed);
@@ -439,6 +659,7 @@ impl Record {
     /// reader began before the removal, and any commit on a record inserted for the key
     /// since draws its timestamp later, above `ts`.
     pub(crate) fn read_snapshot(&self, ts: u64, walk: &AtomicU64) -> Option<&Version> {
+        self.prefetch_inline();
         let walk_seq = walk.load(Ordering::Relaxed);
         debug_assert_eq!(walk_seq % 2, 0, "nested walks on one transaction");
         walk.store(walk_seq + 1, Ordering::SeqCst);
@@ -664,8 +885,17 @@ impl Record {
     /// the middle of the chain are pushed onto `unlinked`, to be freed after the walks in
     /// progress finish. A record left holding only a tombstone below `snap.low` dies
     /// (`Pruned::removed`): every reader, now and later, sees that tombstone, which says
-    /// what no record says. Returns `Busy` if the record was held (try again later).
-    pub(crate) fn prune(&self, snap: &GcSnapshot, unlinked: &mut Vec<NonNull<Version>>) -> Prune {
+    /// what no record says. A newest version on the heap moves into the inline slot if that
+    /// is free now ([`Record::move_head_inline`]); the original goes onto `moved`. Returns
+    /// `Busy` if the record was held (try again later). `this` is the record's pointer.
+    pub(crate) fn prune(
+        &self,
+        this: RecordPtr,
+        snap: &GcSnapshot,
+        unlinked: &mut Vec<NonNull<Version>>,
+        moved: &mut Vec<NonNull<Version>>,
+    ) -> Prune {
+        debug_assert!(std::ptr::eq(this.get(), self));
         match self.owner.compare_exchange(
             OWNER_NONE,
             OWNER_GC,
@@ -747,8 +977,41 @@ impl Record {
             // Not yet (or two-phase locked): keep it queued for a later collection.
             pruned.history_kept = true;
         }
+        moved.extend(self.move_head_inline(this));
         self.owner.store(OWNER_NONE, Ordering::Release);
         Prune::Pruned(pruned)
+    }
+
+    /// With [`OWNER_GC`] held: if the newest version is on the heap while the inline slot is
+    /// free and large enough (an update found the slot taken by the version it superseded,
+    /// which the GC has freed since), copies it into the slot and publishes the copy as the
+    /// head, so the record holds one block again and reads of it skip the second miss.
+    /// Returns the heap original: transactions active now may hold slices of it or be
+    /// walking through it (its `next` is left intact), so the caller frees it once they
+    /// have all ended, as it does removed records.
+    fn move_head_inline(&self, this: RecordPtr) -> Option<NonNull<Version>> {
+        let head = NonNull::new(self.head.load(Ordering::Relaxed))?;
+        // SAFETY: the head is live while it is the head, and holding OWNER_GC keeps it so.
+        let old = unsafe { head.as_ref() };
+        if old.inline
+            || old.tombstone
+            || VERSION_HEADER + old.len as usize > self.inline_cap as usize
+            // Acquire, as in `Version::new_in`: the slot's previous occupant is gone.
+            || self.inline_free.swap(0, Ordering::Acquire) != 1
+        {
+            return None;
+        }
+        let copy = Record::inline_slot(this.as_non_null());
+        // SAFETY: the slot has room (checked) and taking `inline_free` made it ours.
+        unsafe {
+            Version::write(copy, old.ts, old.value(), true);
+            copy.as_ref()
+                .next
+                .store(old.next.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        // Release: a reader that finds the copy finds it written.
+        self.head.store(copy.as_ptr(), Ordering::Release);
+        Some(head)
     }
 
     /// Frees the whole chain. Only for dropping the `Db`, when nothing else runs.
@@ -768,16 +1031,40 @@ impl Record {
 }
 
 #[cfg(all(test, loom))]
-mod loom_tests {
+pub(crate) mod loom_tests {
     use super::*;
     use loom::sync::Arc;
+
+    /// A record for the models (with a one-byte inline slot), freed with its versions when
+    /// the last `Arc` drops.
+    pub(crate) struct TestRecord(pub(crate) RecordPtr);
+
+    impl TestRecord {
+        pub(crate) fn new(gap_stamp: u64) -> Arc<TestRecord> {
+            Arc::new(TestRecord(RecordPtr::alloc(0, b"k", gap_stamp, Some(b"v"))))
+        }
+    }
+
+    impl std::ops::Deref for TestRecord {
+        type Target = Record;
+        fn deref(&self) -> &Record {
+            self.0.get()
+        }
+    }
+
+    impl Drop for TestRecord {
+        fn drop(&mut self) {
+            // SAFETY: the last reference is gone; the models leave no version in a limbo.
+            unsafe { self.0.destroy() }
+        }
+    }
 
     /// A reader at T=2 and a committer at W=1 race on one record: either the committer
     /// aborts or the reader sees its version. Never both "committed" and "missed".
     #[test]
     fn older_commit_is_either_seen_or_aborted() {
         loom::model(|| {
-            let rec = Arc::new(*Record::new(0, b"k", 0));
+            let rec = TestRecord::new(0);
             let r2 = rec.clone();
             let writer = loom::thread::spawn(move || {
                 if r2.lock_for_commit(1).is_err() {
@@ -808,7 +1095,7 @@ mod loom_tests {
     fn snapshot_reader_sees_exactly_the_commits_below_it() {
         loom::model(|| {
             let clock = Arc::new(AtomicU64::new(10));
-            let rec = Arc::new(*Record::new(0, b"k", 0));
+            let rec = TestRecord::new(0);
             let (r2, c2) = (rec.clone(), clock.clone());
             let writer = loom::thread::spawn(move || {
                 let start = 1;
@@ -842,26 +1129,26 @@ mod loom_tests {
 
     /// A stand-in for the index: one key's slot and its gap stamp, under a mutex (the real
     /// index's gap-stamp contract is Masstree's own, tested there).
-    struct OneKeyIndex(loom::sync::Mutex<(Option<Arc<Record>>, u64)>);
+    struct OneKeyIndex(loom::sync::Mutex<(Option<Arc<TestRecord>>, u64)>);
 
     impl OneKeyIndex {
-        fn get_or_stamp(&self, ts: u64) -> Option<Arc<Record>> {
+        fn get_or_stamp(&self, ts: u64) -> Option<Arc<TestRecord>> {
             let mut g = self.0.lock().unwrap();
             if g.0.is_none() {
                 g.1 = g.1.max(ts);
             }
             g.0.clone()
         }
-        fn get_or_insert(&self, made: &loom::sync::Mutex<Vec<Arc<Record>>>) -> Arc<Record> {
+        fn get_or_insert(&self, made: &loom::sync::Mutex<Vec<Arc<TestRecord>>>) -> Arc<TestRecord> {
             let mut g = self.0.lock().unwrap();
             if g.0.is_none() {
-                let r = Arc::new(*Record::new(0, b"k", g.1));
+                let r = TestRecord::new(g.1);
                 made.lock().unwrap().push(r.clone());
                 g.0 = Some(r);
             }
             g.0.clone().unwrap()
         }
-        fn remove(&self, r: &Arc<Record>, stamp: u64) {
+        fn remove(&self, r: &Arc<TestRecord>, stamp: u64) {
             let mut g = self.0.lock().unwrap();
             assert!(g.0.as_ref().is_some_and(|x| Arc::ptr_eq(x, r)));
             g.0 = None;
@@ -882,7 +1169,7 @@ mod loom_tests {
         model.max_branches = 100_000;
         model.check(|| {
             let made = Arc::new(loom::sync::Mutex::new(Vec::new()));
-            let dead = Arc::new(*Record::new(0, b"k", 0));
+            let dead = TestRecord::new(0);
             dead.lock_for_commit(1).unwrap();
             assert!(
                 dead.install(Version::new(1, None)),
@@ -915,13 +1202,16 @@ mod loom_tests {
                     future: 5,
                     active: vec![3, 4],
                 };
-                let mut unlinked = Vec::new();
-                if let Prune::Pruned(p) = dead3.prune(&snap, &mut unlinked) {
+                let (mut unlinked, mut moved) = (Vec::new(), Vec::new());
+                if let Prune::Pruned(p) = dead3.prune(dead3.0, &snap, &mut unlinked, &mut moved) {
                     if let Some(stamp) = p.removed {
                         index3.remove(&dead3, stamp);
                     }
                 }
                 assert!(unlinked.is_empty());
+                // The writer's version may have moved into the free slot: its original is
+                // freed once every thread is done, as the GC would.
+                moved
             });
             let walk = AtomicU64::new(0);
             let saw = loop {
@@ -934,7 +1224,10 @@ mod loom_tests {
                 }
             };
             let committed = writer.join().unwrap();
-            remover.join().unwrap();
+            for original in remover.join().unwrap() {
+                // SAFETY: off the chain, and every thread is done.
+                unsafe { Version::free(original) };
+            }
             if committed {
                 assert_eq!(saw, Some((3, true)), "a reader at 4 missed a commit at 3");
             } else {
@@ -951,7 +1244,7 @@ mod loom_tests {
     #[test]
     fn committers_keep_the_chain_ordered() {
         loom::model(|| {
-            let rec = Arc::new(*Record::new(0, b"k", 0));
+            let rec = TestRecord::new(0);
             let r2 = rec.clone();
             let t = loom::thread::spawn(move || {
                 if r2.lock_for_commit(1).is_ok() {
@@ -971,6 +1264,82 @@ mod loom_tests {
             );
             // SAFETY: both threads are done.
             unsafe { rec.free_versions() };
+        });
+    }
+
+    /// The inline slot's reuse. The slot holds the version at 1; a reader at 5 races a
+    /// writer that commits at 3 (to the heap), then collects as the GC would with the
+    /// reader active: the version at 1 is below the newest one under 5, so it is freed at
+    /// once, and the version at 3 moves into the slot (its heap original is handed back,
+    /// to free once the reader is gone). Then the writer commits at 7 (to the heap: the
+    /// slot holds the copy). Whatever the reader got is never overwritten under it, and it
+    /// is the version at 3 whenever that committed.
+    #[test]
+    fn a_reused_inline_slot_never_changes_under_a_reader() {
+        loom::model(|| {
+            let rec = TestRecord::new(0);
+            rec.lock_for_commit(1).unwrap();
+            let first = Version::new_in(rec.0, 1, Some(b"a"));
+            // SAFETY: unpublished, ours.
+            assert!(
+                unsafe { first.as_ref() }.is_inline(),
+                "a new record's slot is free"
+            );
+            rec.install(first);
+            rec.unlock(1);
+            let r2 = rec.clone();
+            let writer = loom::thread::spawn(move || {
+                if r2.lock_for_commit(3).is_err() {
+                    return None; // the reader at 5 came first
+                }
+                let v3 = Version::new_in(r2.0, 3, Some(b"b"));
+                // SAFETY: unpublished, ours.
+                assert!(!unsafe { v3.as_ref() }.is_inline(), "the slot is taken");
+                r2.install(v3);
+                r2.unlock(3);
+                let snap = GcSnapshot {
+                    low: 5,
+                    future: 6,
+                    active: vec![5],
+                };
+                let (mut unlinked, mut moved) = (Vec::new(), Vec::new());
+                let pruned = r2.prune(r2.0, &snap, &mut unlinked, &mut moved);
+                assert!(matches!(pruned, Prune::Pruned(_)));
+                assert!(unlinked.is_empty(), "below the cut: freed at once");
+                assert_eq!(moved, [v3], "the newest moves into the freed slot");
+                r2.lock_for_commit(7).expect("the reader is older");
+                let v7 = Version::new_in(r2.0, 7, Some(b"c"));
+                // SAFETY: unpublished, ours.
+                assert!(
+                    !unsafe { v7.as_ref() }.is_inline(),
+                    "the copy holds the slot"
+                );
+                r2.install(v7);
+                r2.unlock(7);
+                Some(v3)
+            });
+            let walk = AtomicU64::new(0);
+            let got = rec
+                .read(5, &walk)
+                .unwrap()
+                .map(|v| (v, v.ts(), v.value().map(<[u8]>::to_vec)));
+            let moved = writer.join().unwrap();
+            let (version, ts, value) = got.expect("the version at 1 at least");
+            assert_eq!(
+                (version.ts(), version.value().map(<[u8]>::to_vec)),
+                (ts, value.clone()),
+                "the version read changed under the reader"
+            );
+            let expected: &[u8] = if moved.is_some() { b"b" } else { b"a" };
+            assert_eq!(value.as_deref(), Some(expected));
+            let newest = rec.read(8, &walk).unwrap().map(|v| (v.ts(), v.is_inline()));
+            if let Some(original) = moved {
+                assert_eq!(newest, Some((7, false)));
+                let below = rec.read(6, &walk).unwrap().map(|v| (v.ts(), v.is_inline()));
+                assert_eq!(below, Some((3, true)), "the copy at 3 is on the chain");
+                // SAFETY: off the chain, and the reader is done (the GC waits for that).
+                unsafe { Version::free(original) };
+            }
         });
     }
 }

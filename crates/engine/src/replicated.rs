@@ -19,7 +19,7 @@ use std::sync::Arc;
 use crate::db::Db;
 use crate::error::Error;
 use crate::index::{OrderedIndex, RecordPtr};
-use crate::record::{Record, Version};
+use crate::record::Version;
 
 /// One write of a replicated commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,9 +77,9 @@ impl Db {
         for w in writes {
             let table = self.table(w.table)?;
             let state = self.table_state(&table)?;
-            let mut record = state.index.get_or_insert_with(w.key, |gap| {
-                RecordPtr::new(Record::new(table.id, w.key, gap))
-            });
+            let mut record = state
+                .index
+                .get_or_insert_with(w.key, |gap| RecordPtr::alloc(table.id, w.key, gap, w.value));
             while record.get().lock_for_replay(ts).is_err() {
                 record = self.record_again(record);
             }
@@ -94,7 +94,7 @@ impl Db {
                 });
                 break;
             }
-            if r.install(Version::new(ts, w.value)) {
+            if r.install(Version::new_in(record, ts, w.value)) {
                 queued.push(record);
             }
             r.unlock(ts);

@@ -316,7 +316,7 @@ impl ReadRecords {
         self.entries
             .iter()
             .rev()
-            .find(|&&(t, eh, r)| t == table && eh == h && r.get().key() == key)
+            .find(|&&(t, eh, r)| t == table && eh == h && r.key() == key)
             .map(|&(_, _, r)| r)
     }
 

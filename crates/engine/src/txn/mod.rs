@@ -225,7 +225,7 @@ impl<'db> Txn<'db> {
             self.note_read(table, key, record);
             return Ok(read_visible(
                 &state.index,
-                record.get(),
+                record,
                 self.ts,
                 self.walk_word(),
             ));
@@ -282,7 +282,7 @@ impl<'db> Txn<'db> {
             let mut held = self.held.borrow_mut();
             loop {
                 let record = state.index.get_or_insert_with(key, |gap_stamp| {
-                    RecordPtr::new(Record::new(table.id, key, gap_stamp))
+                    RecordPtr::alloc(table.id, key, gap_stamp, value)
                 });
                 if record.get().newest().is_none() {
                     // The key's first version: a phantom for anyone holding the table's S.
@@ -467,8 +467,9 @@ impl<'db> Txn<'db> {
         ws.sort_for_commit();
         let mut prepared = std::mem::take(&mut ws.prepared);
         for e in ws.entries() {
-            let record = record_for_write(db, reads, e.table, ws.key(e));
-            prepared.push((record, Version::new(ts, ws.value(e))));
+            let value = ws.value(e);
+            let record = record_for_write(db, reads, e.table, ws.key(e), value);
+            prepared.push((record, Version::new_in(record, ts, value)));
         }
         (prepared, std::mem::take(&mut ws.superseded))
     }
@@ -555,6 +556,22 @@ impl Drop for HeldRecords<'_> {
     }
 }
 
+/// Replaces a prepared entry's record, which left the index since the commit found it, with
+/// the key's record now ([`Db::record_again`]). A version prepared in the old record's
+/// inline slot moves along: a version must not outlive the record it lives in.
+fn rehome(db: &Db, entry: &mut (RecordPtr, NonNull<Version>)) {
+    entry.0 = db.record_again(entry.0);
+    // SAFETY: unpublished, owned by this commit.
+    let version = unsafe { entry.1.as_ref() };
+    if version.is_inline() {
+        let moved = Version::new_in(entry.0, version.ts(), version.value());
+        // SAFETY: never published, and replaced here; its record is still allocated, since
+        // this transaction found it before it left the index.
+        unsafe { Version::free(entry.1) };
+        entry.1 = moved;
+    }
+}
+
 /// The record of a written key: the one a read of this transaction found, else the
 /// index's (inserting it).
 fn record_for_write(
@@ -562,12 +579,13 @@ fn record_for_write(
     reads: Option<&write_set::ReadRecords>,
     table: u32,
     key: &[u8],
+    value: Option<&[u8]>,
 ) -> RecordPtr {
     reads.and_then(|r| r.find(table, key)).unwrap_or_else(|| {
         db.table_state_by_id(table)
             .index
             .get_or_insert_with(key, |gap_stamp| {
-                RecordPtr::new(Record::new(table, key, gap_stamp))
+                RecordPtr::alloc(table, key, gap_stamp, value)
             })
     })
 }
@@ -586,18 +604,18 @@ pub(crate) fn read_snapshot<'t>(
 /// the record that holds the key now (`record.rs`, "Removal").
 pub(crate) fn read_visible<'t>(
     index: &'t TableIndex,
-    mut record: &'t Record,
+    mut record: RecordPtr,
     ts: u64,
     walk: &crate::sync::AtomicU64,
 ) -> Option<&'t Version> {
     let mut step = 0;
     loop {
-        match record.read(ts, walk) {
+        match record.get().read(ts, walk) {
             Ok(version) => return version,
             Err(Removed) => {
                 // The removal may still be taking the key out of the index.
                 crate::sync::spin_step(&mut step);
-                record = index.get_or_stamp(record.key(), ts)?.get();
+                record = index.get_or_stamp(record.key(), ts)?;
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use std::ptr::NonNull;
 
-use super::{HeldRecords, Txn};
+use super::{rehome, HeldRecords, Txn};
 use crate::db::Db;
 use crate::index::RecordPtr;
 use crate::record::{Refused, Removed, Version};
@@ -21,14 +21,14 @@ impl Txn<'_> {
         let (mut prepared, mut superseded) = self.prepare(ts);
         if self.db.options.fault == Fault::StaleInstall {
             self.log_append(ts);
-            for (record, version) in prepared.iter_mut() {
-                while record.get().install_stale(*version).map(|gc| {
+            for entry in prepared.iter_mut() {
+                while entry.0.get().install_stale(entry.1).map(|gc| {
                     if gc {
-                        superseded.push(*record);
+                        superseded.push(entry.0);
                     }
                 }) == Err(Removed)
                 {
-                    *record = self.db.record_again(*record);
+                    rehome(self.db, entry);
                 }
             }
             self.settle(prepared, superseded, true);
@@ -69,7 +69,7 @@ fn lock_and_install(
             match held.records[i].0.get().lock_for_commit(ts) {
                 Ok(()) => break,
                 Err(Refused::Conflict(reason)) => return Err(reason),
-                Err(Refused::Removed) => held.records[i].0 = db.record_again(held.records[i].0),
+                Err(Refused::Removed) => rehome(db, &mut held.records[i]),
             }
         }
         held.to += 1;

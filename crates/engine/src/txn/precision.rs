@@ -5,7 +5,7 @@
 
 use std::ptr::NonNull;
 
-use super::{HeldRecords, Txn};
+use super::{rehome, HeldRecords, Txn};
 use crate::index::RecordPtr;
 use crate::record::{Refused, Version, OWNER_UNSTAMPED};
 use crate::validation::PredicateLog;
@@ -46,7 +46,7 @@ impl Txn<'_> {
                     Ok(()) => break,
                     Err(Refused::Conflict(reason)) => return Err(Error::Conflict { reason }),
                     Err(Refused::Removed) => {
-                        held.records[i].0 = self.db.record_again(held.records[i].0);
+                        rehome(self.db, &mut held.records[i]);
                     }
                 }
             }
