@@ -48,6 +48,7 @@ pub(crate) struct SiteStats {
     pub(crate) gc_runs: StdAtomicU64,
     pub(crate) gc_records_pruned: StdAtomicU64,
     pub(crate) gc_bytes_freed: StdAtomicU64,
+    pub(crate) gc_moved_inline: StdAtomicU64,
     pub(crate) records_removed: StdAtomicU64,
     pub(crate) records_freed: StdAtomicU64,
     /// Commits that failed for a reason other than a conflict (the log refused them).
@@ -83,6 +84,9 @@ pub struct Stats {
     pub gc_records_pruned: u64,
     /// Bytes of versions freed.
     pub gc_bytes_freed: u64,
+    /// Newest versions moved from the heap back into their record's inline slot once the
+    /// version that held the slot was freed.
+    pub gc_moved_inline: u64,
     /// Entries waiting in GC queues: records to prune, versions in limbo, and removed
     /// records not freed yet (an upper bound on what GC still holds).
     pub gc_pending: u64,
@@ -330,6 +334,7 @@ impl Db {
             s.gc_runs += get(&site.gc_runs);
             s.gc_records_pruned += get(&site.gc_records_pruned);
             s.gc_bytes_freed += get(&site.gc_bytes_freed);
+            s.gc_moved_inline += get(&site.gc_moved_inline);
             s.records_removed += get(&site.records_removed);
             s.records_freed += get(&site.records_freed);
             s.commit_errors += get(&site.commit_errors);
@@ -369,6 +374,9 @@ impl Db {
         stats
             .gc_bytes_freed
             .fetch_add(done.bytes as u64, StdOrdering::Relaxed);
+        stats
+            .gc_moved_inline
+            .fetch_add(done.moved as u64, StdOrdering::Relaxed);
     }
 
     /// Takes a dead record's key out of its index, leaving `stamp` (its `tslast`) as the

@@ -88,6 +88,8 @@ pub(crate) struct Collected {
     pub(crate) removed: usize,
     /// Removed records freed.
     pub(crate) freed: usize,
+    /// Newest versions moved into their record's inline slot.
+    pub(crate) moved: usize,
 }
 
 impl Default for GcQueue {
@@ -177,6 +179,7 @@ impl GcQueue {
         });
         if !removed.is_empty() || !moved.is_empty() {
             let after = timestamps.fresh(site);
+            done.moved = moved.len();
             done.removed = removed.len();
             self.retire(removed.into_iter(), after);
             self.moved

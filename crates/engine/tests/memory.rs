@@ -259,3 +259,47 @@ fn aborted_inserts_leave_no_record_behind() {
         );
     }
 }
+
+/// A newest version on the heap moves into its record's inline slot once the version that
+/// held the slot is freed (a collection); a transaction that read the original keeps a
+/// valid slice of it until it ends, however much the allocator is churned meanwhile, and
+/// the original is freed once that transaction is gone.
+#[test]
+fn a_moved_newest_version_stays_valid_for_its_readers() {
+    let _serial = serial();
+    let db = Db::open(Options::default()).unwrap();
+    let t = db.table("t").unwrap();
+    db.run(|txn| txn.put(&t, b"k", [1u8; 100])).unwrap(); // takes the inline slot
+    db.run(|txn| txn.put(&t, b"k", [2u8; 100])).unwrap(); // the heap: the slot is taken
+    let reader = db.begin_read_only().unwrap();
+    let held = reader.get(&t, b"k").unwrap().unwrap();
+    assert_eq!(held, [2u8; 100]);
+    let moved_before = db.stats().gc_moved_inline;
+    // The 1s are below what the reader sees: freed, and the 2s move into the slot.
+    db.collect_garbage();
+    assert_eq!(
+        db.stats().gc_moved_inline,
+        moved_before + 1,
+        "the newest version moves inline"
+    );
+    // Heap versions of the same size come and go; the original must not be among the
+    // freed memory they reuse.
+    for i in 0..20_000u64 {
+        db.run(|txn| txn.put(&t, (i % 500).to_be_bytes(), [3u8; 100]))
+            .unwrap();
+    }
+    db.collect_garbage();
+    assert_eq!(held, [2u8; 100], "a moved version was freed under its reader");
+    assert_eq!(reader.get(&t, b"k").unwrap(), Some(&[2u8; 100][..]));
+    drop(reader);
+    let live = LIVE_BYTES.load(Ordering::Relaxed);
+    db.collect_garbage();
+    assert!(
+        LIVE_BYTES.load(Ordering::Relaxed) < live,
+        "the original is freed once its reader ended"
+    );
+    assert_eq!(
+        db.begin_read_only().unwrap().get(&t, b"k").unwrap(),
+        Some(&[2u8; 100][..])
+    );
+}
