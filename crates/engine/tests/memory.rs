@@ -289,7 +289,10 @@ fn a_moved_newest_version_stays_valid_for_its_readers() {
             .unwrap();
     }
     db.collect_garbage();
-    assert_eq!(held, [2u8; 100], "a moved version was freed under its reader");
+    assert_eq!(
+        held, [2u8; 100],
+        "a moved version was freed under its reader"
+    );
     assert_eq!(reader.get(&t, b"k").unwrap(), Some(&[2u8; 100][..]));
     drop(reader);
     let live = LIVE_BYTES.load(Ordering::Relaxed);
