@@ -27,7 +27,7 @@ use crate::db::Db;
 use crate::index::RecordPtr;
 use crate::record::{Prune, Version};
 use crate::sync::Ordering;
-use crate::timestamp::{SlotId, Timestamps};
+use crate::timestamp::{GcSnapshot, SlotId, Timestamps};
 
 /// A queue is collected once it holds this many entries (or twice what the last collection
 /// had to leave behind, so a long reader does not make every commit rescan the queue).
@@ -37,27 +37,53 @@ const RETIRED_TRIGGER: usize = 256;
 
 pub(crate) struct GcQueue {
     /// Invariant: every record with a version below its head that may become garbage, or
-    /// with a tombstone at its head, has an entry here (or in another site's queue); each
-    /// entry is counted in its record's `queued`.
+    /// with a tombstone at its head, has an entry here or in `stuck` (or in another site's
+    /// queue); each entry is counted in its record's `queued`.
     entries: Vec<RecordPtr>,
     trigger: usize,
+    /// Records whose last prune could take nothing: every version they keep was needed by
+    /// an active transaction (typically a long reader's). Pruning them at every collection
+    /// would cost a cache miss each and free nothing, so they wait until the oldest active
+    /// transaction moves on (`stuck_low`), or until the collections since have pruned eight
+    /// times as many records as wait here (a bound on how long a version needed only by a
+    /// younger, finished transaction can linger). A new version re-queues a record anyway.
+    stuck: Vec<RecordPtr>,
+    /// `low` of the snapshot the stuck records were pruned against.
+    stuck_low: u64,
+    /// `stuck`'s length after its last deduplication.
+    stuck_deduped: usize,
+    pruned_since_park: usize,
     /// Unlinked versions waiting for the walks that were in progress when they were unlinked.
     limbo: Vec<LimboBatch>,
     /// Records out of the index, waiting for the transactions that may still hold them.
     retired: Vec<Retired>,
     /// Newest versions copied into their record's inline slot (`Record::prune`), waiting
     /// for the transactions that may still hold them.
-    moved: Vec<Moved>,
-    /// The prunes' output of one collection, kept so collections do not allocate.
+    moved: Vec<MovedBatch>,
+    /// Collect once this many records are retired or versions moved (adapts, as `trigger`
+    /// does: a long reader can keep them waiting, and rescanning them at every commit
+    /// would cost far more than they hold).
+    retired_trigger: usize,
+    /// The prunes' output of one collection, and emptied batches' buffers, kept so that
+    /// collections do not allocate.
     moved_now: Vec<NonNull<Version>>,
+    spare: Vec<Vec<NonNull<Version>>>,
 }
 
-/// A heap version whose copy replaced it as its record's head.
-struct Moved {
-    version: NonNull<Version>,
-    /// A timestamp drawn after the copy was published: every transaction that could have
-    /// read or be walking the original is below it.
+/// Heap versions whose copies replaced them as their records' heads, in one collection.
+///
+/// Who may still use an original: a transaction that read it (one at a timestamp above the
+/// original's, begun before the copy was published, so below `after`), and a walk that
+/// stood on it when the copy was published (of any transaction, older ones included, on
+/// their way down the chain). So an original is freed once no active timestamp lies
+/// between its own and `after`, and every walk in progress at the move has ended. A long
+/// reader older than the original holds back neither.
+struct MovedBatch {
+    versions: Vec<NonNull<Version>>,
+    /// A timestamp drawn after the copies were published.
     after: u64,
+    /// (slot, odd walk counter) of each walk in progress at the move.
+    walks: Vec<(SlotId, u64)>,
 }
 
 /// A record removed from the index, owned by the queue that retired it.
@@ -97,10 +123,16 @@ impl Default for GcQueue {
         GcQueue {
             entries: Vec::new(),
             trigger: GC_TRIGGER_MIN,
+            stuck: Vec::new(),
+            stuck_low: 0,
+            stuck_deduped: GC_TRIGGER_MIN,
+            pruned_since_park: 0,
             limbo: Vec::new(),
             retired: Vec::new(),
             moved: Vec::new(),
+            retired_trigger: RETIRED_TRIGGER,
             moved_now: Vec::new(),
+            spare: Vec::new(),
         }
     }
 }
@@ -125,15 +157,19 @@ impl GcQueue {
 
     pub(crate) fn wants_collection(&self) -> bool {
         self.entries.len() >= self.trigger
-            || self.retired.len() >= RETIRED_TRIGGER
-            || self.moved.len() >= RETIRED_TRIGGER
+            || self.retired.len() + self.moved_len() >= self.retired_trigger
     }
 
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
+            + self.stuck.len()
             + self.limbo.iter().map(|b| b.versions.len()).sum::<usize>()
             + self.retired.len()
-            + self.moved.len()
+            + self.moved_len()
+    }
+
+    fn moved_len(&self) -> usize {
+        self.moved.iter().map(|b| b.versions.len()).sum()
     }
 
     /// Prunes the queued records against a fresh snapshot, removes the records that died,
@@ -144,21 +180,22 @@ impl GcQueue {
         let mut done = self.free_limbo(timestamps);
         let snap = timestamps.snapshot();
         done.freed = self.free_retired(snap.low);
-        done.bytes += self.free_moved(snap.low);
+        done.bytes += self.free_moved(&snap, timestamps);
         let mut unlinked = Vec::new();
         let mut moved = std::mem::take(&mut self.moved_now);
+        if !self.stuck.is_empty()
+            && (snap.low > self.stuck_low || self.pruned_since_park >= 8 * self.stuck.len())
+        {
+            self.entries.append(&mut self.stuck);
+            self.pruned_since_park = 0;
+        }
         // A hot key has many entries but needs one prune; while a long reader keeps its
         // history alive, the queue then holds one entry per record, not one per write.
-        self.entries.sort_unstable_by_key(|record| record.addr());
-        self.entries.dedup_by(|dup, kept| {
-            let same = dup.addr() == kept.addr();
-            if same {
-                dup.get().unqueue();
-            }
-            same
-        });
+        dedup(&mut self.entries);
         let mut removed = Vec::new();
+        let stuck = &mut self.stuck;
         self.entries.retain(|&record| {
+            let before = (unlinked.len(), moved.len());
             let keep = match record.get().prune(record, &snap, &mut unlinked, &mut moved) {
                 Prune::Pruned(p) => {
                     done.bytes += p.bytes_freed;
@@ -166,6 +203,12 @@ impl GcQueue {
                     if let Some(stamp) = p.removed {
                         db.remove_from_index(record, stamp);
                         removed.push(record);
+                    }
+                    let progressed = p.bytes_freed > 0 || before != (unlinked.len(), moved.len());
+                    if p.history_kept && !progressed {
+                        // The entry (and its count in `queued`) moves to the stuck list.
+                        stuck.push(record);
+                        return false;
                     }
                     p.history_kept
                 }
@@ -177,15 +220,33 @@ impl GcQueue {
             }
             keep
         });
+        if !self.stuck.is_empty() {
+            self.stuck_low = snap.low;
+            // A record written again while stuck comes back here once more: one entry each.
+            if self.stuck.len() >= 2 * self.stuck_deduped {
+                dedup(&mut self.stuck);
+                self.stuck_deduped = self.stuck.len().max(GC_TRIGGER_MIN);
+            }
+        }
+        self.pruned_since_park += done.records;
         if !removed.is_empty() || !moved.is_empty() {
             let after = timestamps.fresh(site);
             done.moved = moved.len();
             done.removed = removed.len();
             self.retire(removed.into_iter(), after);
-            self.moved
-                .extend(moved.drain(..).map(|version| Moved { version, after }));
+            if !moved.is_empty() {
+                // Order the head stores before reading the walk counters (as for limbo).
+                crate::sync::fence_seq_cst();
+                let buffer = self.spare.pop().unwrap_or_default();
+                self.moved.push(MovedBatch {
+                    versions: std::mem::replace(&mut moved, buffer),
+                    after,
+                    walks: timestamps.walks_in_progress(),
+                });
+            }
         }
         self.moved_now = moved;
+        self.retired_trigger = RETIRED_TRIGGER.max(2 * (self.retired.len() + self.moved_len()));
         if !unlinked.is_empty() {
             self.limbo.push(LimboBatch::new(unlinked, timestamps));
             done.bytes += self.free_limbo(timestamps).bytes;
@@ -216,24 +277,51 @@ impl GcQueue {
         before - self.retired.len()
     }
 
-    /// Frees the moved versions that no transaction (all are at or above `low`) can hold
-    /// any more; returns the bytes freed.
-    fn free_moved(&mut self, low: u64) -> usize {
+    /// Frees the moved originals no transaction can use any more, judged by `snap` (taken
+    /// after their batch's `after` was drawn; see [`MovedBatch`]); returns the bytes freed.
+    fn free_moved(&mut self, snap: &GcSnapshot, timestamps: &Timestamps) -> usize {
         let mut bytes = 0;
-        self.moved.retain(|m| {
-            if m.after >= low {
+        let spare = &mut self.spare;
+        self.moved.retain_mut(|batch| {
+            let walked = batch
+                .walks
+                .iter()
+                .all(|&(slot, seq)| timestamps.walk_word(slot).load(Ordering::SeqCst) != seq);
+            if !walked {
                 return true;
             }
-            // SAFETY: unreachable from its record since before `after` was drawn, so only
-            // transactions begun before then could hold it, and all have ended (the
-            // watermark is past `after`); a heap version, listed here once.
-            unsafe {
-                bytes += m.version.as_ref().footprint();
-                Version::free(m.version);
+            batch.versions.retain(|&v| {
+                // SAFETY: an original not freed yet (each is listed once).
+                let ts = unsafe { v.as_ref() }.ts();
+                if ts >= batch.after || snap.visible_to_someone(ts, batch.after) {
+                    return true;
+                }
+                // SAFETY: off its chain since before `after`, no walk that stood on it is
+                // left, and no transaction that could have read it is active: the readers
+                // were above its timestamp and below `after`, and `snap` has none there.
+                unsafe {
+                    bytes += v.as_ref().footprint();
+                    Version::free(v);
+                }
+                false
+            });
+            if batch.versions.is_empty() {
+                spare.push(std::mem::take(&mut batch.versions));
+                return false;
             }
-            false
+            true
         });
         bytes
+    }
+
+    /// Frees every moved original, used or not: only when no transaction is left.
+    fn free_all_moved(&mut self) {
+        for batch in self.moved.drain(..) {
+            for v in batch.versions {
+                // SAFETY: no transaction is left (`Db::drop`); each is listed once.
+                unsafe { Version::free(v) };
+            }
+        }
     }
 
     /// Frees every limbo batch whose recorded walks have all finished.
@@ -261,6 +349,18 @@ impl GcQueue {
             batch.free();
         }
     }
+}
+
+/// Leaves one entry per record, dropping the others' counts.
+fn dedup(entries: &mut Vec<RecordPtr>) {
+    entries.sort_unstable_by_key(|record| record.addr());
+    entries.dedup_by(|dup, kept| {
+        let same = dup.addr() == kept.addr();
+        if same {
+            dup.get().unqueue();
+        }
+        same
+    });
 }
 
 impl LimboBatch {
@@ -308,7 +408,7 @@ impl Drop for GcQueue {
     fn drop(&mut self) {
         // Only when the `Db` drops: no transaction is left to walk anything.
         self.free_all_limbo();
-        self.free_moved(u64::MAX);
+        self.free_all_moved();
         for r in self.retired.drain(..) {
             // SAFETY: out of the index (so not freed with it), retired here only, and no
             // transaction is left.
