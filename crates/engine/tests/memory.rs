@@ -306,3 +306,47 @@ fn a_moved_newest_version_stays_valid_for_its_readers() {
         Some(&[2u8; 100][..])
     );
 }
+
+/// What a long reader holds back (its versions, moved into inline slots or not) must not
+/// make the GC run at every commit: collections stay amortized over the commits.
+#[test]
+fn a_long_reader_does_not_make_every_commit_collect() {
+    let _serial = serial();
+    let db = Db::open(Options::default()).unwrap();
+    let t = db.table("t").unwrap();
+    let write_round = |db: &Db, byte: u8| {
+        for k in 0..1_000u64 {
+            db.run(|txn| txn.put(&t, k.to_be_bytes(), [byte; 100]))
+                .unwrap();
+        }
+    };
+    write_round(&db, 0); // every record's first version takes its inline slot
+                         // A pin keeps the 0s, so the 1s stay on the heap beside them.
+    let pin = db.begin_read_only().unwrap();
+    write_round(&db, 1);
+    let reader = db.begin_read_only().unwrap(); // sees the 1s
+    drop(pin);
+    let moved_before = db.stats().gc_moved_inline;
+    // The 0s go, and the 1s move into the freed slots: the heap originals wait for the
+    // reader, which may hold them.
+    db.collect_garbage();
+    assert!(
+        db.stats().gc_moved_inline >= moved_before + 1_000,
+        "the reader's versions move into the freed slots"
+    );
+    let before = db.stats();
+    for round in 2..12u8 {
+        write_round(&db, round);
+    }
+    let after = db.stats();
+    let commits = after.commits - before.commits;
+    let runs = after.gc_runs - before.gc_runs;
+    assert!(
+        runs * 50 < commits,
+        "{runs} collections in {commits} commits next to a long reader"
+    );
+    assert_eq!(
+        reader.get(&t, 5u64.to_be_bytes()).unwrap(),
+        Some(&[1u8; 100][..])
+    );
+}
