@@ -9,6 +9,7 @@
 # compares their RSS.
 #
 #   bench/server-vs-redis.sh [RUNS] [N]          (defaults: 3 runs, 200000 requests)
+#   VERSO_ARGS="--threads 1" bench/server-vs-redis.sh    (more `verso serve` flags)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
@@ -33,7 +34,8 @@ start_redis() {
 }
 start_verso() {
   # Redis runs with persistence off; so does Verso.
-  target/release/verso serve --port "$1" --durability none >/dev/null 2>"$out/verso.log" &
+  # shellcheck disable=SC2086
+  target/release/verso serve --port "$1" --durability none ${VERSO_ARGS:-} >/dev/null 2>"$out/verso.log" &
   echo $!
 }
 

@@ -102,10 +102,11 @@ pub(crate) const OWNER_DEAD: u64 = u64::MAX - 2;
 /// A read goes index → record → the newest version, which after a load or the first write
 /// of a key is the inline one: [`Record::read`] starts fetching the slot's lines together
 /// with the record's own, where a separately allocated version costs a second dependent
-/// miss. The slot is sized for the key's first value (rounded up to 8 bytes: an 8-byte key
-/// and a 100-byte value make a 180-byte block, from the allocator's 192-byte class, where
-/// a 64-byte record, a boxed key and a 128-byte version took 208 in three blocks) and is
-/// reused: an update while the slot holds the newest version goes
+/// miss. The slot is sized exactly for the key's first value: an 8-byte key and a 100-byte
+/// value make a 180-byte block, an 11-byte key (`key:0000001`) 183, both from mimalloc's
+/// 192-byte class (which holds at most 184 bytes as built here: measured, 188 bytes go to
+/// the 224-byte class), where a 64-byte record, a boxed key and a 128-byte version took 208
+/// in three blocks. The slot is reused: an update while the slot holds the newest version goes
 /// to the heap, and once the GC frees the superseded inline version (the same rule as for
 /// any version) the next update that fits takes the slot again. Values above
 /// [`INLINE_VALUE_MAX`] get no slot.
@@ -143,7 +144,7 @@ pub(crate) struct Record {
 #[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<Record>() == 48);
 
-/// The record's alignment (its words'), and the unit the inline slot is sized in.
+/// The record's alignment (its words'); the inline slot after the 48-byte header keeps it.
 const RECORD_ALIGN: usize = std::mem::align_of::<Record>();
 /// Values up to this many bytes get an inline slot; larger ones are not worth the space a
 /// later, smaller value would leave unused.
@@ -357,9 +358,9 @@ impl Record {
     ) -> NonNull<Record> {
         assert!(key.len() <= crate::options::SIZE_LIMIT_CEILING);
         let inline_cap = match first {
-            Some(v) if v.len() <= INLINE_VALUE_MAX => {
-                (VERSION_HEADER + v.len()).next_multiple_of(RECORD_ALIGN)
-            }
+            // Exactly the version's size: a few bytes more can push the block into the
+            // allocator's next class (see the layout note on `Record`).
+            Some(v) if v.len() <= INLINE_VALUE_MAX => VERSION_HEADER + v.len(),
             _ => 0,
         };
         let layout = Self::layout(inline_cap, key.len());
