@@ -6,8 +6,8 @@
 
 use crossbeam_epoch as epoch;
 
-use super::key::{Key, KSUF, LAYER, UNSTABLE};
-use super::node::{Border, Entry, Header, Interior, Perm, Suffix, WIDTH};
+use super::key::{Key, LAYER, UNSTABLE};
+use super::node::{Border, Entry, Header, Interior, Perm, Suf, WIDTH};
 use super::sync::{fence, Ordering};
 use super::version::{is_deleted, is_root, NodeVersion, ROOT};
 use super::{as_interior, node, retire_suffix, IndexValue, Masstree};
@@ -29,13 +29,9 @@ fn call_make<V>(n: &Border, stamp: u64, make: impl FnOnce(u64) -> V) -> V {
     v
 }
 
-/// Allocates the out-of-line suffix of `k` (if it has one).
-fn alloc_suffix(k: &Key<'_>) -> *mut Suffix {
-    if k.has_suffix() {
-        Box::into_raw(Box::new(Suffix(k.suffix().into())))
-    } else {
-        core::ptr::null_mut()
-    }
+/// The suffix of a new entry for `k` (a long one is allocated).
+fn alloc_suffix(k: &Key<'_>) -> Suf {
+    Suf::of(k.suffix())
 }
 
 /// What the locked write does when the key exists.
@@ -134,8 +130,8 @@ impl<V: IndexValue> Masstree<V> {
                         k.shift();
                         continue;
                     }
-                    // SAFETY: a live KSUF slot owns a published suffix; we hold the lock.
-                    if e.keylenx == KSUF && *unsafe { &*e.suffix }.0 != *k.suffix() {
+                    // SAFETY: a live slot owns its published suffix; we hold the lock.
+                    if e.has_suffix() && !unsafe { e.suffix.is(k.suffix()) } {
                         root = Self::make_layer(n, s, &e, &g);
                         k.shift();
                         continue;
@@ -231,9 +227,10 @@ impl<V: IndexValue> Masstree<V> {
         n.header.version.mark_insert();
         // Dekker pair as in `insert_here`: the new layer inherits every stamp left on `n`.
         let stamp = n.stamp.load(Ordering::SeqCst);
+        let mut old_rest = Vec::new();
         // SAFETY: the slot is live and owns its suffix; we hold the lock.
-        let old_rest: &[u8] = &unsafe { &*e.suffix }.0;
-        let lk = Key::new(old_rest);
+        unsafe { e.suffix.push_to(&mut old_rest) };
+        let lk = Key::new(&old_rest);
         let lroot = Border::alloc_root(stamp);
         // SAFETY: freshly allocated, not yet shared.
         let l = unsafe { &*lroot };
@@ -253,7 +250,6 @@ impl<V: IndexValue> Masstree<V> {
         // Release: a reader that loads the pointer (acquire) sees the initialized layer.
         n.values[s].store(lroot as usize as u64, Ordering::Release);
         n.keylenx[s].store(LAYER, Ordering::Release);
-        n.set_suffix(s, core::ptr::null_mut());
         retire_suffix(g, e.suffix);
         n.header.version.unlock();
         lroot.cast()

@@ -40,7 +40,9 @@
 //! * A layer's leftmost border node stays (empty, valid) while its layer lives, and
 //!   interior nodes left with one child and no separator are not collapsed into their
 //!   parent (they are freed when their last border node goes).
-//! * Suffixes are always out of line (no inline suffix storage, no per-node string bag).
+//! * Suffixes of up to 8 bytes are packed into a word of the node's suffix block (one
+//!   allocation per node, at its first suffix, prefetched with the node); longer ones are
+//!   out of line. masstree-beta keeps a per-node string bag for all lengths.
 
 mod cursor;
 mod insert;
@@ -68,8 +70,8 @@ use crossbeam_epoch as epoch;
 pub use self::cursor::Cursor;
 pub use self::map::MasstreeMap;
 
-use self::key::{Key, KSUF, LAYER, UNSTABLE};
-use self::node::{Border, Header, Interior, Suffix};
+use self::key::{Key, LAYER, UNSTABLE};
+use self::node::{Border, Header, Interior, Suf, Suffix};
 use self::sync::{AtomicPtr, Ordering};
 use self::version::{is_deleted, is_leaf, is_root, NodeVersion};
 
@@ -273,6 +275,10 @@ impl<V: IndexValue> Masstree<V> {
             if is_deleted(v) {
                 return None;
             }
+            if k.has_suffix() {
+                // Its miss overlaps the search instead of following it.
+                n.prefetch_suffixes();
+            }
             let perm = n.perm();
             let found = match n.search(perm, slice, ilen) {
                 Err(_) => Found::Absent,
@@ -282,13 +288,12 @@ impl<V: IndexValue> Masstree<V> {
                     let bits = n.values[s].load(Ordering::Acquire);
                     if klx == LAYER {
                         Found::Layer(bits as usize as *mut Header)
-                    } else if klx == KSUF {
-                        let sp = n.suffix(s);
+                    } else if key::has_suffix(klx) {
                         // Safe even if the slot is being reused: a suffix pointer read from a
                         // slot is null or a suffix not yet reclaimed (we are pinned), and
                         // suffixes are immutable; a torn combination fails validation.
                         // SAFETY: see above.
-                        if !sp.is_null() && *unsafe { &*sp }.0 == *k.suffix() {
+                        if unsafe { n.suffix(s, klx).is(k.suffix()) } {
                             Found::Value(bits)
                         } else {
                             Found::Absent
@@ -421,9 +426,9 @@ unsafe fn free_tree(n: *mut Header) {
             if e.keylenx == LAYER {
                 // SAFETY: a live LAYER slot owns its layer's root.
                 unsafe { free_tree(layer_root_of(e.value as usize as *mut Header)) };
-            } else if e.has_suffix() {
-                // SAFETY: live slots own their suffix (node.rs invariant).
-                drop(unsafe { Box::from_raw(e.suffix) });
+            } else if let Suf::Long(p) = e.suffix {
+                // SAFETY: live slots own their long suffix (node.rs invariant).
+                drop(unsafe { Box::from_raw(p) });
             }
         }
         let block = b.ksuf.load(Ordering::Relaxed);
@@ -458,8 +463,12 @@ unsafe fn layer_root_of(mut r: *mut Header) -> *mut Header {
     r
 }
 
-/// Retires a suffix that readers may still be reading.
-fn retire_suffix(g: &epoch::Guard, p: *mut Suffix) {
+/// Retires a suffix that readers may still be reading (a long one; a short one is only a
+/// word of its node's suffix block).
+fn retire_suffix(g: &epoch::Guard, suf: Suf) {
+    let Suf::Long(p) = suf else {
+        return;
+    };
     if p.is_null() {
         return;
     }

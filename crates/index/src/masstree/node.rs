@@ -4,7 +4,7 @@
 //! relaxed between a stable version and a re-validation (see `version.rs`). Nodes start with
 //! a common [`Header`] so a child pointer can be typed by its version's `LEAF` bit.
 
-use super::key::{ilen_of, KSUF};
+use super::key::{has_suffix, ilen_of, slice_of, KSUF};
 use super::sync::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use super::version::{NodeVersion, LEAF, ROOT};
 
@@ -32,8 +32,69 @@ pub(crate) struct Interior {
 /// An out-of-line key suffix: immutable once published, freed through the epoch collector.
 pub(crate) struct Suffix(pub(crate) Box<[u8]>);
 
-/// A border node's suffix pointers, one per slot.
-pub(crate) struct SuffixBlock(pub(crate) [AtomicPtr<Suffix>; WIDTH]);
+/// A border node's suffixes, one per slot: a suffix of up to 8 bytes packed into `short`
+/// (big-endian and zero-padded like a slice; its length is in `keylenx`), a longer one
+/// behind a pointer in `long`. Allocated at the node's first suffix.
+pub(crate) struct SuffixBlock {
+    pub(crate) short: [AtomicU64; WIDTH],
+    pub(crate) long: [AtomicPtr<Suffix>; WIDTH],
+}
+
+/// A slot's key suffix, as an entry snapshot holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Suf {
+    None,
+    /// `len` (1..=8) bytes packed into a word.
+    Short {
+        word: u64,
+        len: u8,
+    },
+    /// Out of line, owned by the slot while it is live.
+    Long(*mut Suffix),
+}
+
+impl Suf {
+    /// The suffix for a new entry of a key whose remainder past this slice is `rest`,
+    /// allocating a long one.
+    pub(crate) fn of(rest: &[u8]) -> Suf {
+        match rest.len() {
+            0 => Suf::None,
+            1..=8 => Suf::Short {
+                word: slice_of(rest),
+                len: rest.len() as u8,
+            },
+            _ => Suf::Long(Box::into_raw(Box::new(Suffix(rest.into())))),
+        }
+    }
+
+    /// Whether this suffix is `rest`.
+    ///
+    /// # Safety
+    /// A long suffix's pointer is null or names a suffix not yet reclaimed (a live slot's,
+    /// read under the lock or while pinned).
+    #[inline]
+    pub(crate) unsafe fn is(&self, rest: &[u8]) -> bool {
+        match *self {
+            Suf::None => rest.is_empty(),
+            Suf::Short { word, len } => rest.len() == len as usize && slice_of(rest) == word,
+            // SAFETY: by the caller's contract.
+            Suf::Long(p) => !p.is_null() && *unsafe { &*p }.0 == *rest,
+        }
+    }
+
+    /// Appends the suffix's bytes to `buf`.
+    ///
+    /// # Safety
+    /// As for [`Suf::is`].
+    pub(crate) unsafe fn push_to(&self, buf: &mut Vec<u8>) {
+        match *self {
+            Suf::None => {}
+            Suf::Short { word, len } => buf.extend_from_slice(&word.to_be_bytes()[..len as usize]),
+            // SAFETY: by the caller's contract; a null pointer is never a live slot's.
+            Suf::Long(p) => buf.extend_from_slice(&unsafe { &*p }.0),
+        }
+    }
+}
 
 /// A border (leaf) node.
 ///
@@ -166,43 +227,73 @@ impl Border {
         self.set_suffix(s, e.suffix);
     }
 
-    /// Sets slot `s`'s suffix pointer (the lock must be held), allocating the block first.
-    pub(crate) fn set_suffix(&self, s: usize, p: *mut Suffix) {
+    /// Sets slot `s`'s suffix (the lock must be held), allocating the block first. A slot
+    /// whose new entry has no long suffix keeps its old pointer (never read again: its
+    /// `keylenx` says where the suffix is); it no longer owns it.
+    pub(crate) fn set_suffix(&self, s: usize, suf: Suf) {
         let mut block = self.ksuf.load(Ordering::Relaxed);
         if block.is_null() {
-            if p.is_null() {
+            if suf == Suf::None {
                 return;
             }
-            block = Box::into_raw(Box::new(SuffixBlock(core::array::from_fn(|_| {
-                AtomicPtr::new(core::ptr::null_mut())
-            }))));
+            block = Box::into_raw(Box::new(SuffixBlock {
+                short: core::array::from_fn(|_| AtomicU64::new(0)),
+                long: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
+            }));
             // Release: a reader that loads the block pointer (acquire) sees it initialized.
             self.ksuf.store(block, Ordering::Release);
         }
         // SAFETY: a published block lives as long as its node.
-        unsafe { &*block }.0[s].store(p, Ordering::Relaxed);
+        let block = unsafe { &*block };
+        match suf {
+            Suf::None => {}
+            Suf::Short { word, .. } => block.short[s].store(word, Ordering::Relaxed),
+            Suf::Long(p) => block.long[s].store(p, Ordering::Relaxed),
+        }
     }
 
-    /// Slot `s`'s suffix pointer (null when none). Racy reads are safe: the block, once
-    /// published, lives as long as the node, and suffix pointers name suffixes not yet
-    /// reclaimed while the reader is pinned.
+    /// Slot `s`'s suffix, as `keylenx` says. Racy reads are safe: the block, once published,
+    /// lives as long as the node, and long suffix pointers name suffixes not yet reclaimed
+    /// while the reader is pinned (a torn combination fails validation).
     #[inline]
-    pub(crate) fn suffix(&self, s: usize) -> *mut Suffix {
+    pub(crate) fn suffix(&self, s: usize, keylenx: u8) -> Suf {
+        if !has_suffix(keylenx) {
+            return Suf::None;
+        }
         let block = self.ksuf.load(Ordering::Acquire);
         if block.is_null() {
-            return core::ptr::null_mut();
+            // Only in a torn read: a slot with a suffix has a block.
+            return Suf::Long(core::ptr::null_mut());
         }
         // SAFETY: as above.
-        unsafe { &*block }.0[s].load(Ordering::Relaxed)
+        let block = unsafe { &*block };
+        if keylenx == KSUF {
+            Suf::Long(block.long[s].load(Ordering::Relaxed))
+        } else {
+            Suf::Short {
+                word: block.short[s].load(Ordering::Relaxed),
+                len: keylenx - KSUF,
+            }
+        }
+    }
+
+    /// Starts fetching the suffix block, if any, while the node's own lines are searched.
+    #[inline(always)]
+    pub(crate) fn prefetch_suffixes(&self) {
+        let block = self.ksuf.load(Ordering::Relaxed);
+        if !block.is_null() {
+            prefetch_lines(block.cast(), core::mem::size_of::<SuffixBlock>());
+        }
     }
 
     /// Reads slot `s` (under the lock, or racily with validation).
     pub(crate) fn read_slot(&self, s: usize) -> Entry {
+        let keylenx = self.keylenx[s].load(Ordering::Relaxed);
         Entry {
             slice: self.keys[s].load(Ordering::Relaxed),
-            keylenx: self.keylenx[s].load(Ordering::Relaxed),
+            keylenx,
             value: self.values[s].load(Ordering::Acquire),
-            suffix: self.suffix(s),
+            suffix: self.suffix(s, keylenx),
         }
     }
 
@@ -242,7 +333,7 @@ pub(crate) struct Entry {
     pub(crate) slice: u64,
     pub(crate) keylenx: u8,
     pub(crate) value: u64,
-    pub(crate) suffix: *mut Suffix,
+    pub(crate) suffix: Suf,
 }
 
 impl Entry {
@@ -250,11 +341,11 @@ impl Entry {
         slice: 0,
         keylenx: 0,
         value: 0,
-        suffix: core::ptr::null_mut(),
+        suffix: Suf::None,
     };
 
     pub(crate) fn has_suffix(&self) -> bool {
-        self.keylenx == KSUF
+        has_suffix(self.keylenx)
     }
 }
 

@@ -15,7 +15,7 @@
 
 use crossbeam_epoch as epoch;
 
-use super::key::{Key, KSUF, LAYER};
+use super::key::{Key, LAYER};
 use super::node::{Border, Header, Interior, SuffixBlock};
 use super::sync::Ordering;
 use super::version::{is_deleted, is_leaf, is_root};
@@ -64,8 +64,8 @@ impl<V: IndexValue> Masstree<V> {
                 depth += 1;
                 continue;
             }
-            // SAFETY: a live KSUF slot owns a published suffix; we hold the lock.
-            if e.keylenx == KSUF && *unsafe { &*e.suffix }.0 != *k.suffix() {
+            // SAFETY: a live slot owns its published suffix; we hold the lock.
+            if e.has_suffix() && !unsafe { e.suffix.is(k.suffix()) } {
                 n.header.version.unlock();
                 return None;
             }

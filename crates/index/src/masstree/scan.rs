@@ -191,11 +191,9 @@ impl<F: FnMut(&[u8], u64) -> bool> Scan<'_, '_, F> {
             8
         };
         self.buf.extend_from_slice(&bytes[..len]);
-        if e.has_suffix() {
-            // SAFETY: the entry came from a validated snapshot taken while pinned: the suffix
-            // was owned by a live slot then, so it is retired (if at all) after our pin.
-            self.buf.extend_from_slice(&unsafe { &*e.suffix }.0);
-        }
+        // SAFETY: the entry came from a validated snapshot taken while pinned: the suffix
+        // was owned by a live slot then, so it is retired (if at all) after our pin.
+        unsafe { e.suffix.push_to(&mut self.buf) };
     }
 
     /// One entry of a forward walk.
