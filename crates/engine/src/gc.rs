@@ -84,6 +84,13 @@ struct MovedBatch {
     after: u64,
     /// (slot, odd walk counter) of each walk in progress at the move.
     walks: Vec<(SlotId, u64)>,
+    /// `low` of the last snapshot that kept some of `versions`, if any. The transactions
+    /// that keep an original are below `after`, and no transaction that begins later is,
+    /// so the set that holds the batch only shrinks; while its oldest member (typically a
+    /// long reader) stays, rescanning the batch would cost a cache miss per original and
+    /// usually free nothing. A younger member that ends meanwhile only delays the free
+    /// until the oldest moves on, as for the stuck records.
+    kept_at_low: Option<u64>,
 }
 
 /// A record removed from the index, owned by the queue that retired it.
@@ -242,6 +249,7 @@ impl GcQueue {
                     versions: std::mem::replace(&mut moved, buffer),
                     after,
                     walks: timestamps.walks_in_progress(),
+                    kept_at_low: None,
                 });
             }
         }
@@ -287,7 +295,7 @@ impl GcQueue {
                 .walks
                 .iter()
                 .all(|&(slot, seq)| timestamps.walk_word(slot).load(Ordering::SeqCst) != seq);
-            if !walked {
+            if !walked || batch.kept_at_low == Some(snap.low) {
                 return true;
             }
             batch.versions.retain(|&v| {
@@ -309,6 +317,7 @@ impl GcQueue {
                 spare.push(std::mem::take(&mut batch.versions));
                 return false;
             }
+            batch.kept_at_low = Some(snap.low);
             true
         });
         bytes
