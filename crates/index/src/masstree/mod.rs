@@ -34,7 +34,10 @@
 //! * Stale layer roots (h >= 1) are written back into their slot lazily, by the next
 //!   insert or update that passes through it; until then readers climb `parent` pointers.
 //!   The layer-0 root is updated at once.
-//! * The thesis's sequential-insert split optimization.
+//! * The thesis's sequential-insert split optimization, extended to ascending streams in
+//!   the middle of a layer (`Border::last_insert`: a third insert in a row, each right after
+//!   the one before, splits right after the new key, so interleaved streams such as
+//!   TPC-C's ten districts fill their nodes instead of halving them).
 //!
 //! # Not implemented (precisely)
 //! * A layer's leftmost border node stays (empty, valid) while its layer lives, and

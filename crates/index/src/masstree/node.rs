@@ -96,6 +96,12 @@ impl Suf {
     }
 }
 
+/// `Border::last_insert` when no key was inserted since the node was made.
+pub(crate) const NO_SLOT: u8 = 0x0f;
+/// `Border::last_insert`'s flag: the last insert continued an ascending stream.
+pub(crate) const STREAM: u8 = 0x10;
+const _: () = assert!(WIDTH <= NO_SLOT as usize);
+
 /// A border (leaf) node.
 ///
 /// Invariants: slots named by the first `count` nibbles of `permutation` are live, in key
@@ -111,6 +117,13 @@ pub(crate) struct Border {
     /// The largest gap stamp left on this node's key range (`lowkey..highkey`).
     pub(crate) stamp: AtomicU64,
     pub(crate) keylenx: [AtomicU8; WIDTH],
+    /// The slot of the last key inserted here (`NO_SLOT` if none since the node was made),
+    /// plus `STREAM` if that key went right after the one inserted before it. Written and
+    /// read under the node's lock; it fills the byte `keylenx` leaves before `keys`. A
+    /// split that continues such a stream keeps the stream's keys together and full
+    /// (`insert::split_point`): ten interleaved ascending streams, as TPC-C's districts
+    /// appending orders to one tree, would otherwise leave half-empty nodes behind each.
+    pub(crate) last_insert: AtomicU8,
     pub(crate) keys: [AtomicU64; WIDTH],
     /// Value bits ([`super::IndexValue`]) or, for `LAYER` entries, the next layer's root.
     pub(crate) values: [AtomicU64; WIDTH],
@@ -169,6 +182,7 @@ impl Border {
             lowkey,
             stamp: AtomicU64::new(stamp),
             keylenx: core::array::from_fn(|_| AtomicU8::new(0)),
+            last_insert: AtomicU8::new(NO_SLOT),
             keys: core::array::from_fn(|_| AtomicU64::new(0)),
             values: core::array::from_fn(|_| AtomicU64::new(0)),
             ksuf: AtomicPtr::new(core::ptr::null_mut()),

@@ -437,3 +437,30 @@ fn emptied_layers_are_removed() {
     assert!(t.get_or_insert_with(b"01234567QQ", |g| g).0 >= 55);
     assert_eq!(t.len(), 2);
 }
+
+/// Ten ascending streams interleaved (TPC-C's districts appending orders to one tree):
+/// every stream appends in the middle of the layer, and its nodes still fill up
+/// (`Border::appended`) instead of being split in half at every split.
+#[test]
+fn interleaved_ascending_streams_fill_their_nodes() {
+    let t = Masstree::<u64>::new();
+    let per_stream = 3_000u32;
+    for i in 0..per_stream {
+        for stream in 0..10u8 {
+            let mut k = [0u8; 8];
+            k[0] = stream;
+            k[4..].copy_from_slice(&i.to_be_bytes());
+            t.insert(&k, u64::from(i));
+        }
+    }
+    let keys = 10 * per_stream as usize;
+    let nodes = border_count(&t);
+    // Full nodes need keys / 15 (2,000); halves would need twice that.
+    assert!(
+        nodes <= keys / 15 + keys / 150 + 20,
+        "{nodes} border nodes for {keys} keys"
+    );
+    let all = collect(&t, Bound::Unbounded, Bound::Unbounded, Direction::Forward);
+    assert_eq!(all.len(), keys);
+    assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
+}
