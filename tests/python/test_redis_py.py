@@ -283,3 +283,28 @@ def test_resp3(server):
     hello = c.execute_command("HELLO", 3)
     assert hello[b"proto"] == 3
     c.close()
+
+
+def test_more_string_and_key_commands(r):
+    r.set("f", "10.50")
+    assert r.incrbyfloat("f", 0.1) == 10.6
+    assert r.setrange("sr", 3, "abc") == 6
+    assert r.get("sr") == b"\x00\x00\x00abc"
+    assert r.substr("sr", 3, -1) == b"abc"
+    r.mset({"l1": "ohmytext", "l2": "mynewtext"})
+    assert r.lcs("l1", "l2") == b"mytext"
+    assert r.lcs("l1", "l2", len=True) == 6
+    assert r.rename("l1", "l3") is True
+    assert r.renamenx("l3", "l2") is False
+    assert r.copy("l3", "l4") is True
+    assert r.copy("l3", "l4") is False
+    assert r.copy("l3", "l4", replace=True) is True
+    assert r.move("l4", 1) is True
+    assert r.exists("l4") == 0
+    assert r.touch("l2", "l3", "nope") == 2
+    assert r.object("encoding", "l2") == b"embstr"
+    assert r.randomkey() is not None
+    assert r.function_flush() is True
+    assert r.script_flush() is True
+    with pytest.raises(redis.ResponseError, match="scripting"):
+        r.eval("return 1", 0)

@@ -1,6 +1,7 @@
 //! The data commands on one engine transaction: each function runs inside a [`Txn`] the
 //! caller owns, so a single command and a whole MULTI/EXEC block share one code path.
-//! Verso stores strings only (Redis's other types are not supported yet).
+//! Verso stores strings only (Redis's other types are not supported yet). More string
+//! commands are in [`crate::strings`], whole-key ones in [`crate::keys`].
 
 use std::ops::Bound;
 
@@ -33,7 +34,7 @@ fn err(msg: &str) -> CmdError {
     CmdError::Reply(Reply::err(msg))
 }
 
-const NOT_INTEGER: &str = "value is not an integer or out of range";
+pub(crate) const NOT_INTEGER: &str = "value is not an integer or out of range";
 
 /// Parses an argument as a Redis integer (no spaces, no `+`, fits in `i64`).
 pub fn parse_i64(b: &[u8]) -> Option<i64> {
@@ -124,7 +125,10 @@ pub fn mget(txn: &Txn<'_>, t: &Table, keys: &[Vec<u8>]) -> CmdResult {
 
 pub fn mset(txn: &mut Txn<'_>, t: &Table, pairs: &[Vec<u8>], only_new: bool) -> CmdResult {
     if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
-        return Err(err("wrong number of arguments for 'mset' command"));
+        let name = if only_new { "msetnx" } else { "mset" };
+        return Err(err(&format!(
+            "wrong number of arguments for '{name}' command"
+        )));
     }
     if only_new {
         for kv in pairs.chunks(2) {

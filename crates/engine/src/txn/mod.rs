@@ -161,6 +161,12 @@ impl<'db> Txn<'db> {
         self.read_only
     }
 
+    /// The largest value [`Txn::put`] accepts, in bytes (`Options::value_size_max`): a
+    /// caller that builds a value (padding, concatenating) checks it before allocating.
+    pub fn value_size_max(&self) -> usize {
+        self.db.options.value_size_max
+    }
+
     pub(crate) fn walk_word(&self) -> &'db crate::sync::AtomicU64 {
         self.db.timestamps.walk_word(self.slot)
     }

@@ -9,16 +9,19 @@ use verso_engine::{Table, Txn};
 use super::{backoff, engine_error, Session, RETRIES_MAX};
 use crate::keyspace::{self, CmdError, CmdResult};
 use crate::resp::Reply;
+use crate::{keys, strings};
 
 /// The data commands (run inside a transaction), with their arity as Redis states it:
 /// positive = exact argument count including the name, negative = at least that many.
 pub(super) fn arity(name: &[u8]) -> Option<i32> {
     Some(match name {
         b"GET" | b"GETDEL" | b"INCR" | b"DECR" | b"STRLEN" | b"TYPE" => 2,
-        b"SET" => -3,
-        b"SETNX" | b"GETSET" | b"INCRBY" | b"DECRBY" | b"APPEND" => 3,
-        b"GETRANGE" => 4,
-        b"MGET" | b"DEL" | b"UNLINK" | b"EXISTS" => -2,
+        b"SET" | b"LCS" | b"COPY" => -3,
+        b"SETNX" | b"GETSET" | b"INCRBY" | b"DECRBY" | b"APPEND" | b"INCRBYFLOAT" => 3,
+        b"RENAME" | b"RENAMENX" | b"MOVE" => 3,
+        b"GETRANGE" | b"SUBSTR" | b"SETRANGE" => 4,
+        b"MGET" | b"DEL" | b"UNLINK" | b"EXISTS" | b"TOUCH" | b"OBJECT" => -2,
+        b"RANDOMKEY" => 1,
         b"MSET" | b"MSETNX" => -3,
         b"VRANGE" => -3,
         b"DBSIZE" | b"FLUSHDB" | b"FLUSHALL" => 1,
@@ -37,6 +40,11 @@ pub(super) fn read_only(name: &[u8]) -> bool {
             | b"EXISTS"
             | b"STRLEN"
             | b"GETRANGE"
+            | b"SUBSTR"
+            | b"LCS"
+            | b"TOUCH"
+            | b"RANDOMKEY"
+            | b"OBJECT"
             | b"TYPE"
             | b"DBSIZE"
             | b"KEYS"
@@ -122,7 +130,17 @@ pub(super) fn data_command(
         }
         b"APPEND" => keyspace::append(txn, t, &a[0], &a[1]),
         b"STRLEN" => keyspace::strlen(txn, t, &a[0]),
-        b"GETRANGE" => keyspace::getrange(txn, t, &a[0], &a[1], &a[2]),
+        b"GETRANGE" | b"SUBSTR" => keyspace::getrange(txn, t, &a[0], &a[1], &a[2]),
+        b"SETRANGE" => strings::setrange(txn, t, &a[0], &a[1], &a[2]),
+        b"INCRBYFLOAT" => strings::incr_by_float(txn, t, &a[0], &a[1]),
+        b"LCS" => strings::lcs(txn, t, a),
+        b"RENAME" => keys::rename(txn, t, &a[0], &a[1], false),
+        b"RENAMENX" => keys::rename(txn, t, &a[0], &a[1], true),
+        b"COPY" => keys::copy(txn, t, tables, a),
+        b"MOVE" => keys::move_key(txn, t, tables, &a[0], &a[1]),
+        b"TOUCH" => keys::touch(txn, t, a),
+        b"RANDOMKEY" => keys::random_key(txn, t),
+        b"OBJECT" => keys::object(txn, t, a),
         b"TYPE" => keyspace::type_of(txn, t, &a[0]),
         b"VRANGE" => keyspace::vrange(txn, t, a),
         b"KEYS" => {
