@@ -201,7 +201,21 @@ impl GcQueue {
         dedup(&mut self.entries);
         let mut removed = Vec::new();
         let stuck = &mut self.stuck;
-        self.entries.retain(|&record| {
+        // A prune's first loads miss (the queue's records were written a while ago, and
+        // a long reader's stuck records come back cold): fetch the records `AHEAD_RECORD`
+        // entries ahead and their head versions `AHEAD_HEAD` ahead, so the misses overlap.
+        const AHEAD_RECORD: usize = 8;
+        const AHEAD_HEAD: usize = 4;
+        let entries = &mut self.entries;
+        let mut kept_entries = 0;
+        for i in 0..entries.len() {
+            if let Some(ahead) = entries.get(i + AHEAD_RECORD) {
+                ahead.get().prefetch_for_prune();
+            }
+            if let Some(ahead) = entries.get(i + AHEAD_HEAD) {
+                ahead.get().prefetch_head();
+            }
+            let record = entries[i];
             let before = (unlinked.len(), moved.len());
             let keep = match record.get().prune(record, &snap, &mut unlinked, &mut moved) {
                 Prune::Pruned(p) => {
@@ -215,18 +229,21 @@ impl GcQueue {
                     if p.history_kept && !progressed {
                         // The entry (and its count in `queued`) moves to the stuck list.
                         stuck.push(record);
-                        return false;
+                        continue;
                     }
                     p.history_kept
                 }
                 Prune::Busy => true, // a committer or another pruner holds it
                 Prune::Dead => false,
             };
-            if !keep {
+            if keep {
+                entries[kept_entries] = record;
+                kept_entries += 1;
+            } else {
                 record.get().unqueue();
             }
-            keep
-        });
+        }
+        entries.truncate(kept_entries);
         if !self.stuck.is_empty() {
             self.stuck_low = snap.low;
             // A record written again while stuck comes back here once more: one entry each.

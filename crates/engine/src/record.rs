@@ -452,6 +452,35 @@ impl Record {
         }
     }
 
+    /// Prefetches the lines a prune reads first: the header and the inline slot. For a
+    /// collection that walks its queue a few records ahead (`gc.rs`).
+    #[inline]
+    pub(crate) fn prefetch_for_prune(&self) {
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        // SAFETY: prefetching is a hint that never faults, whatever the address.
+        unsafe {
+            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>((self as *const Record).cast::<i8>());
+        }
+        self.prefetch_inline();
+    }
+
+    /// Prefetches the head version a prune reads after the header. Only the pointer is
+    /// loaded (the record is live: the caller's queue holds it), never the version, which
+    /// another site's pruner may free meanwhile: a prefetch of a freed block is harmless.
+    #[inline]
+    pub(crate) fn prefetch_head(&self) {
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        {
+            let head = self.head.load(Ordering::Relaxed);
+            // SAFETY: prefetching is a hint that never faults, whatever the address.
+            unsafe {
+                use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch::<_MM_HINT_T0>(head.cast::<i8>());
+            }
+        }
+    }
+
     pub(crate) fn table(&self) -> u32 {
         self.table
     }
