@@ -149,21 +149,31 @@ impl WriteSet {
 
     /// Buffers a put (`Some`) or delete (`None`), replacing an earlier write to the same key.
     pub(crate) fn put(&mut self, table: u32, key: &[u8], value: Option<&[u8]>) {
+        match value {
+            Some(v) => self.put_parts(table, key, Some(&[v])),
+            None => self.put_parts(table, key, None),
+        }
+    }
+
+    /// As [`WriteSet::put`], the value being the concatenation of `parts` (written straight
+    /// into the arena, so a caller that frames values builds no temporary).
+    pub(crate) fn put_parts(&mut self, table: u32, key: &[u8], parts: Option<&[&[u8]]>) {
         let value_start = self.bytes.len();
-        let value_bytes = value.unwrap_or(&[]);
+        for part in parts.unwrap_or(&[]) {
+            self.bytes.extend_from_slice(part);
+        }
+        let value_len = (self.bytes.len() - value_start) as u32;
         if let Some(i) = self.find(table, key) {
-            self.bytes.extend_from_slice(value_bytes);
             let e = &mut self.entries[i];
             e.value_start = value_start;
-            e.value_len = value_bytes.len() as u32;
-            e.tombstone = value.is_none();
+            e.value_len = value_len;
+            e.tombstone = parts.is_none();
             return;
         }
         assert!(
             self.entries.len() < NO_ENTRY as usize,
             "write set entry count overflow"
         );
-        self.bytes.extend_from_slice(value_bytes);
         let key_start = self.bytes.len();
         self.bytes.extend_from_slice(key);
         self.entries.push(Entry {
@@ -171,8 +181,8 @@ impl WriteSet {
             key_start,
             key_len: key.len() as u32,
             value_start,
-            value_len: value_bytes.len() as u32,
-            tombstone: value.is_none(),
+            value_len,
+            tombstone: parts.is_none(),
             prev_same_hash: NO_ENTRY,
         });
         let index = self.entries.len() - 1;

@@ -164,10 +164,20 @@ fn section_text(shared: &Shared, name: &str, out: &mut String) {
         }
         "keyspace" => {
             out.push_str("# Keyspace\r\n");
+            // `keys` counts the index (expired keys until the expirer deletes them, as in
+            // Redis); `expires` reads the deadline queue, one read per entry.
+            let all = shared.spaces();
             for (i, t) in shared.tables.iter().enumerate() {
                 if let Ok(n) = shared.db.table_index_len(t) {
                     if n > 0 {
-                        let _ = write!(out, "db{i}:keys={n},expires=0\r\n");
+                        let expires = shared
+                            .db
+                            .begin_read_only()
+                            .and_then(|txn| {
+                                crate::expiry::count_expiring(&txn, all.get(i).expect("in range"))
+                            })
+                            .unwrap_or(0);
+                        let _ = write!(out, "db{i}:keys={n},expires={expires}\r\n");
                     }
                 }
             }

@@ -1,13 +1,15 @@
 //! Commands on whole keys (RENAME, RENAMENX, COPY, MOVE, RANDOMKEY, TOUCH, OBJECT), each
 //! inside the caller's transaction like the rest of [`crate::keyspace`]. Every key holds a
-//! string for now; when other types arrive, these move every record of a key.
+//! string for now; when other types arrive, these move every record of a key. A key keeps
+//! its time to live when it is renamed, copied or moved, as in Redis.
 
 use std::ops::Bound;
 
-use verso_engine::{Table, Txn};
+use verso_engine::Txn;
 
 use crate::keyspace::{parse_i64, CmdError, CmdResult, NOT_INTEGER};
 use crate::resp::Reply;
+use crate::stored::{self, Space, Spaces, Stored};
 
 fn err(msg: &str) -> CmdError {
     CmdError::Reply(Reply::err(msg))
@@ -18,102 +20,124 @@ const SAME_OBJECT: &str = "source and destination objects are the same";
 
 /// RENAME key newkey (`nx` false: `+OK`, overwriting) or RENAMENX (`nx` true: 1, or 0 when
 /// `newkey` exists).
-pub fn rename(txn: &mut Txn<'_>, t: &Table, from: &[u8], to: &[u8], nx: bool) -> CmdResult {
-    let Some(value) = txn.get(t, from)?.map(<[u8]>::to_vec) else {
+pub fn rename(txn: &mut Txn<'_>, s: Space<'_>, from: &[u8], to: &[u8], nx: bool) -> CmdResult {
+    let Some(value) = read_owned(txn, s, from)? else {
         return Err(err(NO_SUCH_KEY));
     };
     if from == to {
         return Ok(if nx { Reply::Integer(0) } else { Reply::ok() });
     }
-    if nx && txn.get(t, to)?.is_some() {
+    if nx && stored::exists(txn, s, to)? {
         return Ok(Reply::Integer(0));
     }
-    txn.put(t, to, &value)?;
-    txn.delete(t, from)?;
+    value.write(txn, s, to)?;
+    txn.delete(s.data, from)?;
     Ok(if nx { Reply::Integer(1) } else { Reply::ok() })
 }
 
-/// A database number argument, as an index into `tables`.
-fn database<'t>(tables: &'t [Table], arg: &[u8]) -> Result<&'t Table, CmdError> {
+/// A key's value taken out of the transaction's borrow, to be written elsewhere.
+struct Owned {
+    kind: u8,
+    deadline: Option<u64>,
+    payload: Vec<u8>,
+}
+
+impl Owned {
+    fn write(&self, txn: &mut Txn<'_>, s: Space<'_>, key: &[u8]) -> Result<(), CmdError> {
+        stored::write(txn, s, key, self.kind, self.deadline, &self.payload)
+    }
+}
+
+fn read_owned(txn: &Txn<'_>, s: Space<'_>, key: &[u8]) -> Result<Option<Owned>, CmdError> {
+    Ok(stored::read(txn, s, key)?.map(|v: Stored<'_>| Owned {
+        kind: v.kind,
+        deadline: v.deadline,
+        payload: v.payload.to_vec(),
+    }))
+}
+
+/// A database number argument.
+fn database<'a>(all: Spaces<'a>, arg: &[u8]) -> Result<Space<'a>, CmdError> {
     let n = parse_i64(arg).ok_or_else(|| err(NOT_INTEGER))?;
     usize::try_from(n)
         .ok()
-        .and_then(|n| tables.get(n))
+        .and_then(|n| all.get(n))
         .ok_or_else(|| err("DB index is out of range"))
 }
 
 /// COPY source destination [DB destination-db] [REPLACE]: 1 if copied, 0 if `source` is
 /// absent or `destination` exists (without REPLACE).
-pub fn copy(txn: &mut Txn<'_>, t: &Table, tables: &[Table], args: &[Vec<u8>]) -> CmdResult {
+pub fn copy(txn: &mut Txn<'_>, s: Space<'_>, all: Spaces<'_>, args: &[Vec<u8>]) -> CmdResult {
     let (from, to) = (&args[0], &args[1]);
-    let (mut dst, mut replace) = (t, false);
+    let (mut dst, mut replace) = (s, false);
     let mut i = 2;
     while i < args.len() {
         match args[i].to_ascii_uppercase().as_slice() {
             b"REPLACE" => replace = true,
             b"DB" if i + 1 < args.len() => {
-                dst = database(tables, &args[i + 1])?;
+                dst = database(all, &args[i + 1])?;
                 i += 1;
             }
             _ => return Err(err("syntax error")),
         }
         i += 1;
     }
-    if dst == t && from == to {
+    if dst.same_db(&s) && from == to {
         return Err(err(SAME_OBJECT));
     }
-    let Some(value) = txn.get(t, from)?.map(<[u8]>::to_vec) else {
+    let Some(value) = read_owned(txn, s, from)? else {
         return Ok(Reply::Integer(0));
     };
-    if !replace && txn.get(dst, to)?.is_some() {
+    if !replace && stored::exists(txn, dst, to)? {
         return Ok(Reply::Integer(0));
     }
-    txn.put(dst, to, &value)?;
+    value.write(txn, dst, to)?;
     Ok(Reply::Integer(1))
 }
 
 /// MOVE key db: 1 if moved, 0 if `key` is absent here or present there.
 pub fn move_key(
     txn: &mut Txn<'_>,
-    t: &Table,
-    tables: &[Table],
+    s: Space<'_>,
+    all: Spaces<'_>,
     key: &[u8],
     db: &[u8],
 ) -> CmdResult {
-    let dst = database(tables, db)?;
-    if dst == t {
+    let dst = database(all, db)?;
+    if dst.same_db(&s) {
         return Err(err(SAME_OBJECT));
     }
-    let Some(value) = txn.get(t, key)?.map(<[u8]>::to_vec) else {
+    let Some(value) = read_owned(txn, s, key)? else {
         return Ok(Reply::Integer(0));
     };
-    if txn.get(dst, key)?.is_some() {
+    if stored::exists(txn, dst, key)? {
         return Ok(Reply::Integer(0));
     }
-    txn.put(dst, key, &value)?;
-    txn.delete(t, key)?;
+    value.write(txn, dst, key)?;
+    txn.delete(s.data, key)?;
     Ok(Reply::Integer(1))
 }
 
 /// TOUCH key...: how many exist (Verso keeps no access times to update).
-pub fn touch(txn: &Txn<'_>, t: &Table, keys: &[Vec<u8>]) -> CmdResult {
+pub fn touch(txn: &Txn<'_>, s: Space<'_>, keys: &[Vec<u8>]) -> CmdResult {
     let mut n = 0;
     for k in keys {
-        n += i64::from(txn.get(t, k)?.is_some());
+        n += i64::from(stored::exists(txn, s, k)?);
     }
     Ok(Reply::Integer(n))
 }
 
 /// RANDOMKEY: the first key at or after a random point of the key space (wrapping to the
 /// first key), so a key after a wide gap is likelier than one in a dense run: not uniform,
-/// but O(log n) and never a scan. Nil when the database is empty.
-pub fn random_key(txn: &Txn<'_>, t: &Table) -> CmdResult {
+/// but O(log n) and never a scan. Nil when the database is empty. Expired keys not yet
+/// deleted are stepped over (so a run of them costs a walk past them).
+pub fn random_key(txn: &Txn<'_>, s: Space<'_>) -> CmdResult {
     // The transaction's timestamp (the cycle counter) seeds the draw.
     let point = splitmix64(txn.timestamp()).to_be_bytes();
     let first = |lo: Bound<&[u8]>| -> Result<Option<Vec<u8>>, CmdError> {
         Ok(txn
-            .range(t, (lo, Bound::Unbounded))?
-            .next()
+            .range(s.data, (lo, Bound::Unbounded))?
+            .find(|(_, v)| Stored::decode(v).is_some_and(|v| !v.expired_at(s.now_ms)))
             .map(|(k, _)| k.to_vec()))
     };
     let key = match first(Bound::Included(&point[..]))? {
@@ -144,7 +168,7 @@ fn string_encoding(v: &[u8]) -> &'static str {
 /// OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key, OBJECT HELP. Verso keeps no access times
 /// or counts: IDLETIME answers 0 and REFCOUNT 1 for a key that exists, and FREQ the error
 /// Redis gives when no LFU policy is set (Verso evicts nothing).
-pub fn object(txn: &Txn<'_>, t: &Table, args: &[Vec<u8>]) -> CmdResult {
+pub fn object(txn: &Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
     let sub = args[0].to_ascii_uppercase();
     if sub == b"HELP" && args.len() == 1 {
         let lines = [
@@ -174,11 +198,11 @@ pub fn object(txn: &Txn<'_>, t: &Table, args: &[Vec<u8>]) -> CmdResult {
             String::from_utf8_lossy(&args[0])
         ))));
     }
-    let Some(v) = txn.get(t, &args[1])? else {
+    let Some(v) = stored::read(txn, s, &args[1])? else {
         return Ok(Reply::Nil);
     };
     Ok(match sub.as_slice() {
-        b"ENCODING" => Reply::Bulk(string_encoding(v).as_bytes().to_vec()),
+        b"ENCODING" => Reply::Bulk(string_encoding(v.payload).as_bytes().to_vec()),
         b"IDLETIME" => Reply::Integer(0),
         b"REFCOUNT" => Reply::Integer(1),
         _ => {

@@ -1,13 +1,16 @@
 //! The data commands on one engine transaction: each function runs inside a [`Txn`] the
 //! caller owns, so a single command and a whole MULTI/EXEC block share one code path.
-//! Verso stores strings only (Redis's other types are not supported yet). More string
-//! commands are in [`crate::strings`], whole-key ones in [`crate::keys`].
+//! Values are framed with their kind and deadline ([`crate::stored`]); Verso stores strings
+//! only so far. More string commands are in [`crate::strings`], whole-key ones in
+//! [`crate::keys`], expiry in [`crate::expiry`].
 
 use std::ops::Bound;
 
-use verso_engine::{Error, Table, Txn};
+use verso_engine::{Error, Txn};
 
+use crate::expiry::{self, When};
 use crate::resp::Reply;
+use crate::stored::{self, Space, Stored, KIND_STRING};
 
 /// What a command failed with: a reply to send (a Redis error), or an engine error (a
 /// conflict to retry, or a limit).
@@ -45,85 +48,101 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
     s.parse().ok()
 }
 
-pub fn get(txn: &Txn<'_>, t: &Table, key: &[u8]) -> CmdResult {
-    Ok(match txn.get(t, key)? {
+pub fn get(txn: &Txn<'_>, s: Space<'_>, key: &[u8]) -> CmdResult {
+    Ok(match stored::read_string(txn, s, key)? {
         Some(v) => Reply::Bulk(v.to_vec()),
         None => Reply::Nil,
     })
 }
 
-/// SET key value [NX|XX] [GET]; expirations are refused (no TTLs yet).
-pub fn set(txn: &mut Txn<'_>, t: &Table, args: &[Vec<u8>]) -> CmdResult {
+/// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL].
+pub fn set(txn: &mut Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
     let (key, value) = (&args[0], &args[1]);
-    let (mut nx, mut xx, mut get_old) = (false, false, false);
-    for opt in &args[2..] {
+    let (mut nx, mut xx, mut get_old, mut keep_ttl) = (false, false, false, false);
+    let mut deadline = None;
+    let mut i = 2;
+    while i < args.len() {
+        let opt = &args[i];
         match opt.to_ascii_uppercase().as_slice() {
             b"NX" => nx = true,
             b"XX" => xx = true,
             b"GET" => get_old = true,
-            b"EX" | b"PX" | b"EXAT" | b"PXAT" | b"KEEPTTL" => {
-                return Err(err(
-                    "expiration (EX/PX/EXAT/PXAT/KEEPTTL) is not supported yet",
-                ))
-            }
-            _ => return Err(err("syntax error")),
+            b"KEEPTTL" if deadline.is_none() => keep_ttl = true,
+            _ => match (When::parse(opt), args.get(i + 1)) {
+                (Some(when), Some(n)) if deadline.is_none() && !keep_ttl => {
+                    deadline = Some(expiry::deadline_for_set(n, when, s.now_ms, "set")?);
+                    i += 1;
+                }
+                _ => return Err(err("syntax error")),
+            },
         }
+        i += 1;
     }
     if nx && xx {
         return Err(err("syntax error"));
     }
-    if !(nx || xx || get_old) {
+    if !(nx || xx || get_old || keep_ttl) {
         // A blind write: the reply does not depend on the old value, so nothing is read
         // (no predicate to validate at commit; first-committer-wins still orders writers).
-        txn.put(t, key, value)?;
+        stored::write(txn, s, key, KIND_STRING, deadline, value)?;
         return Ok(Reply::ok());
     }
-    let old = txn.get(t, key)?.map(<[u8]>::to_vec);
+    let old = if get_old {
+        stored::read_string_with_deadline(txn, s, key)?.map(|(v, d)| (Some(v.to_vec()), d))
+    } else {
+        stored::read(txn, s, key)?.map(|v| (None, v.deadline))
+    };
     let write = !(nx && old.is_some() || xx && old.is_none());
     if write {
-        txn.put(t, key, value)?;
+        let deadline = if keep_ttl {
+            old.as_ref().and_then(|(_, d)| *d)
+        } else {
+            deadline
+        };
+        stored::write(txn, s, key, KIND_STRING, deadline, value)?;
     }
     Ok(match (get_old, write) {
-        (true, _) => old.map_or(Reply::Nil, Reply::Bulk),
+        (true, _) => old.and_then(|(v, _)| v).map_or(Reply::Nil, Reply::Bulk),
         (false, true) => Reply::ok(),
         (false, false) => Reply::Nil,
     })
 }
 
-pub fn setnx(txn: &mut Txn<'_>, t: &Table, key: &[u8], value: &[u8]) -> CmdResult {
-    if txn.get(t, key)?.is_some() {
+pub fn setnx(txn: &mut Txn<'_>, s: Space<'_>, key: &[u8], value: &[u8]) -> CmdResult {
+    if stored::exists(txn, s, key)? {
         return Ok(Reply::Integer(0));
     }
-    txn.put(t, key, value)?;
+    stored::write_string(txn, s, key, value)?;
     Ok(Reply::Integer(1))
 }
 
-pub fn getset(txn: &mut Txn<'_>, t: &Table, key: &[u8], value: &[u8]) -> CmdResult {
-    let old = txn.get(t, key)?.map(<[u8]>::to_vec);
-    txn.put(t, key, value)?;
+pub fn getset(txn: &mut Txn<'_>, s: Space<'_>, key: &[u8], value: &[u8]) -> CmdResult {
+    let old = stored::read_string(txn, s, key)?.map(<[u8]>::to_vec);
+    stored::write_string(txn, s, key, value)?;
     Ok(old.map_or(Reply::Nil, Reply::Bulk))
 }
 
-pub fn getdel(txn: &mut Txn<'_>, t: &Table, key: &[u8]) -> CmdResult {
-    let old = txn.get(t, key)?.map(<[u8]>::to_vec);
+pub fn getdel(txn: &mut Txn<'_>, s: Space<'_>, key: &[u8]) -> CmdResult {
+    let old = stored::read_string(txn, s, key)?.map(<[u8]>::to_vec);
     if old.is_some() {
-        txn.delete(t, key)?;
+        txn.delete(s.data, key)?;
     }
     Ok(old.map_or(Reply::Nil, Reply::Bulk))
 }
 
-pub fn mget(txn: &Txn<'_>, t: &Table, keys: &[Vec<u8>]) -> CmdResult {
+/// MGET: nil for an absent key and for one that holds another kind, as Redis answers.
+pub fn mget(txn: &Txn<'_>, s: Space<'_>, keys: &[Vec<u8>]) -> CmdResult {
     let mut out = Vec::with_capacity(keys.len());
     for k in keys {
-        out.push(
-            txn.get(t, k)?
-                .map_or(Reply::Nil, |v| Reply::Bulk(v.to_vec())),
-        );
+        out.push(match stored::read(txn, s, k)? {
+            Some(v) if v.kind == KIND_STRING => Reply::Bulk(v.payload.to_vec()),
+            _ => Reply::Nil,
+        });
     }
     Ok(Reply::Array(out))
 }
 
-pub fn mset(txn: &mut Txn<'_>, t: &Table, pairs: &[Vec<u8>], only_new: bool) -> CmdResult {
+pub fn mset(txn: &mut Txn<'_>, s: Space<'_>, pairs: &[Vec<u8>], only_new: bool) -> CmdResult {
     if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
         let name = if only_new { "msetnx" } else { "mset" };
         return Err(err(&format!(
@@ -132,13 +151,13 @@ pub fn mset(txn: &mut Txn<'_>, t: &Table, pairs: &[Vec<u8>], only_new: bool) -> 
     }
     if only_new {
         for kv in pairs.chunks(2) {
-            if txn.get(t, &kv[0])?.is_some() {
+            if stored::exists(txn, s, &kv[0])? {
                 return Ok(Reply::Integer(0));
             }
         }
     }
     for kv in pairs.chunks(2) {
-        txn.put(t, &kv[0], &kv[1])?;
+        stored::write_string(txn, s, &kv[0], &kv[1])?;
     }
     Ok(if only_new {
         Reply::Integer(1)
@@ -148,11 +167,11 @@ pub fn mset(txn: &mut Txn<'_>, t: &Table, pairs: &[Vec<u8>], only_new: bool) -> 
 }
 
 /// DEL/UNLINK: the number of keys that existed.
-pub fn del(txn: &mut Txn<'_>, t: &Table, keys: &[Vec<u8>]) -> CmdResult {
+pub fn del(txn: &mut Txn<'_>, s: Space<'_>, keys: &[Vec<u8>]) -> CmdResult {
     let mut n = 0;
     for k in keys {
-        if txn.get(t, k)?.is_some() {
-            txn.delete(t, k)?;
+        if stored::exists(txn, s, k)? {
+            txn.delete(s.data, k)?;
             n += 1;
         }
     }
@@ -160,82 +179,97 @@ pub fn del(txn: &mut Txn<'_>, t: &Table, keys: &[Vec<u8>]) -> CmdResult {
 }
 
 /// EXISTS: counts repeated keys each time, as Redis does.
-pub fn exists(txn: &Txn<'_>, t: &Table, keys: &[Vec<u8>]) -> CmdResult {
+pub fn exists(txn: &Txn<'_>, s: Space<'_>, keys: &[Vec<u8>]) -> CmdResult {
     let mut n = 0;
     for k in keys {
-        n += i64::from(txn.get(t, k)?.is_some());
+        n += i64::from(stored::exists(txn, s, k)?);
     }
     Ok(Reply::Integer(n))
 }
 
-pub fn incr_by(txn: &mut Txn<'_>, t: &Table, key: &[u8], by: i64) -> CmdResult {
-    let current = match txn.get(t, key)? {
-        None => 0,
-        Some(v) => parse_i64(v).ok_or_else(|| err(NOT_INTEGER))?,
+/// INCR, INCRBY and the like: the value changes, its time to live stays.
+pub fn incr_by(txn: &mut Txn<'_>, s: Space<'_>, key: &[u8], by: i64) -> CmdResult {
+    let (current, deadline) = match stored::read_string_with_deadline(txn, s, key)? {
+        None => (0, None),
+        Some((v, d)) => (parse_i64(v).ok_or_else(|| err(NOT_INTEGER))?, d),
     };
     let next = current
         .checked_add(by)
         .ok_or_else(|| err("increment or decrement would overflow"))?;
-    txn.put(t, key, next.to_string())?;
+    stored::write(
+        txn,
+        s,
+        key,
+        KIND_STRING,
+        deadline,
+        next.to_string().as_bytes(),
+    )?;
     Ok(Reply::Integer(next))
 }
 
-pub fn append(txn: &mut Txn<'_>, t: &Table, key: &[u8], tail: &[u8]) -> CmdResult {
-    let mut v = txn.get(t, key)?.map(<[u8]>::to_vec).unwrap_or_default();
+pub fn append(txn: &mut Txn<'_>, s: Space<'_>, key: &[u8], tail: &[u8]) -> CmdResult {
+    let (mut v, deadline) = match stored::read_string_with_deadline(txn, s, key)? {
+        None => (Vec::new(), None),
+        Some((v, d)) => (v.to_vec(), d),
+    };
     v.extend_from_slice(tail);
     let len = v.len();
-    txn.put(t, key, v)?;
+    stored::write(txn, s, key, KIND_STRING, deadline, &v)?;
     Ok(Reply::Integer(len as i64))
 }
 
-pub fn strlen(txn: &Txn<'_>, t: &Table, key: &[u8]) -> CmdResult {
+pub fn strlen(txn: &Txn<'_>, s: Space<'_>, key: &[u8]) -> CmdResult {
     Ok(Reply::Integer(
-        txn.get(t, key)?.map_or(0, |v| v.len() as i64),
+        stored::read_string(txn, s, key)?.map_or(0, |v| v.len() as i64),
     ))
 }
 
 /// GETRANGE key start end (inclusive, negative offsets count from the end).
-pub fn getrange(txn: &Txn<'_>, t: &Table, key: &[u8], start: &[u8], end: &[u8]) -> CmdResult {
-    let (Some(mut s), Some(mut e)) = (parse_i64(start), parse_i64(end)) else {
+pub fn getrange(txn: &Txn<'_>, s: Space<'_>, key: &[u8], start: &[u8], end: &[u8]) -> CmdResult {
+    let (Some(mut st), Some(mut e)) = (parse_i64(start), parse_i64(end)) else {
         return Err(err(NOT_INTEGER));
     };
-    let v = txn.get(t, key)?.unwrap_or_default();
+    let v = stored::read_string(txn, s, key)?.unwrap_or_default();
     let len = v.len() as i64;
-    if s < 0 && e < 0 && s > e {
+    if st < 0 && e < 0 && st > e {
         return Ok(Reply::Bulk(Vec::new()));
     }
-    if s < 0 {
-        s = (len + s).max(0);
+    if st < 0 {
+        st = (len + st).max(0);
     }
     if e < 0 {
         e = (len + e).max(0);
     }
     e = e.min(len - 1);
-    if len == 0 || s > e {
+    if len == 0 || st > e {
         return Ok(Reply::Bulk(Vec::new()));
     }
-    Ok(Reply::Bulk(v[s as usize..=e as usize].to_vec()))
+    Ok(Reply::Bulk(v[st as usize..=e as usize].to_vec()))
 }
 
-pub fn type_of(txn: &Txn<'_>, t: &Table, key: &[u8]) -> CmdResult {
-    Ok(Reply::Simple(
-        if txn.get(t, key)?.is_some() {
-            "string"
-        } else {
-            "none"
-        }
-        .into(),
-    ))
+/// The name TYPE answers for a stored kind.
+pub fn kind_name(kind: u8) -> &'static str {
+    match kind {
+        KIND_STRING => "string",
+        _ => "unknown",
+    }
 }
 
-/// Keys in `[from, ..)` (from excluded when `after`), up to `limit`, filtered by `pattern`:
-/// the keys and the last key looked at (for SCAN's cursor), or `None` at the end.
+pub fn type_of(txn: &Txn<'_>, s: Space<'_>, key: &[u8]) -> CmdResult {
+    let name = stored::read(txn, s, key)?.map_or("none", |v| kind_name(v.kind));
+    Ok(Reply::Simple(name.into()))
+}
+
+/// Keys in `[from, ..)` (from excluded), up to `limit` looked at, filtered by `pattern` and
+/// `kind`, expired ones skipped: the keys and the last key looked at (for SCAN's cursor), or
+/// `None` at the end.
 pub fn scan_keys(
     txn: &Txn<'_>,
-    t: &Table,
+    s: Space<'_>,
     from: Option<&[u8]>,
     limit: usize,
     pattern: Option<&[u8]>,
+    kind: Option<u8>,
 ) -> Result<ScanPage, CmdError> {
     let lo = match from {
         Some(k) => Bound::Excluded(k),
@@ -244,9 +278,11 @@ pub fn scan_keys(
     let mut keys = Vec::new();
     let mut last = None;
     let mut looked = 0;
-    for (k, _) in txn.range(t, (lo, Bound::Unbounded))? {
+    for (k, v) in txn.range(s.data, (lo, Bound::Unbounded))? {
         looked += 1;
-        if pattern.is_none_or(|p| crate::glob::matches(p, k)) {
+        let live = Stored::decode(v)
+            .is_some_and(|v| !v.expired_at(s.now_ms) && kind.is_none_or(|want| v.kind == want));
+        if live && pattern.is_none_or(|p| crate::glob::matches(p, k)) {
             keys.push(k.to_vec());
         }
         if looked == limit {
@@ -257,9 +293,18 @@ pub fn scan_keys(
     Ok((keys, last))
 }
 
+/// DBSIZE: the keys that have not expired (one pass over the database).
+pub fn dbsize(txn: &Txn<'_>, s: Space<'_>) -> CmdResult {
+    let mut n = 0;
+    for (_, v) in txn.range(s.data, ..)? {
+        n += i64::from(Stored::decode(v).is_some_and(|v| !v.expired_at(s.now_ms)));
+    }
+    Ok(Reply::Integer(n))
+}
+
 /// VRANGE start end [LIMIT n] [REV]: ordered keys and values in `[start, end]` (`-` and `+`
 /// for unbounded ends), as a flat array of key, value pairs.
-pub fn vrange(txn: &Txn<'_>, t: &Table, args: &[Vec<u8>]) -> CmdResult {
+pub fn vrange(txn: &Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
     let bound = |b: &[u8], open: &[u8]| {
         if b == open {
             Bound::Unbounded
@@ -294,12 +339,16 @@ pub fn vrange(txn: &Txn<'_>, t: &Table, args: &[Vec<u8>]) -> CmdResult {
         hi.as_ref().map(Vec::as_slice),
     );
     let it = if rev {
-        txn.range_rev(t, bounds)?
+        txn.range_rev(s.data, bounds)?
     } else {
-        txn.range(t, bounds)?
+        txn.range(s.data, bounds)?
     };
     let mut out = Vec::new();
-    for (k, v) in it.take(limit) {
+    let strings = it.filter_map(|(k, v)| {
+        let v = Stored::decode(v)?;
+        (v.kind == KIND_STRING && !v.expired_at(s.now_ms)).then_some((k, v.payload))
+    });
+    for (k, v) in strings.take(limit) {
         out.push(Reply::Bulk(k.to_vec()));
         out.push(Reply::Bulk(v.to_vec()));
     }

@@ -2,13 +2,15 @@
 //!
 //! * [`resp`]: RESP2/RESP3 framing, free of I/O (fuzzed by `fuzz/fuzz_targets/resp_parse.rs`).
 //! * [`session`]: one connection's state machine and command dispatch, free of I/O.
-//! * [`keyspace`]: the data commands on one engine transaction.
+//! * [`keyspace`]: the data commands on one engine transaction; [`stored`]: how a value is
+//!   framed (kind, deadline); [`expiry`]: time to live and the active expirer.
 //! * [`glob`]: Redis's glob patterns for KEYS and SCAN MATCH.
 //! * [`config`]: `verso serve`'s settings (the TOML file and the flags over it).
 //! * [`server`]: the listener, protected mode, and the accepting thread; `worker`: the pool of
 //!   poll-loop threads that serve the connections (the only code here that does I/O).
 
 pub mod config;
+pub mod expiry;
 #[doc(hidden)]
 mod forward;
 pub mod fuzzing;
@@ -21,5 +23,6 @@ pub mod persistence;
 pub mod resp;
 pub mod server;
 pub mod session;
+pub mod stored;
 pub mod strings;
 mod worker;

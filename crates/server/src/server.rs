@@ -182,6 +182,13 @@ pub fn serve(listener: TcpListener, shared: &Shared, cfg: &ServerConfig, stop: &
                 return;
             }
         }
+        let expirer = std::thread::Builder::new()
+            .name("verso-expirer".into())
+            .spawn_scoped(s, move || run_expirer(shared, stop));
+        if expirer.is_err() {
+            stop.store(true, Ordering::Relaxed);
+            return;
+        }
         let mut events = Events::with_capacity(16);
         let mut next = 0usize;
         let mut memory_measured: Option<Instant> = None;
@@ -220,6 +227,23 @@ pub fn serve(listener: TcpListener, shared: &Shared, cfg: &ServerConfig, stop: &
             let _ = waker.waker.wake();
         }
     });
+}
+
+/// The active expirer: every [`crate::expiry::EXPIRE_INTERVAL`], deletes keys whose
+/// deadline passed, for at most [`crate::expiry::EXPIRE_CYCLE_BUDGET`] a cycle, on the primary
+/// only (a backup receives the deletions through the log).
+fn run_expirer(shared: &Shared, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(crate::expiry::EXPIRE_INTERVAL);
+        if shared.replication.as_ref().is_some_and(|r| !r.is_primary()) {
+            continue;
+        }
+        crate::expiry::expire_cycle(
+            &shared.db,
+            shared.spaces(),
+            crate::expiry::EXPIRE_CYCLE_BUDGET,
+        );
+    }
 }
 
 /// A worker's poll instance and its inbox of new connections, made before it starts.

@@ -2,10 +2,11 @@
 //! compare two values (LCS), each inside the caller's transaction like the rest of
 //! [`crate::keyspace`].
 
-use verso_engine::{Table, Txn};
+use verso_engine::Txn;
 
 use crate::keyspace::{parse_i64, CmdError, CmdResult};
 use crate::resp::Reply;
+use crate::stored::{self, Space, KIND_STRING};
 
 fn err(msg: &str) -> CmdError {
     CmdError::Reply(Reply::err(msg))
@@ -43,18 +44,18 @@ pub fn format_f64(x: f64) -> String {
 }
 
 /// INCRBYFLOAT key increment.
-pub fn incr_by_float(txn: &mut Txn<'_>, t: &Table, key: &[u8], by: &[u8]) -> CmdResult {
+pub fn incr_by_float(txn: &mut Txn<'_>, s: Space<'_>, key: &[u8], by: &[u8]) -> CmdResult {
     let by = parse_f64(by).ok_or_else(|| err(NOT_FLOAT))?;
-    let old = match txn.get(t, key)? {
-        Some(v) => parse_f64(v).ok_or_else(|| err(NOT_FLOAT))?,
-        None => 0.0,
+    let (old, deadline) = match stored::read_string_with_deadline(txn, s, key)? {
+        Some((v, d)) => (parse_f64(v).ok_or_else(|| err(NOT_FLOAT))?, d),
+        None => (0.0, None),
     };
     let new = old + by;
     if !new.is_finite() {
         return Err(err("increment would produce NaN or Infinity"));
     }
     let text = format_f64(new).into_bytes();
-    txn.put(t, key, &text)?;
+    stored::write(txn, s, key, KIND_STRING, deadline, &text)?;
     Ok(Reply::Bulk(text))
 }
 
@@ -62,7 +63,7 @@ pub fn incr_by_float(txn: &mut Txn<'_>, t: &Table, key: &[u8], by: &[u8]) -> Cmd
 /// length. An empty `value` changes nothing (and creates no key).
 pub fn setrange(
     txn: &mut Txn<'_>,
-    t: &Table,
+    s: Space<'_>,
     key: &[u8],
     offset: &[u8],
     value: &[u8],
@@ -71,14 +72,17 @@ pub fn setrange(
     if offset < 0 {
         return Err(err("offset is out of range"));
     }
-    let old = txn.get(t, key)?;
+    let (old, deadline) = match stored::read_string_with_deadline(txn, s, key)? {
+        Some((v, d)) => (Some(v), d),
+        None => (None, None),
+    };
     let old_len = old.map_or(0, <[u8]>::len);
     if value.is_empty() {
         return Ok(Reply::Integer(old_len as i64));
     }
     // Checked before the padded value is allocated.
     let end = (offset as u64).saturating_add(value.len() as u64);
-    if end > txn.value_size_max() as u64 {
+    if end > txn.value_size_max().saturating_sub(stored::HEADER_LEN_MAX) as u64 {
         return Err(err("string exceeds maximum allowed size"));
     }
     let end = end as usize;
@@ -90,14 +94,14 @@ pub fn setrange(
     }
     new[offset..end].copy_from_slice(value);
     let len = new.len();
-    txn.put(t, key, &new)?;
+    stored::write(txn, s, key, KIND_STRING, deadline, &new)?;
     Ok(Reply::Integer(len as i64))
 }
 
 /// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN], as Redis 7 answers it (an
 /// absent key is an empty string); the same backtracking, so the same subsequence and the
 /// same matches, last first.
-pub fn lcs(txn: &Txn<'_>, t: &Table, args: &[Vec<u8>]) -> CmdResult {
+pub fn lcs(txn: &Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
     let (mut len_only, mut idx, mut with_len, mut min_len) = (false, false, false, 0u64);
     let mut i = 2;
     while i < args.len() {
@@ -119,8 +123,8 @@ pub fn lcs(txn: &Txn<'_>, t: &Table, args: &[Vec<u8>]) -> CmdResult {
             "If you want both the length and indexes, please just use IDX.",
         ));
     }
-    let a = txn.get(t, &args[0])?.unwrap_or_default();
-    let b = txn.get(t, &args[1])?.unwrap_or_default();
+    let a = stored::read_string(txn, s, &args[0])?.unwrap_or_default();
+    let b = stored::read_string(txn, s, &args[1])?.unwrap_or_default();
     let cells = (a.len() as u64 + 1).saturating_mul(b.len() as u64 + 1);
     if cells > LCS_CELLS_MAX {
         return Err(err(&format!(

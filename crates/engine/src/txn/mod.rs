@@ -273,6 +273,35 @@ impl<'db> Txn<'db> {
         self.write(table, key.as_ref(), Some(value))
     }
 
+    /// Buffers `key = parts[0] ‖ parts[1] ‖ ...`, without building the value first (for
+    /// callers that frame their values, like the server's type-and-deadline header).
+    pub fn put_parts(
+        &mut self,
+        table: &Table,
+        key: impl AsRef<[u8]>,
+        parts: &[&[u8]],
+    ) -> Result<(), Error> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let max = self.db.options.value_size_max;
+        if len > max {
+            return Err(Error::ValueTooLarge { len, max });
+        }
+        let key = key.as_ref();
+        if self.two_pl {
+            // Locking may allocate the record with the value: build it whole for that path.
+            return self.write(table, key, Some(&parts.concat()));
+        }
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        self.check_key(key)?;
+        self.db.table_state(table)?;
+        self.writes
+            .get_or_insert_with(write_set::take)
+            .put_parts(table.id, key, Some(parts));
+        Ok(())
+    }
+
     /// Buffers the deletion of `key` (a tombstone version at commit).
     pub fn delete(&mut self, table: &Table, key: impl AsRef<[u8]>) -> Result<(), Error> {
         self.write(table, key.as_ref(), None)

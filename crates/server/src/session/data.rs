@@ -4,11 +4,13 @@
 
 use std::sync::atomic::Ordering;
 
-use verso_engine::{Table, Txn};
+use verso_engine::Txn;
 
 use super::{backoff, engine_error, Session, RETRIES_MAX};
+use crate::expiry::{self, TtlReport, When};
 use crate::keyspace::{self, CmdError, CmdResult};
 use crate::resp::Reply;
+use crate::stored::{Space, Spaces};
 use crate::{keys, strings};
 
 /// The data commands (run inside a transaction), with their arity as Redis states it:
@@ -16,6 +18,10 @@ use crate::{keys, strings};
 pub(super) fn arity(name: &[u8]) -> Option<i32> {
     Some(match name {
         b"GET" | b"GETDEL" | b"INCR" | b"DECR" | b"STRLEN" | b"TYPE" => 2,
+        b"TTL" | b"PTTL" | b"EXPIRETIME" | b"PEXPIRETIME" | b"PERSIST" => 2,
+        b"GETEX" => -2,
+        b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" => -3,
+        b"SETEX" | b"PSETEX" => 4,
         b"SET" | b"LCS" | b"COPY" => -3,
         b"SETNX" | b"GETSET" | b"INCRBY" | b"DECRBY" | b"APPEND" | b"INCRBYFLOAT" => 3,
         b"RENAME" | b"RENAMENX" | b"MOVE" => 3,
@@ -46,6 +52,10 @@ pub(super) fn read_only(name: &[u8]) -> bool {
             | b"RANDOMKEY"
             | b"OBJECT"
             | b"TYPE"
+            | b"TTL"
+            | b"PTTL"
+            | b"EXPIRETIME"
+            | b"PEXPIRETIME"
             | b"DBSIZE"
             | b"KEYS"
             | b"VRANGE"
@@ -64,7 +74,6 @@ impl<'s> Session<'s> {
     /// One data command as its own transaction, retried on conflict (a read-only command as
     /// a read-only transaction, which cannot conflict).
     pub(super) fn run_single(&mut self, name: &[u8], args: &[Vec<u8>]) -> Reply {
-        let t = self.table();
         let reads_only = read_only(name);
         for attempt in 0..RETRIES_MAX {
             let begun = self.begin(reads_only);
@@ -72,7 +81,8 @@ impl<'s> Session<'s> {
                 Ok(txn) => txn,
                 Err(e) => return engine_error(&e),
             };
-            let result = data_command(&mut txn, &t, &self.shared.tables, name, args);
+            let all = self.shared.spaces();
+            let result = data_command(&mut txn, all, self.db_index, name, args);
             let outcome = match result {
                 Ok(reply) => self.commit(txn).map(|_| reply),
                 Err(CmdError::Reply(r)) => {
@@ -94,15 +104,16 @@ impl<'s> Session<'s> {
     }
 }
 
-/// One data command inside `txn` (arity already checked).
+/// One data command inside `txn` on database `db` of `all` (arity already checked).
 pub(super) fn data_command(
     txn: &mut Txn<'_>,
-    t: &Table,
-    tables: &[Table],
+    all: Spaces<'_>,
+    db: usize,
     name: &[u8],
     args: &[Vec<u8>],
 ) -> CmdResult {
     let a = &args[1..];
+    let t = all.get(db).expect("SELECT keeps the index in range");
     match name {
         b"GET" => keyspace::get(txn, t, &a[0]),
         b"SET" => keyspace::set(txn, t, a),
@@ -136,25 +147,37 @@ pub(super) fn data_command(
         b"LCS" => strings::lcs(txn, t, a),
         b"RENAME" => keys::rename(txn, t, &a[0], &a[1], false),
         b"RENAMENX" => keys::rename(txn, t, &a[0], &a[1], true),
-        b"COPY" => keys::copy(txn, t, tables, a),
-        b"MOVE" => keys::move_key(txn, t, tables, &a[0], &a[1]),
+        b"COPY" => keys::copy(txn, t, all, a),
+        b"MOVE" => keys::move_key(txn, t, all, &a[0], &a[1]),
         b"TOUCH" => keys::touch(txn, t, a),
         b"RANDOMKEY" => keys::random_key(txn, t),
         b"OBJECT" => keys::object(txn, t, a),
         b"TYPE" => keyspace::type_of(txn, t, &a[0]),
+        b"SETEX" => expiry::setex(txn, t, a, When::Seconds, "setex"),
+        b"PSETEX" => expiry::setex(txn, t, a, When::Millis, "psetex"),
+        b"GETEX" => expiry::getex(txn, t, a),
+        b"EXPIRE" => expiry::expire(txn, t, a, When::Seconds, "expire"),
+        b"PEXPIRE" => expiry::expire(txn, t, a, When::Millis, "pexpire"),
+        b"EXPIREAT" => expiry::expire(txn, t, a, When::AtSeconds, "expireat"),
+        b"PEXPIREAT" => expiry::expire(txn, t, a, When::AtMillis, "pexpireat"),
+        b"TTL" => expiry::ttl(txn, t, &a[0], TtlReport::Seconds),
+        b"PTTL" => expiry::ttl(txn, t, &a[0], TtlReport::Millis),
+        b"EXPIRETIME" => expiry::ttl(txn, t, &a[0], TtlReport::AtSeconds),
+        b"PEXPIRETIME" => expiry::ttl(txn, t, &a[0], TtlReport::AtMillis),
+        b"PERSIST" => expiry::persist(txn, t, &a[0]),
         b"VRANGE" => keyspace::vrange(txn, t, a),
         b"KEYS" => {
-            let (keys, _) = keyspace::scan_keys(txn, t, None, usize::MAX, Some(&a[0]))?;
+            let (keys, _) = keyspace::scan_keys(txn, t, None, usize::MAX, Some(&a[0]), None)?;
             Ok(Reply::Array(keys.into_iter().map(Reply::Bulk).collect()))
         }
-        b"DBSIZE" => Ok(Reply::Integer(txn.range(t, ..)?.count() as i64)),
+        b"DBSIZE" => keyspace::dbsize(txn, t),
         b"FLUSHDB" => {
             flush(txn, t)?;
             Ok(Reply::ok())
         }
         b"FLUSHALL" => {
-            for table in tables {
-                flush(txn, table)?;
+            for i in 0..all.data.len() {
+                flush(txn, all.get(i).expect("index in range"))?;
             }
             Ok(Reply::ok())
         }
@@ -162,10 +185,13 @@ pub(super) fn data_command(
     }
 }
 
-fn flush(txn: &mut Txn<'_>, t: &Table) -> Result<(), CmdError> {
-    let keys: Vec<Vec<u8>> = txn.range(t, ..)?.map(|(k, _)| k.to_vec()).collect();
-    for k in keys {
-        txn.delete(t, &k)?;
+/// Deletes every key of a database, and its deadline queue.
+fn flush(txn: &mut Txn<'_>, s: Space<'_>) -> Result<(), CmdError> {
+    for table in [s.data, s.deadlines] {
+        let keys: Vec<Vec<u8>> = txn.range(table, ..)?.map(|(k, _)| k.to_vec()).collect();
+        for k in keys {
+            txn.delete(table, &k)?;
+        }
     }
     Ok(())
 }

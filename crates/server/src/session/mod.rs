@@ -68,7 +68,12 @@ pub struct Shared {
     /// Set when this server is a replica of a Lazy VSR group (`--cluster`): commits are
     /// refused unless it is the primary, and replies wait for VSR (module docs).
     pub replication: Option<Arc<Replication>>,
+    /// Each logical database's table of keys (values framed as [`crate::stored`] says).
     pub tables: Vec<Table>,
+    /// Each logical database's deadline queue, for the active expirer ([`crate::expiry`]).
+    pub deadline_tables: Vec<Table>,
+    /// Where commands read the time for expiry.
+    pub clock: crate::expiry::Clock,
     /// `--requirepass`: connections must AUTH first.
     pub password: Option<String>,
     pub stats: Stats,
@@ -109,13 +114,30 @@ impl Shared {
         policy: crate::persistence::CheckpointPolicy,
     ) -> Result<Shared, Error> {
         let db = db.into();
-        let tables = (0..DATABASES)
+        let existing = db.table_names();
+        let tables: Vec<Table> = (0..DATABASES)
             .map(|i| db.table(&format!("db{i}")))
+            .collect::<Result<_, _>>()?;
+        // Verso before expiry stored bare values in `db{i}` and had no deadline tables:
+        // such data would be read as framed values, so it is refused, not misread.
+        if existing.iter().any(|n| n == "db0") && !existing.iter().any(|n| n == "db0.deadlines") {
+            for t in &tables {
+                if db.table_index_len(t)? > 0 {
+                    return Err(Error::Unsupported {
+                        what: "this data directory was written by a Verso from before expiry (values without a type header); serve it with that version, or start from an empty directory",
+                    });
+                }
+            }
+        }
+        let deadline_tables = (0..DATABASES)
+            .map(|i| db.table(&format!("db{i}.deadlines")))
             .collect::<Result<_, _>>()?;
         Ok(Shared {
             db,
             replication: None,
             tables,
+            deadline_tables,
+            clock: crate::expiry::Clock::System,
             password,
             stats: Stats::default(),
             persistence: crate::persistence::Persistence::new(policy),
@@ -129,6 +151,20 @@ impl Shared {
         Shared {
             replication: Some(replication),
             ..self
+        }
+    }
+
+    /// The same, reading the time from `clock` (tests step a manual one).
+    pub fn with_clock(self, clock: crate::expiry::Clock) -> Shared {
+        Shared { clock, ..self }
+    }
+
+    /// Every logical database at the clock's current reading.
+    pub fn spaces(&self) -> crate::stored::Spaces<'_> {
+        crate::stored::Spaces {
+            data: &self.tables,
+            deadlines: &self.deadline_tables,
+            now_ms: self.clock.now_ms(),
         }
     }
 
@@ -279,8 +315,13 @@ impl<'s> Session<'s> {
         }
     }
 
-    fn table(&self) -> Table {
-        self.shared.tables[self.db_index]
+    /// The selected database at the clock's current reading.
+    fn space(&self) -> crate::stored::Space<'s> {
+        let shared: &'s Shared = self.shared;
+        shared
+            .spaces()
+            .get(self.db_index)
+            .expect("SELECT keeps the index in range")
     }
 
     /// Runs one request and returns its reply, once its commit (if any) is durable (and,
@@ -696,6 +737,18 @@ pub const COMMANDS: &[&str] = &[
     "SUBSTR",
     "SETRANGE",
     "INCRBYFLOAT",
+    "SETEX",
+    "PSETEX",
+    "GETEX",
+    "EXPIRE",
+    "PEXPIRE",
+    "EXPIREAT",
+    "PEXPIREAT",
+    "TTL",
+    "PTTL",
+    "EXPIRETIME",
+    "PEXPIRETIME",
+    "PERSIST",
     "LCS",
     "RENAME",
     "RENAMENX",

@@ -5,13 +5,14 @@
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
-use verso_engine::{Error, Table, Txn};
+use verso_engine::{Error, Txn};
 
 use super::limits::{queue_too_large, queued_bytes, too_many_queued, too_many_watched};
 use super::{arity_error, backoff, data, engine_error, unknown_command, upper, Session};
 use super::{Watched, NAME_LEN_MAX, RETRIES_MAX};
 use crate::keyspace::CmdError;
 use crate::resp::Reply;
+use crate::stored::Spaces;
 
 /// The commands MULTI queues: the data commands, and PING and ECHO (answered in EXEC's array
 /// as Redis does), with their arities.
@@ -92,9 +93,9 @@ impl<'s> Session<'s> {
                 "EXECABORT Transaction discarded because of previous errors.".into(),
             );
         }
-        let t = self.table();
+        let db = self.db_index;
         if !watched.is_empty() {
-            return self.exec_watched(&watched, &t, &queue);
+            return self.exec_watched(&watched, db, &queue);
         }
         // A block of reads runs as a read-only transaction (a backup may serve it).
         let reads_only = queue.iter().all(|c| {
@@ -106,7 +107,8 @@ impl<'s> Session<'s> {
                 Ok(txn) => txn,
                 Err(e) => return engine_error(&e),
             };
-            match run_queue(&mut txn, &t, &self.shared.tables, &queue)
+            // The clock is read once per attempt: the whole block runs at one instant.
+            match run_queue(&mut txn, self.shared.spaces(), db, &queue)
                 .and_then(|r| self.commit(txn).map(|_| r))
             {
                 Ok(r) => return Reply::Array(r),
@@ -124,7 +126,7 @@ impl<'s> Session<'s> {
     /// the block. One attempt: a conflict at commit may be a watched key written after the
     /// check, so it fails the EXEC like a changed version (no retry could tell them apart
     /// without reading the versions again, which is what the client's retry does).
-    fn exec_watched(&mut self, watched: &Watched, t: &Table, queue: &[Vec<Vec<u8>>]) -> Reply {
+    fn exec_watched(&mut self, watched: &Watched, db: usize, queue: &[Vec<Vec<u8>>]) -> Reply {
         let mut txn = match self.begin(false) {
             Ok(txn) => txn,
             Err(e) => return engine_error(&e),
@@ -135,7 +137,7 @@ impl<'s> Session<'s> {
             Ok::<_, Error>(same && txn.version_of(&tables[*db], key)? == *seen)
         });
         let outcome = match unchanged {
-            Ok(true) => run_queue(&mut txn, t, tables, queue)
+            Ok(true) => run_queue(&mut txn, shared.spaces(), db, queue)
                 .and_then(|r| self.commit(txn).map(|_| Some(r))),
             Ok(false) => Ok(None), // dropping `txn` aborts it
             Err(e) => Err(e),
@@ -178,7 +180,7 @@ impl<'s> Session<'s> {
         if new.is_empty() {
             return Reply::ok();
         }
-        let t = self.table();
+        let t = *self.space().data;
         let txn = match self.begin(true) {
             Ok(txn) => txn,
             Err(e) => return engine_error(&e),
@@ -203,8 +205,8 @@ impl<'s> Session<'s> {
 /// EXEC), and any other error becomes that command's reply, as in Redis.
 fn run_queue(
     txn: &mut Txn<'_>,
-    t: &Table,
-    tables: &[Table],
+    all: Spaces<'_>,
+    db: usize,
     queue: &[Vec<Vec<u8>>],
 ) -> Result<Vec<Reply>, Error> {
     let mut out = Vec::with_capacity(queue.len());
@@ -215,7 +217,7 @@ fn run_queue(
             out.push(ping(args)); // ECHO's arity was checked when it was queued
             continue;
         }
-        match data::data_command(txn, t, tables, name, args) {
+        match data::data_command(txn, all, db, name, args) {
             Ok(r) => out.push(r),
             Err(CmdError::Reply(r)) => out.push(r),
             Err(CmdError::Engine(e)) if e.is_conflict() => return Err(e),

@@ -4,6 +4,7 @@
 use super::{engine_error, Session};
 use crate::keyspace::{self, CmdError};
 use crate::resp::Reply;
+use crate::stored::KIND_STRING;
 
 /// Open SCAN cursors kept per connection; the oldest is forgotten past this.
 const SCAN_CURSORS_MAX: usize = 64;
@@ -16,7 +17,8 @@ impl<'s> Session<'s> {
         let Some(cursor) = keyspace::parse_i64(&args[0]).filter(|&c| c >= 0) else {
             return Reply::err("invalid cursor");
         };
-        let (mut pattern, mut count, mut only_strings) = (None, 10usize, true);
+        // TYPE: the kind wanted; a type Verso does not store yet matches nothing.
+        let (mut pattern, mut count, mut kind) = (None, 10usize, None);
         let mut i = 1;
         while i < args.len() {
             let val = args.get(i + 1);
@@ -26,7 +28,13 @@ impl<'s> Session<'s> {
                     Some(n) if n >= 1 => count = (n as usize).min(1 << 20),
                     _ => return Reply::err("syntax error"),
                 },
-                (b"TYPE", Some(t)) => only_strings = t.eq_ignore_ascii_case(b"string"),
+                (b"TYPE", Some(t)) => {
+                    kind = Some(if t.eq_ignore_ascii_case(b"string") {
+                        KIND_STRING
+                    } else {
+                        u8::MAX
+                    })
+                }
                 _ => return Reply::err("syntax error"),
             }
             i += 2;
@@ -39,12 +47,12 @@ impl<'s> Session<'s> {
                 None => return Reply::err("invalid cursor"),
             }
         };
-        let t = self.table();
+        let s = self.space();
         let txn = match self.begin(true) {
             Ok(txn) => txn,
             Err(e) => return engine_error(&e),
         };
-        let found = keyspace::scan_keys(&txn, &t, from.as_deref(), count, pattern.as_deref());
+        let found = keyspace::scan_keys(&txn, s, from.as_deref(), count, pattern.as_deref(), kind);
         drop(txn);
         let (keys, last) = match found {
             Ok(x) => x,
@@ -64,7 +72,6 @@ impl<'s> Session<'s> {
             }
             None => 0,
         };
-        let keys = if only_strings { keys } else { Vec::new() };
         Reply::Array(vec![
             Reply::Bulk(next.to_string().into_bytes()),
             Reply::Array(keys.into_iter().map(Reply::Bulk).collect()),
