@@ -308,3 +308,46 @@ def test_more_string_and_key_commands(r):
     assert r.script_flush() is True
     with pytest.raises(redis.ResponseError, match="scripting"):
         r.eval("return 1", 0)
+
+
+def keyspace_line(r, db=0):
+    """INFO keyspace's entry for `db` as a dict (empty if the database has no keys)."""
+    return r.info("keyspace").get(f"db{db}", {})
+
+
+def test_expiry(r):
+    assert r.set("e", "v", ex=100) is True
+    assert 99 <= r.ttl("e") <= 100
+    assert 0 < r.pttl("e") <= 100_000
+    assert r.expiretime("e") >= int(time.time())
+    assert r.set("e", "w", keepttl=True) is True
+    assert r.ttl("e") > 0
+    assert r.persist("e") is True
+    assert r.ttl("e") == -1
+    assert r.expire("e", 50, gt=True) is False
+    assert r.expire("e", 50, lt=True) is True
+    assert r.getex("e", persist=True) == b"w"
+    assert r.ttl("e") == -1
+    assert r.setex("s", 100, "v") is True
+    assert r.psetex("p", 100_000, "v") is True
+    assert r.ttl("missing") == -2
+    assert keyspace_line(r)["expires"] == 2
+    with pytest.raises(redis.ResponseError, match="invalid expire time"):
+        r.set("e", "v", ex=0)
+    # Gone at once for every reader; then deleted in the background (the index empties
+    # without anyone reading the keys). Bounded waits on conditions, never a fixed sleep.
+    r.mset({f"t{i}": "v" for i in range(500)})
+    pipe = r.pipeline(transaction=False)
+    for i in range(500):
+        pipe.pexpire(f"t{i}", 50)
+    assert all(pipe.execute())
+    deadline = time.time() + 10
+    while r.exists("t0") and time.time() < deadline:
+        time.sleep(0.01)
+    assert r.exists(*[f"t{i}" for i in range(500)]) == 0
+    assert r.dbsize() == 3
+    while keyspace_line(r).get("keys", 0) > 3 and time.time() < deadline + 10:
+        time.sleep(0.05)
+    # The expirer deleted them (and the GC took the records out of the index).
+    assert keyspace_line(r)["keys"] == 3
+    assert keyspace_line(r)["expires"] == 2

@@ -28,6 +28,43 @@ fn put_get_delete_and_empty_key() {
     assert_eq!(db.begin().unwrap().get(&t, b"").unwrap(), None);
 }
 
+/// `put_parts` stores the concatenation, in every protocol, with the value limit applied to
+/// the whole, and replaces an earlier write of the key like `put`.
+#[test]
+fn put_parts_stores_the_concatenation() {
+    for concurrency in [
+        verso_engine::Concurrency::Mvto,
+        verso_engine::Concurrency::PrecisionLocking,
+        verso_engine::Concurrency::TwoPhaseLocking,
+    ] {
+        let db = Db::open(
+            Options::default()
+                .concurrency(concurrency)
+                .value_size_max(8),
+        )
+        .unwrap();
+        let t = db.table("t").unwrap();
+        let mut txn = db.begin().unwrap();
+        txn.put(&t, b"k", b"old").unwrap();
+        txn.put_parts(&t, b"k", &[b"ab", b"", b"cd"]).unwrap();
+        assert_eq!(txn.get(&t, b"k").unwrap(), Some(&b"abcd"[..]));
+        txn.put_parts(&t, b"e", &[]).unwrap();
+        assert!(matches!(
+            txn.put_parts(&t, b"big", &[b"12345", b"6789"]),
+            Err(Error::ValueTooLarge { len: 9, max: 8 })
+        ));
+        txn.commit().unwrap();
+        let r = db.begin_read_only().unwrap();
+        assert_eq!(
+            r.get(&t, b"k").unwrap(),
+            Some(&b"abcd"[..]),
+            "{concurrency:?}"
+        );
+        assert_eq!(r.get(&t, b"e").unwrap(), Some(&b""[..]));
+        assert_eq!(r.get(&t, b"big").unwrap(), None);
+    }
+}
+
 #[test]
 fn limits_are_typed_errors_and_the_transaction_stays_usable() {
     let db = Db::open(Options::default().key_size_max(4).value_size_max(8)).unwrap();

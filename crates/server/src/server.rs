@@ -232,17 +232,30 @@ pub fn serve(listener: TcpListener, shared: &Shared, cfg: &ServerConfig, stop: &
 /// The active expirer: every [`crate::expiry::EXPIRE_INTERVAL`], deletes keys whose
 /// deadline passed, for at most [`crate::expiry::EXPIRE_CYCLE_BUDGET`] a cycle, on the primary
 /// only (a backup receives the deletions through the log).
+///
+/// The engine collects garbage when a queue fills, so the last few deletions of a quiet
+/// server would stay in the index; after a cycle that deleted keys, the next two collect
+/// every queue (the first takes the keys out of the index, the second frees their records
+/// once no transaction can hold them).
 fn run_expirer(shared: &Shared, stop: &AtomicBool) {
+    let mut collections_due = 0;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(crate::expiry::EXPIRE_INTERVAL);
+        if collections_due > 0 {
+            shared.db.collect_garbage();
+            collections_due -= 1;
+        }
         if shared.replication.as_ref().is_some_and(|r| !r.is_primary()) {
             continue;
         }
-        crate::expiry::expire_cycle(
+        let deleted = crate::expiry::expire_cycle(
             &shared.db,
             shared.spaces(),
             crate::expiry::EXPIRE_CYCLE_BUDGET,
         );
+        if deleted > 0 {
+            collections_due = 2;
+        }
     }
 }
 

@@ -161,12 +161,15 @@ pub fn read_string<'t>(
     }
 }
 
+/// A string's bytes and its deadline.
+pub type StringAndDeadline<'t> = (&'t [u8], Option<u64>);
+
 /// As [`read_string`], with its deadline.
 pub fn read_string_with_deadline<'t>(
     txn: &'t Txn<'_>,
     s: Space<'_>,
     key: &[u8],
-) -> Result<Option<(&'t [u8], Option<u64>)>, CmdError> {
+) -> Result<Option<StringAndDeadline<'t>>, CmdError> {
     match read(txn, s, key)? {
         None => Ok(None),
         Some(v) if v.kind == KIND_STRING => Ok(Some((v.payload, v.deadline))),

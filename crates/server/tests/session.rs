@@ -39,8 +39,14 @@ fn strings_behave_like_redis() {
         &cmd(&mut c, "SET k v EX 0"),
         "ERR invalid expire time in 'set' command"
     ));
-    assert!(is_err(&cmd(&mut c, "SET k v EX 10 PX 5"), "ERR syntax error"));
-    assert!(is_err(&cmd(&mut c, "SET k v KEEPTTL EX 5"), "ERR syntax error"));
+    assert!(is_err(
+        &cmd(&mut c, "SET k v EX 10 PX 5"),
+        "ERR syntax error"
+    ));
+    assert!(is_err(
+        &cmd(&mut c, "SET k v KEEPTTL EX 5"),
+        "ERR syntax error"
+    ));
     assert_eq!(cmd(&mut c, "APPEND k 12"), Reply::Integer(3));
     assert_eq!(cmd(&mut c, "GETRANGE k 1 -1"), bulk("12"));
     assert_eq!(cmd(&mut c, "STRLEN k"), Reply::Integer(3));
