@@ -186,7 +186,7 @@ pub fn expire(
     }
     let (kind, payload) = (v.kind, v.payload.to_vec());
     if deadline <= s.now_ms as i64 {
-        txn.delete(s.data, key)?;
+        crate::collections::delete_key(txn, s, key)?;
     } else {
         stored::write(txn, s, key, kind, Some(deadline as u64), &payload)?;
     }
@@ -321,11 +321,11 @@ pub fn expire_due(db: &Db, s: Space<'_>, batch: usize) -> Result<ExpireRound, Er
     let mut deleted = 0;
     for entry in &due {
         let (deadline, key) = stored::split_queue_key(entry).expect("queue keys carry a deadline");
-        let current = txn
-            .get(s.data, key)?
-            .and_then(Stored::decode)
-            .and_then(|v| v.deadline);
-        if current == Some(deadline) {
+        let current = txn.get(s.data, key)?.and_then(Stored::decode);
+        if current.and_then(|v| v.deadline) == Some(deadline) {
+            if let Some(id) = current.and_then(|v| crate::collections::id_of(&v)) {
+                crate::collections::bury(&mut txn, s.collections, id)?;
+            }
             txn.delete(s.data, key)?;
             deleted += 1;
         }

@@ -7,6 +7,7 @@ use std::ops::Bound;
 
 use verso_engine::Txn;
 
+use crate::collections;
 use crate::keyspace::{parse_i64, CmdError, CmdResult, NOT_INTEGER};
 use crate::resp::Reply;
 use crate::stored::{self, Space, Spaces, Stored};
@@ -30,7 +31,7 @@ pub fn rename(txn: &mut Txn<'_>, s: Space<'_>, from: &[u8], to: &[u8], nx: bool)
     if nx && stored::exists(txn, s, to)? {
         return Ok(Reply::Integer(0));
     }
-    value.write(txn, s, to)?;
+    value.move_to(txn, s, to)?;
     txn.delete(s.data, from)?;
     Ok(if nx { Reply::Integer(1) } else { Reply::ok() })
 }
@@ -43,8 +44,42 @@ struct Owned {
 }
 
 impl Owned {
-    fn write(&self, txn: &mut Txn<'_>, s: Space<'_>, key: &[u8]) -> Result<(), CmdError> {
-        stored::write(txn, s, key, self.kind, self.deadline, &self.payload)
+    fn stored(&self) -> Stored<'_> {
+        Stored {
+            kind: self.kind,
+            deadline: self.deadline,
+            payload: &self.payload,
+        }
+    }
+
+    /// Writes this root at `key` in `s` (whatever was there is replaced), its collection's
+    /// registry entry following it: RENAME and MOVE (the caller deletes the old root).
+    fn move_to(&self, txn: &mut Txn<'_>, s: Space<'_>, key: &[u8]) -> Result<(), CmdError> {
+        collections::bury_root(txn, s, key)?;
+        stored::write(txn, s, key, self.kind, self.deadline, &self.payload)?;
+        if let Some(id) = collections::id_of(&self.stored()) {
+            collections::rehome(txn, s, id, key)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a copy of this value at `key` in `s` (a collection's elements copied under a
+    /// new id): COPY.
+    fn copy_to(&self, txn: &mut Txn<'_>, s: Space<'_>, key: &[u8]) -> Result<(), CmdError> {
+        collections::bury_root(txn, s, key)?;
+        match collections::id_of(&self.stored()) {
+            None => stored::write(txn, s, key, self.kind, self.deadline, &self.payload),
+            Some(id) => collections::clone_to(
+                txn,
+                s,
+                key,
+                collections::Coll {
+                    id,
+                    kind: self.kind,
+                    deadline: self.deadline,
+                },
+            ),
+        }
     }
 }
 
@@ -91,7 +126,7 @@ pub fn copy(txn: &mut Txn<'_>, s: Space<'_>, all: Spaces<'_>, args: &[Vec<u8>]) 
     if !replace && stored::exists(txn, dst, to)? {
         return Ok(Reply::Integer(0));
     }
-    value.write(txn, dst, to)?;
+    value.copy_to(txn, dst, to)?;
     Ok(Reply::Integer(1))
 }
 
@@ -113,7 +148,7 @@ pub fn move_key(
     if stored::exists(txn, dst, key)? {
         return Ok(Reply::Integer(0));
     }
-    value.write(txn, dst, key)?;
+    value.move_to(txn, dst, key)?;
     txn.delete(s.data, key)?;
     Ok(Reply::Integer(1))
 }
@@ -202,7 +237,14 @@ pub fn object(txn: &Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
         return Ok(Reply::Nil);
     };
     Ok(match sub.as_slice() {
-        b"ENCODING" => Reply::Bulk(string_encoding(v.payload).as_bytes().to_vec()),
+        b"ENCODING" => Reply::Bulk(
+            match v.kind {
+                stored::KIND_STRING => string_encoding(v.payload),
+                _ => "hashtable",
+            }
+            .as_bytes()
+            .to_vec(),
+        ),
         b"IDLETIME" => Reply::Integer(0),
         b"REFCOUNT" => Reply::Integer(1),
         _ => {

@@ -8,6 +8,7 @@ use std::ops::Bound;
 
 use verso_engine::{Error, Txn};
 
+use crate::collections;
 use crate::expiry::{self, When};
 use crate::resp::Reply;
 use crate::stored::{self, Space, Stored, KIND_STRING};
@@ -94,6 +95,7 @@ pub fn set(txn: &mut Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
     };
     let write = !(nx && old.is_some() || xx && old.is_none());
     if write {
+        collections::bury_root(txn, s, key)?;
         let deadline = if keep_ttl {
             old.as_ref().and_then(|(_, d)| *d)
         } else {
@@ -170,8 +172,10 @@ pub fn mset(txn: &mut Txn<'_>, s: Space<'_>, pairs: &[Vec<u8>], only_new: bool) 
 pub fn del(txn: &mut Txn<'_>, s: Space<'_>, keys: &[Vec<u8>]) -> CmdResult {
     let mut n = 0;
     for k in keys {
+        // A present key is deleted whatever it holds; an expired one is left to the expirer
+        // (deleting it would make DEL of an absent key a write).
         if stored::exists(txn, s, k)? {
-            txn.delete(s.data, k)?;
+            collections::delete_key(txn, s, k)?;
             n += 1;
         }
     }
@@ -251,6 +255,8 @@ pub fn getrange(txn: &Txn<'_>, s: Space<'_>, key: &[u8], start: &[u8], end: &[u8
 pub fn kind_name(kind: u8) -> &'static str {
     match kind {
         KIND_STRING => "string",
+        collections::KIND_HASH => "hash",
+        collections::KIND_SET => "set",
         _ => "unknown",
     }
 }

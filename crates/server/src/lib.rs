@@ -9,12 +9,14 @@
 //! * [`server`]: the listener, protected mode, and the accepting thread; `worker`: the pool of
 //!   poll-loop threads that serve the connections (the only code here that does I/O).
 
+pub mod collections;
 pub mod config;
 pub mod expiry;
 #[doc(hidden)]
 mod forward;
 pub mod fuzzing;
 pub mod glob;
+pub mod hashes;
 pub mod info;
 pub mod keys;
 pub mod keyspace;
@@ -23,6 +25,7 @@ pub mod persistence;
 pub mod resp;
 pub mod server;
 pub mod session;
+pub mod sets;
 pub mod stored;
 pub mod strings;
 mod worker;

@@ -417,6 +417,11 @@ pub enum Reply {
     NilArray,
     /// A map (RESP3), sent as a flat array of pairs under RESP2.
     Map(Vec<(Reply, Reply)>),
+    /// A set (RESP3 `~`), sent as an array under RESP2.
+    Set(Vec<Reply>),
+    /// Pairs (HRANDFIELD ... WITHVALUES, ZRANGE ... WITHSCORES): an array of two-element
+    /// arrays in RESP3, one flat array in RESP2, as Redis 7 sends them.
+    Pairs(Vec<(Reply, Reply)>),
     /// A double (RESP3 `,`), sent as a bulk string under RESP2.
     Double(f64),
     /// A boolean (RESP3 `#`), sent as 1/0 under RESP2.
@@ -450,6 +455,27 @@ impl Reply {
             Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
             Reply::Array(items) => {
                 header(out, b'*', items.len() as i64);
+                for item in items {
+                    item.encode(version, out);
+                }
+            }
+            Reply::Pairs(pairs) if v3 => {
+                header(out, b'*', pairs.len() as i64);
+                for (a, b) in pairs {
+                    header(out, b'*', 2);
+                    a.encode(version, out);
+                    b.encode(version, out);
+                }
+            }
+            Reply::Pairs(pairs) => {
+                header(out, b'*', 2 * pairs.len() as i64);
+                for (a, b) in pairs {
+                    a.encode(version, out);
+                    b.encode(version, out);
+                }
+            }
+            Reply::Set(items) => {
+                header(out, if v3 { b'~' } else { b'*' }, items.len() as i64);
                 for item in items {
                     item.encode(version, out);
                 }
@@ -674,6 +700,12 @@ mod tests {
         let m = Reply::Map(vec![(Reply::Bulk(b"a".to_vec()), Reply::Integer(1))]);
         assert_eq!(enc(&m, Resp2), "*2\r\n$1\r\na\r\n:1\r\n");
         assert_eq!(enc(&m, Resp3), "%1\r\n$1\r\na\r\n:1\r\n");
+        let set = Reply::Set(vec![Reply::Bulk(b"a".to_vec())]);
+        assert_eq!(enc(&set, Resp2), "*1\r\n$1\r\na\r\n");
+        assert_eq!(enc(&set, Resp3), "~1\r\n$1\r\na\r\n");
+        let pairs = Reply::Pairs(vec![(Reply::Bulk(b"a".to_vec()), Reply::Integer(1))]);
+        assert_eq!(enc(&pairs, Resp2), "*2\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(enc(&pairs, Resp3), "*1\r\n*2\r\n$1\r\na\r\n:1\r\n");
         assert_eq!(enc(&Reply::Boolean(true), Resp2), ":1\r\n");
         assert_eq!(enc(&Reply::Integer(0), Resp2), ":0\r\n");
         assert_eq!(enc(&Reply::Integer(-42), Resp2), ":-42\r\n");

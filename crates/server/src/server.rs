@@ -229,6 +229,10 @@ pub fn serve(listener: TcpListener, shared: &Shared, cfg: &ServerConfig, stop: &
     });
 }
 
+/// Transactions of element deletions the reclaimer runs per expirer cycle (512 elements
+/// each).
+const RECLAIM_BATCHES_PER_CYCLE: usize = 32;
+
 /// The active expirer: every [`crate::expiry::EXPIRE_INTERVAL`], deletes keys whose
 /// deadline passed, for at most [`crate::expiry::EXPIRE_CYCLE_BUDGET`] a cycle, on the primary
 /// only (a backup receives the deletions through the log).
@@ -237,8 +241,12 @@ pub fn serve(listener: TcpListener, shared: &Shared, cfg: &ServerConfig, stop: &
 /// server would stay in the index; after a cycle that deleted keys, the next two collect
 /// every queue (the first takes the keys out of the index, the second frees their records
 /// once no transaction can hold them).
+///
+/// The same thread frees the elements of dropped collections and sweeps the collection
+/// registry ([`crate::collections::reclaim`]).
 fn run_expirer(shared: &Shared, stop: &AtomicBool) {
     let mut collections_due = 0;
+    let mut sweep_cursor = None;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(crate::expiry::EXPIRE_INTERVAL);
         if collections_due > 0 {
@@ -253,7 +261,13 @@ fn run_expirer(shared: &Shared, stop: &AtomicBool) {
             shared.spaces(),
             crate::expiry::EXPIRE_CYCLE_BUDGET,
         );
-        if deleted > 0 {
+        let reclaimed = crate::collections::reclaim(
+            &shared.db,
+            shared.spaces(),
+            &mut sweep_cursor,
+            RECLAIM_BATCHES_PER_CYCLE,
+        );
+        if deleted > 0 || reclaimed.elements > 0 {
             collections_due = 2;
         }
     }

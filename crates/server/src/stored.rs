@@ -40,12 +40,25 @@ pub const HEADER_LEN_MAX: usize = 1 + DEADLINE_LEN;
 /// Redis's reply to a command on a key of another type.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
+/// The tables every database shares for collections (hashes, sets...): their elements,
+/// the registry of collection ids, and the ids waiting to be reclaimed
+/// ([`crate::collections`]).
+pub struct CollectionTables {
+    pub elements: Table,
+    pub registry: Table,
+    pub graveyard: Table,
+}
+
 /// One logical database (SELECT's index) as a command sees it: its data table, its
-/// deadline queue, and the clock reading the whole command (or MULTI block) runs at.
+/// deadline queue, the shared collection tables, and the clock reading the whole command
+/// (or MULTI block) runs at.
 #[derive(Clone, Copy)]
 pub struct Space<'a> {
     pub data: &'a Table,
     pub deadlines: &'a Table,
+    pub collections: &'a CollectionTables,
+    /// SELECT's index, recorded in the collection registry.
+    pub index: u8,
     /// Unix time in milliseconds: keys whose deadline is before this are absent.
     pub now_ms: u64,
 }
@@ -55,6 +68,7 @@ pub struct Space<'a> {
 pub struct Spaces<'a> {
     pub data: &'a [Table],
     pub deadlines: &'a [Table],
+    pub collections: &'a CollectionTables,
     pub now_ms: u64,
 }
 
@@ -64,6 +78,8 @@ impl<'a> Spaces<'a> {
         Some(Space {
             data: self.data.get(index)?,
             deadlines: self.deadlines.get(index)?,
+            collections: self.collections,
+            index: u8::try_from(index).ok()?,
             now_ms: self.now_ms,
         })
     }

@@ -8,9 +8,11 @@ use verso_engine::Txn;
 
 use super::{backoff, engine_error, Session, RETRIES_MAX};
 use crate::expiry::{self, TtlReport, When};
+use crate::hashes::{self, Listing};
 use crate::keyspace::{self, CmdError, CmdResult};
 use crate::resp::Reply;
-use crate::stored::{Space, Spaces};
+use crate::sets::{self, SetOp};
+use crate::stored::{Space, Spaces, Stored};
 use crate::{keys, strings};
 
 /// The data commands (run inside a transaction), with their arity as Redis states it:
@@ -22,6 +24,14 @@ pub(super) fn arity(name: &[u8]) -> Option<i32> {
         b"GETEX" => -2,
         b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" => -3,
         b"SETEX" | b"PSETEX" => 4,
+        b"HSET" | b"HMSET" => -4,
+        b"HSETNX" | b"HINCRBY" | b"HINCRBYFLOAT" | b"SMOVE" => 4,
+        b"HGET" | b"HEXISTS" | b"HSTRLEN" | b"SISMEMBER" => 3,
+        b"HMGET" | b"HDEL" | b"SADD" | b"SREM" | b"SMISMEMBER" => -3,
+        b"HLEN" | b"HKEYS" | b"HVALS" | b"HGETALL" | b"SMEMBERS" | b"SCARD" => 2,
+        b"HRANDFIELD" | b"SRANDMEMBER" | b"SPOP" => -2,
+        b"SINTER" | b"SUNION" | b"SDIFF" => -2,
+        b"SINTERSTORE" | b"SUNIONSTORE" | b"SDIFFSTORE" | b"SINTERCARD" => -3,
         b"SET" | b"LCS" | b"COPY" => -3,
         b"SETNX" | b"GETSET" | b"INCRBY" | b"DECRBY" | b"APPEND" | b"INCRBYFLOAT" => 3,
         b"RENAME" | b"RENAMENX" | b"MOVE" => 3,
@@ -52,6 +62,24 @@ pub(super) fn read_only(name: &[u8]) -> bool {
             | b"RANDOMKEY"
             | b"OBJECT"
             | b"TYPE"
+            | b"HGET"
+            | b"HMGET"
+            | b"HLEN"
+            | b"HEXISTS"
+            | b"HSTRLEN"
+            | b"HKEYS"
+            | b"HVALS"
+            | b"HGETALL"
+            | b"HRANDFIELD"
+            | b"SISMEMBER"
+            | b"SMISMEMBER"
+            | b"SMEMBERS"
+            | b"SCARD"
+            | b"SINTER"
+            | b"SUNION"
+            | b"SDIFF"
+            | b"SINTERCARD"
+            | b"SRANDMEMBER"
             | b"TTL"
             | b"PTTL"
             | b"EXPIRETIME"
@@ -165,6 +193,37 @@ pub(super) fn data_command(
         b"EXPIRETIME" => expiry::ttl(txn, t, &a[0], TtlReport::AtSeconds),
         b"PEXPIRETIME" => expiry::ttl(txn, t, &a[0], TtlReport::AtMillis),
         b"PERSIST" => expiry::persist(txn, t, &a[0]),
+        b"HSET" => hashes::hset(txn, t, a, "hset"),
+        b"HMSET" => hashes::hset(txn, t, a, "hmset"),
+        b"HSETNX" => hashes::hsetnx(txn, t, a),
+        b"HGET" => hashes::hget(txn, t, &a[0], &a[1]),
+        b"HMGET" => hashes::hmget(txn, t, a),
+        b"HDEL" => hashes::hdel(txn, t, a),
+        b"HLEN" => hashes::hlen(txn, t, &a[0]),
+        b"HEXISTS" => hashes::hexists(txn, t, &a[0], &a[1]),
+        b"HSTRLEN" => hashes::hstrlen(txn, t, &a[0], &a[1]),
+        b"HKEYS" => hashes::hlist(txn, t, &a[0], Listing::Keys),
+        b"HVALS" => hashes::hlist(txn, t, &a[0], Listing::Values),
+        b"HGETALL" => hashes::hlist(txn, t, &a[0], Listing::All),
+        b"HINCRBY" => hashes::hincrby(txn, t, a),
+        b"HINCRBYFLOAT" => hashes::hincrbyfloat(txn, t, a),
+        b"HRANDFIELD" => hashes::hrandfield(txn, t, a),
+        b"SADD" => sets::sadd(txn, t, a),
+        b"SREM" => sets::srem(txn, t, a),
+        b"SISMEMBER" => sets::sismember(txn, t, &a[0], &a[1]),
+        b"SMISMEMBER" => sets::smismember(txn, t, a),
+        b"SMEMBERS" => sets::smembers(txn, t, &a[0]),
+        b"SCARD" => sets::scard(txn, t, &a[0]),
+        b"SINTER" => sets::set_op(txn, t, a, SetOp::Inter),
+        b"SUNION" => sets::set_op(txn, t, a, SetOp::Union),
+        b"SDIFF" => sets::set_op(txn, t, a, SetOp::Diff),
+        b"SINTERSTORE" => sets::set_op_store(txn, t, a, SetOp::Inter),
+        b"SUNIONSTORE" => sets::set_op_store(txn, t, a, SetOp::Union),
+        b"SDIFFSTORE" => sets::set_op_store(txn, t, a, SetOp::Diff),
+        b"SINTERCARD" => sets::sintercard(txn, t, a),
+        b"SMOVE" => sets::smove(txn, t, a),
+        b"SRANDMEMBER" => sets::srandmember(txn, t, a),
+        b"SPOP" => sets::spop(txn, t, a),
         b"VRANGE" => keyspace::vrange(txn, t, a),
         b"KEYS" => {
             let (keys, _) = keyspace::scan_keys(txn, t, None, usize::MAX, Some(&a[0]), None)?;
@@ -185,8 +244,15 @@ pub(super) fn data_command(
     }
 }
 
-/// Deletes every key of a database, and its deadline queue.
+/// Deletes every key of a database (burying its collections), and its deadline queue.
 fn flush(txn: &mut Txn<'_>, s: Space<'_>) -> Result<(), CmdError> {
+    let ids: Vec<u64> = txn
+        .range(s.data, ..)?
+        .filter_map(|(_, v)| crate::collections::id_of(&Stored::decode(v)?))
+        .collect();
+    for id in ids {
+        crate::collections::bury(txn, s.collections, id)?;
+    }
     for table in [s.data, s.deadlines] {
         let keys: Vec<Vec<u8>> = txn.range(table, ..)?.map(|(k, _)| k.to_vec()).collect();
         for k in keys {

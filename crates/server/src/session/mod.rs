@@ -72,6 +72,8 @@ pub struct Shared {
     pub tables: Vec<Table>,
     /// Each logical database's deadline queue, for the active expirer ([`crate::expiry`]).
     pub deadline_tables: Vec<Table>,
+    /// The tables all databases share for hashes, sets and the other collections.
+    pub collections: crate::stored::CollectionTables,
     /// Where commands read the time for expiry.
     pub clock: crate::expiry::Clock,
     /// `--requirepass`: connections must AUTH first.
@@ -132,11 +134,17 @@ impl Shared {
         let deadline_tables = (0..DATABASES)
             .map(|i| db.table(&format!("db{i}.deadlines")))
             .collect::<Result<_, _>>()?;
+        let collections = crate::stored::CollectionTables {
+            elements: db.table("elements")?,
+            registry: db.table("collections")?,
+            graveyard: db.table("collections.graveyard")?,
+        };
         Ok(Shared {
             db,
             replication: None,
             tables,
             deadline_tables,
+            collections,
             clock: crate::expiry::Clock::System,
             password,
             stats: Stats::default(),
@@ -164,6 +172,7 @@ impl Shared {
         crate::stored::Spaces {
             data: &self.tables,
             deadlines: &self.deadline_tables,
+            collections: &self.collections,
             now_ms: self.clock.now_ms(),
         }
     }
@@ -654,6 +663,12 @@ impl<'s> Session<'s> {
                 Reply::ok()
             }
             b"SCAN" if args.len() >= 2 => self.scan(&args[1..]),
+            b"HSCAN" if args.len() >= 3 => {
+                self.scan_members(&args[1..], crate::collections::KIND_HASH)
+            }
+            b"SSCAN" if args.len() >= 3 => {
+                self.scan_members(&args[1..], crate::collections::KIND_SET)
+            }
             b"CLIENT" if args.len() >= 2 => self.client(args),
             b"READONLY" | b"READWRITE" if args.len() == 1 => self.read_from_backups(name),
             b"WAIT" if args.len() == 3 => self.wait(args),
@@ -683,6 +698,8 @@ impl<'s> Session<'s> {
                         | b"WATCH"
                         | b"UNWATCH"
                         | b"SCAN"
+                        | b"HSCAN"
+                        | b"SSCAN"
                         | b"CLIENT"
                         | b"READONLY"
                         | b"READWRITE"
@@ -749,6 +766,39 @@ pub const COMMANDS: &[&str] = &[
     "EXPIRETIME",
     "PEXPIRETIME",
     "PERSIST",
+    "HSET",
+    "HSETNX",
+    "HMSET",
+    "HGET",
+    "HMGET",
+    "HDEL",
+    "HLEN",
+    "HEXISTS",
+    "HSTRLEN",
+    "HKEYS",
+    "HVALS",
+    "HGETALL",
+    "HINCRBY",
+    "HINCRBYFLOAT",
+    "HRANDFIELD",
+    "HSCAN",
+    "SADD",
+    "SREM",
+    "SISMEMBER",
+    "SMISMEMBER",
+    "SMEMBERS",
+    "SCARD",
+    "SINTER",
+    "SUNION",
+    "SDIFF",
+    "SINTERSTORE",
+    "SUNIONSTORE",
+    "SDIFFSTORE",
+    "SINTERCARD",
+    "SMOVE",
+    "SRANDMEMBER",
+    "SPOP",
+    "SSCAN",
     "LCS",
     "RENAME",
     "RENAMENX",
