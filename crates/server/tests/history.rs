@@ -3,9 +3,12 @@
 //!
 //! Each client thread runs, at random:
 //! * `INCR ctrN` (a single-command transaction);
-//! * a MULTI/EXEC transfer `INCRBY outI x; INCRBY inJ x; MGET <all in/out keys>`: balances
-//!   are `in - out`, and the in/out keys only grow, so every value written to a key is
-//!   unique and names its writer (the value before an INCRBY is its reply minus `x`);
+//! * a MULTI/EXEC transfer `INCRBY outI x; INCRBY inJ x; MGET <all in/out keys>; HMGET bank
+//!   <all hinJ fields>`, where half the time the money goes to the hash field `bank.hinJ`
+//!   (`HINCRBY bank hinJ x`) instead of the string `inJ`: strings and hash fields in one
+//!   transaction. Balances are `in - out`, and the in/out keys and fields only grow, so
+//!   every value written is unique and names its writer (the value before an INCRBY is its
+//!   reply minus `x`); a hash field is the register `bank.hinJ` in the history;
 //! * a WATCH read-modify-write transfer between two `wN` keys (`WATCH a b; GET a; GET b;
 //!   MULTI; SET a ..; SET b ..; EXEC`): values are `balance:txn-id`, so each names its writer;
 //!   an EXEC answered nil is recorded as aborted. The GETs run outside the block, yet are
@@ -69,6 +72,19 @@ fn w_key(i: usize) -> String {
 fn ctr_key(i: usize) -> String {
     format!("ctr{i}")
 }
+/// The hash field `hinI` of `bank`, and its name as a register in the history.
+fn hin_field(i: usize) -> String {
+    format!("hin{i}")
+}
+fn hin_key(i: usize) -> String {
+    format!("bank.hin{i}")
+}
+fn hin_fields() -> Vec<String> {
+    (0..ACCOUNTS).map(hin_field).collect()
+}
+fn hin_keys() -> Vec<String> {
+    (0..ACCOUNTS).map(hin_key).collect()
+}
 
 fn all_keys() -> Vec<String> {
     let mut keys: Vec<String> = (0..ACCOUNTS)
@@ -126,7 +142,9 @@ fn snapshot(ops: &mut Vec<RawOp>, keys: &[String], values: &[Value]) {
         });
     }
     let num = |k: &str| -> i64 { got[k].as_deref().map_or(0, |s| s.parse().unwrap()) };
-    let ins: i64 = (0..ACCOUNTS).map(|i| num(&in_key(i))).sum();
+    let ins: i64 = (0..ACCOUNTS)
+        .map(|i| num(&in_key(i)) + num(&hin_key(i)))
+        .sum();
     let outs: i64 = (0..ACCOUNTS).map(|i| num(&out_key(i))).sum();
     assert_eq!(ins, outs, "a snapshot saw half a transfer: {got:?}");
     if got.contains_key(&w_key(0)) {
@@ -139,6 +157,17 @@ fn snapshot(ops: &mut Vec<RawOp>, keys: &[String], values: &[Value]) {
             "a snapshot saw money created or lost: {got:?}"
         );
     }
+}
+
+/// A transfer's snapshot: MGET of the string accounts and HMGET of the hash ones.
+fn snapshot_money(ops: &mut Vec<RawOp>, money_keys: &[String], mget: &Value, hmget: &Value) {
+    let (Value::Array(strings), Value::Array(fields)) = (mget, hmget) else {
+        panic!("MGET / HMGET answered {mget:?} / {hmget:?}")
+    };
+    let mut keys = money_keys.to_vec();
+    keys.extend(hin_keys());
+    let values: Vec<Value> = strings.iter().chain(fields).cloned().collect();
+    snapshot(ops, &keys, &values);
 }
 
 struct ThreadLog {
@@ -183,22 +212,28 @@ fn client(port: u16, rec: &Recorder, start: &Barrier, seed: u64) -> ThreadLog {
                     rng.below(ACCOUNTS as u64) as usize,
                 );
                 let x = 1 + rng.below(9) as i64;
-                let r: Value = redis::pipe()
-                    .atomic()
-                    .incr(out_key(i), x)
-                    .incr(in_key(j), x)
+                let to_hash = rng.below(2) == 0;
+                let mut pipe = redis::pipe();
+                pipe.atomic().incr(out_key(i), x);
+                if to_hash {
+                    pipe.hincr("bank", hin_field(j), x);
+                } else {
+                    pipe.incr(in_key(j), x);
+                }
+                let r: Value = pipe
                     .mget(&money_keys)
+                    .cmd("HMGET")
+                    .arg("bank")
+                    .arg(hin_fields())
                     .query(&mut c)
                     .unwrap();
                 let Value::Array(r) = r else {
                     panic!("EXEC without WATCH answered {r:?}")
                 };
                 rmw(&mut ops, &out_key(i), x, int(&r[0]));
-                rmw(&mut ops, &in_key(j), x, int(&r[1]));
-                let Value::Array(snap) = &r[2] else {
-                    panic!("MGET answered {:?}", r[2])
-                };
-                snapshot(&mut ops, &money_keys, snap);
+                let to = if to_hash { hin_key(j) } else { in_key(j) };
+                rmw(&mut ops, &to, x, int(&r[1]));
+                snapshot_money(&mut ops, &money_keys, &r[2], &r[3]);
             }
             5..=7 => {
                 let a = rng.below(WATCHED as u64) as usize;
@@ -245,8 +280,18 @@ fn client(port: u16, rec: &Recorder, start: &Barrier, seed: u64) -> ThreadLog {
                 }
             }
             8 => {
-                let r: (Vec<Value>,) = redis::pipe().atomic().mget(&keys).query(&mut c).unwrap();
-                snapshot(&mut ops, &keys, &r.0);
+                let r: (Vec<Value>, Vec<Value>) = redis::pipe()
+                    .atomic()
+                    .mget(&keys)
+                    .cmd("HMGET")
+                    .arg("bank")
+                    .arg(hin_fields())
+                    .query(&mut c)
+                    .unwrap();
+                let mut all = keys.clone();
+                all.extend(hin_keys());
+                let values: Vec<Value> = r.0.into_iter().chain(r.1).collect();
+                snapshot(&mut ops, &all, &values);
             }
             _ => {
                 // A register: single SET/GET commands, for the linearizability checker.
@@ -396,7 +441,16 @@ fn concurrent_clients_are_strictly_serializable_and_conserve_totals() {
     let num = |s: &mut verso_server::session::Session<'_>, k: String| -> i64 {
         get(s, &k).map_or(0, |v| v.parse().unwrap())
     };
-    let ins: i64 = (0..ACCOUNTS).map(|i| num(&mut s, in_key(i))).sum();
+    let hget = |s: &mut verso_server::session::Session<'_>, f: String| -> i64 {
+        match s.execute(vec![b"HGET".to_vec(), b"bank".to_vec(), f.into_bytes()]) {
+            verso_server::resp::Reply::Nil => 0,
+            verso_server::resp::Reply::Bulk(b) => String::from_utf8(b).unwrap().parse().unwrap(),
+            other => panic!("HGET: {other:?}"),
+        }
+    };
+    let hins: i64 = (0..ACCOUNTS).map(|i| hget(&mut s, hin_field(i))).sum();
+    assert!(hins > 0, "some transfers went to the hash");
+    let ins: i64 = hins + (0..ACCOUNTS).map(|i| num(&mut s, in_key(i))).sum::<i64>();
     let outs: i64 = (0..ACCOUNTS).map(|i| num(&mut s, out_key(i))).sum();
     assert_eq!(ins, outs, "MULTI transfers must conserve money");
     assert!(ins > 0);
