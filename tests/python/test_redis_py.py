@@ -351,3 +351,59 @@ def test_expiry(r):
     # The expirer deleted them (and the GC took the records out of the index).
     assert keyspace_line(r)["keys"] == 3
     assert keyspace_line(r)["expires"] == 2
+
+
+def test_hashes(r):
+    assert r.hset("h", mapping={"a": "1", "b": "2"}) == 2
+    assert r.hset("h", "a", "3") == 0
+    assert r.hget("h", "a") == b"3"
+    assert r.hgetall("h") == {b"a": b"3", b"b": b"2"}
+    assert r.hmget("h", ["a", "zz"]) == [b"3", None]
+    assert r.hlen("h") == 2
+    assert r.hexists("h", "b") is True
+    assert r.hincrby("h", "n", 5) == 5
+    assert r.hincrbyfloat("h", "f", 1.5) == 1.5
+    assert sorted(r.hkeys("h")) == [b"a", b"b", b"f", b"n"]
+    assert r.hsetnx("h", "a", "9") == 0
+    assert r.hstrlen("h", "a") == 1
+    assert len(r.hrandfield("h", 2)) == 2
+    assert len(r.hrandfield("h", -6)) == 6
+    assert r.hrandfield("h", 2, withvalues=True)[1] is not None
+    cursor, fields = r.hscan("h", 0, count=100)
+    assert cursor == 0 and fields == {b"a": b"3", b"b": b"2", b"f": b"1.5", b"n": b"5"}
+    assert r.hdel("h", "a", "b", "f", "n") == 4
+    assert r.exists("h") == 0
+    r.set("s", "v")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        r.hset("s", "a", "1")
+    assert r.type("s") == b"string"
+
+
+def test_sets(r):
+    assert r.sadd("s1", "a", "b", "c") == 3
+    assert r.sadd("s2", "b", "c", "d") == 3
+    assert r.smembers("s1") == {b"a", b"b", b"c"}
+    assert r.sinter("s1", "s2") == {b"b", b"c"}
+    assert r.sunion("s1", "s2") == {b"a", b"b", b"c", b"d"}
+    assert r.sdiff("s1", "s2") == {b"a"}
+    assert r.sinterstore("s3", ["s1", "s2"]) == 2
+    assert r.smembers("s3") == {b"b", b"c"}
+    assert r.sintercard(2, ["s1", "s2"], limit=1) == 1
+    assert r.smismember("s1", ["a", "z"]) == [1, 0]
+    assert r.smove("s1", "s2", "a") is True
+    assert r.scard("s2") == 4
+    assert r.srandmember("s2") in {b"a", b"b", b"c", b"d"}
+    popped = r.spop("s3", 5)
+    assert set(popped) == {b"b", b"c"}
+    assert r.exists("s3") == 0
+    assert r.type("s2") == b"set"
+    cursor, members = r.sscan("s2", 0, count=100)
+    assert cursor == 0 and set(members) == {b"a", b"b", b"c", b"d"}
+    assert sorted(r.scan_iter(_type="set")) == [b"s1", b"s2"]
+    # RESP3: sets and maps arrive as their own types.
+    c3 = redis.Redis(host=r.connection_pool.connection_kwargs["host"],
+                     port=r.connection_pool.connection_kwargs["port"], protocol=3)
+    assert c3.smembers("s2") == {b"a", b"b", b"c", b"d"}
+    c3.hset("h3", "k", "v")
+    assert c3.hgetall("h3") == {b"k": b"v"}
+    c3.close()

@@ -47,6 +47,11 @@ fn wrongtype() -> CmdError {
     CmdError::Reply(Reply::Error(WRONGTYPE.into()))
 }
 
+/// A member and its value (empty for a set member), borrowed from the transaction.
+pub type Member<'t> = (&'t [u8], &'t [u8]);
+/// The same, owned.
+pub type OwnedMember = (Vec<u8>, Vec<u8>);
+
 /// A live collection as a command sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Coll {
@@ -311,7 +316,7 @@ pub fn members<'t>(
     s: Space<'_>,
     c: Coll,
     after: Option<&[u8]>,
-) -> Result<impl Iterator<Item = (&'t [u8], &'t [u8])> + 't, Error> {
+) -> Result<impl Iterator<Item = Member<'t>> + 't, Error> {
     let lo = match after {
         Some(m) => Bound::Excluded(element_key(c.id, TAG_MEMBER, m)),
         None => Bound::Included(element_key(c.id, TAG_MEMBER, &[])),
@@ -333,7 +338,7 @@ pub fn random_member<'t>(
     s: Space<'_>,
     c: Coll,
     seed: u64,
-) -> Result<Option<(&'t [u8], &'t [u8])>, Error> {
+) -> Result<Option<Member<'t>>, Error> {
     let point = splitmix64(seed).to_be_bytes();
     let from = element_key(c.id, TAG_MEMBER, &point);
     let hi = element_key(c.id, TAG_MEMBER + 1, &[]);

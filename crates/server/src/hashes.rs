@@ -213,7 +213,7 @@ pub fn random_run(
     c: Coll,
     count: i64,
     seed: u64,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, CmdError> {
+) -> Result<Vec<coll::OwnedMember>, CmdError> {
     let own = |(m, v): (&[u8], &[u8])| (m.to_vec(), v.to_vec());
     if count >= 0 {
         let want = count as usize;
@@ -225,7 +225,7 @@ pub fn random_run(
             return Ok(Vec::new());
         };
         let first = first.to_vec();
-        let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(want);
+        let mut out: Vec<coll::OwnedMember> = Vec::with_capacity(want);
         if let Some(v) = coll::get(txn, s, c, &first)? {
             out.push((first.clone(), v.to_vec()));
         }
