@@ -37,9 +37,13 @@ use crate::stored::{self, CollectionTables, Space, Spaces, Stored, KIND_STRING, 
 /// Kinds stored in the root's header byte.
 pub const KIND_HASH: u8 = 1;
 pub const KIND_SET: u8 = 2;
+pub const KIND_ZSET: u8 = 3;
 
 const TAG_STRIPE: u8 = 1;
-const TAG_MEMBER: u8 = 2;
+/// Members (and hash fields): `id ‖ 0x02 ‖ member -> value`.
+pub const TAG_MEMBER: u8 = 2;
+/// Sorted sets' score index: `id ‖ 0x03 ‖ score (order-preserving) ‖ member`.
+pub const TAG_SCORE: u8 = 3;
 const STRIPES: u64 = 8;
 const ID_LEN: usize = 8;
 
@@ -214,7 +218,8 @@ pub fn rehome(txn: &mut Txn<'_>, s: Space<'_>, id: u64, key: &[u8]) -> Result<()
     )
 }
 
-fn element_key(id: u64, tag: u8, rest: &[u8]) -> Vec<u8> {
+/// The element record `id ‖ tag ‖ rest`.
+pub fn element_key(id: u64, tag: u8, rest: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(ID_LEN + 1 + rest.len());
     k.extend_from_slice(&id.to_be_bytes());
     k.push(tag);
@@ -329,6 +334,37 @@ pub fn members<'t>(
     Ok(txn
         .range(&s.collections.elements, bounds)?
         .map(|(k, v)| (&k[ID_LEN + 1..], v)))
+}
+
+/// The element records of `c` with `tag` whose remainder (after id and tag) is in
+/// `[lo, hi]` as bounds say, ascending or (`rev`) descending, as (remainder, value).
+pub fn tagged_range<'t>(
+    txn: &'t Txn<'_>,
+    s: Space<'_>,
+    c: Coll,
+    tag: u8,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    rev: bool,
+) -> Result<impl Iterator<Item = Member<'t>> + 't, Error> {
+    let with = |b: Bound<&[u8]>, open_end: u8| match b {
+        Bound::Included(r) => Bound::Included(element_key(c.id, tag, r)),
+        Bound::Excluded(r) => Bound::Excluded(element_key(c.id, tag, r)),
+        Bound::Unbounded if open_end == tag => Bound::Included(element_key(c.id, tag, &[])),
+        Bound::Unbounded => Bound::Excluded(element_key(c.id, open_end, &[])),
+    };
+    let lo = with(lo, tag);
+    let hi = with(hi, tag + 1);
+    let bounds = (
+        lo.as_ref().map(Vec::as_slice),
+        hi.as_ref().map(Vec::as_slice),
+    );
+    let it = if rev {
+        txn.range_rev(&s.collections.elements, bounds)?
+    } else {
+        txn.range(&s.collections.elements, bounds)?
+    };
+    Ok(it.map(|(k, v)| (&k[ID_LEN + 1..], v)))
 }
 
 /// The first member at or after a random point of the member space, wrapping: not uniform

@@ -240,6 +240,7 @@ pub fn object(txn: &Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
         b"ENCODING" => Reply::Bulk(
             match v.kind {
                 stored::KIND_STRING => string_encoding(v.payload),
+                collections::KIND_ZSET => "skiplist",
                 _ => "hashtable",
             }
             .as_bytes()

@@ -257,6 +257,7 @@ pub fn kind_name(kind: u8) -> &'static str {
         KIND_STRING => "string",
         collections::KIND_HASH => "hash",
         collections::KIND_SET => "set",
+        collections::KIND_ZSET => "zset",
         _ => "unknown",
     }
 }

@@ -29,3 +29,4 @@ pub mod sets;
 pub mod stored;
 pub mod strings;
 mod worker;
+pub mod zsets;

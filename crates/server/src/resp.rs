@@ -506,11 +506,19 @@ impl Reply {
     }
 }
 
-fn format_double(d: f64) -> String {
+/// A double as Redis prints it (`%.17g`, shortest form): fixed notation between 1e-4 and
+/// 1e17, otherwise `1.5e+20` style, and `inf`, `-inf`, `nan`.
+pub fn format_double(d: f64) -> String {
     if d.is_infinite() {
         if d > 0.0 { "inf" } else { "-inf" }.to_string()
     } else if d.is_nan() {
         "nan".to_string()
+    } else if d != 0.0 && (d.abs() >= 1e17 || d.abs() < 1e-4) {
+        let e = format!("{d:e}");
+        let (mantissa, exp) = e.split_once('e').expect("`{:e}` has an exponent");
+        let exp: i32 = exp.parse().expect("an integer exponent");
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
     } else {
         format!("{d}")
     }
@@ -719,6 +727,10 @@ mod tests {
         );
         assert_eq!(enc(&Reply::Bulk(Vec::new()), Resp2), "$0\r\n\r\n");
         assert_eq!(enc(&Reply::Double(1.5), Resp3), ",1.5\r\n");
+        assert_eq!(format_double(1e20), "1e+20");
+        assert_eq!(format_double(1.5e-5), "1.5e-05");
+        assert_eq!(format_double(-0.0001), "-0.0001");
+        assert_eq!(format_double(123456.0), "123456");
         assert_eq!(
             enc(&Reply::err("bad\r\nthing"), Resp2),
             "-ERR bad  thing\r\n"

@@ -13,6 +13,7 @@ use crate::keyspace::{self, CmdError, CmdResult};
 use crate::resp::Reply;
 use crate::sets::{self, SetOp};
 use crate::stored::{Space, Spaces, Stored};
+use crate::zsets::{self, By, ZOp};
 use crate::{keys, strings};
 
 /// The data commands (run inside a transaction), with their arity as Redis states it:
@@ -32,6 +33,16 @@ pub(super) fn arity(name: &[u8]) -> Option<i32> {
         b"HRANDFIELD" | b"SRANDMEMBER" | b"SPOP" => -2,
         b"SINTER" | b"SUNION" | b"SDIFF" => -2,
         b"SINTERSTORE" | b"SUNIONSTORE" | b"SDIFFSTORE" | b"SINTERCARD" => -3,
+        b"ZADD" | b"ZRANGE" | b"ZREVRANGE" | b"ZRANGEBYSCORE" | b"ZREVRANGEBYSCORE" => -4,
+        b"ZRANGEBYLEX" | b"ZREVRANGEBYLEX" | b"ZMPOP" => -4,
+        b"ZUNIONSTORE" | b"ZINTERSTORE" | b"ZDIFFSTORE" => -4,
+        b"ZRANGESTORE" => -5,
+        b"ZINCRBY" | b"ZCOUNT" | b"ZLEXCOUNT" => 4,
+        b"ZREMRANGEBYRANK" | b"ZREMRANGEBYSCORE" | b"ZREMRANGEBYLEX" => 4,
+        b"ZSCORE" | b"ZRANK" | b"ZREVRANK" => 3,
+        b"ZMSCORE" | b"ZREM" | b"ZUNION" | b"ZINTER" | b"ZDIFF" | b"ZINTERCARD" => -3,
+        b"ZCARD" => 2,
+        b"ZPOPMIN" | b"ZPOPMAX" | b"ZRANDMEMBER" => -2,
         b"SET" | b"LCS" | b"COPY" => -3,
         b"SETNX" | b"GETSET" | b"INCRBY" | b"DECRBY" | b"APPEND" | b"INCRBYFLOAT" => 3,
         b"RENAME" | b"RENAMENX" | b"MOVE" => 3,
@@ -80,6 +91,24 @@ pub(super) fn read_only(name: &[u8]) -> bool {
             | b"SDIFF"
             | b"SINTERCARD"
             | b"SRANDMEMBER"
+            | b"ZSCORE"
+            | b"ZMSCORE"
+            | b"ZCARD"
+            | b"ZRANGE"
+            | b"ZREVRANGE"
+            | b"ZRANGEBYSCORE"
+            | b"ZREVRANGEBYSCORE"
+            | b"ZRANGEBYLEX"
+            | b"ZREVRANGEBYLEX"
+            | b"ZCOUNT"
+            | b"ZLEXCOUNT"
+            | b"ZRANK"
+            | b"ZREVRANK"
+            | b"ZRANDMEMBER"
+            | b"ZUNION"
+            | b"ZINTER"
+            | b"ZDIFF"
+            | b"ZINTERCARD"
             | b"TTL"
             | b"PTTL"
             | b"EXPIRETIME"
@@ -224,6 +253,37 @@ pub(super) fn data_command(
         b"SMOVE" => sets::smove(txn, t, a),
         b"SRANDMEMBER" => sets::srandmember(txn, t, a),
         b"SPOP" => sets::spop(txn, t, a),
+        b"ZADD" => zsets::zadd(txn, t, a),
+        b"ZINCRBY" => zsets::zincrby(txn, t, a),
+        b"ZSCORE" => zsets::zscore(txn, t, &a[0], &a[1]),
+        b"ZMSCORE" => zsets::zmscore(txn, t, a),
+        b"ZCARD" => zsets::zcard(txn, t, &a[0]),
+        b"ZREM" => zsets::zrem(txn, t, a),
+        b"ZRANGE" => zsets::zrange(txn, t, a, None),
+        b"ZREVRANGE" => zsets::zrange(txn, t, a, Some((By::Rank, true))),
+        b"ZRANGEBYSCORE" => zsets::zrange(txn, t, a, Some((By::Score, false))),
+        b"ZREVRANGEBYSCORE" => zsets::zrange(txn, t, a, Some((By::Score, true))),
+        b"ZRANGEBYLEX" => zsets::zrange(txn, t, a, Some((By::Lex, false))),
+        b"ZREVRANGEBYLEX" => zsets::zrange(txn, t, a, Some((By::Lex, true))),
+        b"ZRANGESTORE" => zsets::zrangestore(txn, t, a),
+        b"ZCOUNT" => zsets::zcount(txn, t, a, By::Score),
+        b"ZLEXCOUNT" => zsets::zcount(txn, t, a, By::Lex),
+        b"ZREMRANGEBYRANK" => zsets::zremrange(txn, t, a, By::Rank),
+        b"ZREMRANGEBYSCORE" => zsets::zremrange(txn, t, a, By::Score),
+        b"ZREMRANGEBYLEX" => zsets::zremrange(txn, t, a, By::Lex),
+        b"ZRANK" => zsets::zrank(txn, t, &a[0], &a[1], false),
+        b"ZREVRANK" => zsets::zrank(txn, t, &a[0], &a[1], true),
+        b"ZPOPMIN" => zsets::zpop(txn, t, a, false),
+        b"ZPOPMAX" => zsets::zpop(txn, t, a, true),
+        b"ZMPOP" => zsets::zmpop(txn, t, a),
+        b"ZRANDMEMBER" => zsets::zrandmember(txn, t, a),
+        b"ZUNION" => zsets::zcombine(txn, t, a, ZOp::Union),
+        b"ZINTER" => zsets::zcombine(txn, t, a, ZOp::Inter),
+        b"ZDIFF" => zsets::zcombine(txn, t, a, ZOp::Diff),
+        b"ZUNIONSTORE" => zsets::zcombine_store(txn, t, a, ZOp::Union),
+        b"ZINTERSTORE" => zsets::zcombine_store(txn, t, a, ZOp::Inter),
+        b"ZDIFFSTORE" => zsets::zcombine_store(txn, t, a, ZOp::Diff),
+        b"ZINTERCARD" => zsets::zintercard(txn, t, a),
         b"VRANGE" => keyspace::vrange(txn, t, a),
         b"KEYS" => {
             let (keys, _) = keyspace::scan_keys(txn, t, None, usize::MAX, Some(&a[0]), None)?;

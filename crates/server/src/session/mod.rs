@@ -669,6 +669,9 @@ impl<'s> Session<'s> {
             b"SSCAN" if args.len() >= 3 => {
                 self.scan_members(&args[1..], crate::collections::KIND_SET)
             }
+            b"ZSCAN" if args.len() >= 3 => {
+                self.scan_members(&args[1..], crate::collections::KIND_ZSET)
+            }
             b"CLIENT" if args.len() >= 2 => self.client(args),
             b"READONLY" | b"READWRITE" if args.len() == 1 => self.read_from_backups(name),
             b"WAIT" if args.len() == 3 => self.wait(args),
@@ -700,6 +703,7 @@ impl<'s> Session<'s> {
                         | b"SCAN"
                         | b"HSCAN"
                         | b"SSCAN"
+                        | b"ZSCAN"
                         | b"CLIENT"
                         | b"READONLY"
                         | b"READWRITE"
@@ -799,6 +803,38 @@ pub const COMMANDS: &[&str] = &[
     "SRANDMEMBER",
     "SPOP",
     "SSCAN",
+    "ZADD",
+    "ZINCRBY",
+    "ZSCORE",
+    "ZMSCORE",
+    "ZCARD",
+    "ZREM",
+    "ZRANGE",
+    "ZREVRANGE",
+    "ZRANGEBYSCORE",
+    "ZREVRANGEBYSCORE",
+    "ZRANGEBYLEX",
+    "ZREVRANGEBYLEX",
+    "ZRANGESTORE",
+    "ZCOUNT",
+    "ZLEXCOUNT",
+    "ZREMRANGEBYRANK",
+    "ZREMRANGEBYSCORE",
+    "ZREMRANGEBYLEX",
+    "ZRANK",
+    "ZREVRANK",
+    "ZPOPMIN",
+    "ZPOPMAX",
+    "ZMPOP",
+    "ZRANDMEMBER",
+    "ZUNION",
+    "ZINTER",
+    "ZDIFF",
+    "ZUNIONSTORE",
+    "ZINTERSTORE",
+    "ZDIFFSTORE",
+    "ZINTERCARD",
+    "ZSCAN",
     "LCS",
     "RENAME",
     "RENAMENX",

@@ -1,8 +1,8 @@
-//! SCAN, HSCAN and SSCAN: cursors are ids of the last key (or member) returned, kept per
+//! SCAN, HSCAN, SSCAN and ZSCAN: cursors are ids of the last key (or member) returned, kept per
 //! connection (bounded), each page read in its own read-only transaction.
 
 use super::{engine_error, Session};
-use crate::collections::{self as coll, KIND_HASH, KIND_SET};
+use crate::collections::{self as coll, KIND_HASH, KIND_SET, KIND_ZSET};
 use crate::keyspace::{self, CmdError};
 use crate::resp::Reply;
 use crate::stored::KIND_STRING;
@@ -38,6 +38,7 @@ fn options(args: &[Vec<u8>], type_allowed: bool) -> Result<Options, Reply> {
                     b"string" => KIND_STRING,
                     b"hash" => KIND_HASH,
                     b"set" => KIND_SET,
+                    b"zset" => KIND_ZSET,
                     _ => u8::MAX,
                 })
             }
@@ -118,8 +119,8 @@ impl<'s> Session<'s> {
         ])
     }
 
-    /// HSCAN / SSCAN key cursor [MATCH pattern] [COUNT n]: the same cursors over one
-    /// collection's members (HSCAN returns field, value pairs).
+    /// HSCAN / SSCAN / ZSCAN key cursor [MATCH pattern] [COUNT n]: the same cursors over one
+    /// collection's members (HSCAN returns field, value pairs; ZSCAN member, score).
     pub(super) fn scan_members(&mut self, args: &[Vec<u8>], kind: u8) -> Reply {
         let from = match self.cursor_from(&args[1]) {
             Ok(f) => f,
@@ -146,8 +147,10 @@ impl<'s> Session<'s> {
                     .is_none_or(|p| crate::glob::matches(p, m))
                 {
                     out.push(Reply::Bulk(m.to_vec()));
-                    if kind == KIND_HASH {
-                        out.push(Reply::Bulk(v.to_vec()));
+                    match kind {
+                        KIND_HASH => out.push(Reply::Bulk(v.to_vec())),
+                        KIND_ZSET => out.push(Reply::Bulk(crate::zsets::score_text(v))),
+                        _ => {}
                     }
                 }
                 if looked + 1 == o.count {
