@@ -38,6 +38,7 @@ use crate::stored::{self, CollectionTables, Space, Spaces, Stored, KIND_STRING, 
 pub const KIND_HASH: u8 = 1;
 pub const KIND_SET: u8 = 2;
 pub const KIND_ZSET: u8 = 3;
+pub const KIND_LIST: u8 = 4;
 
 const TAG_STRIPE: u8 = 1;
 /// Members (and hash fields): `id ‖ 0x02 ‖ member -> value`.

@@ -241,6 +241,7 @@ pub fn object(txn: &Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
             match v.kind {
                 stored::KIND_STRING => string_encoding(v.payload),
                 collections::KIND_ZSET => "skiplist",
+                collections::KIND_LIST => "quicklist",
                 _ => "hashtable",
             }
             .as_bytes()

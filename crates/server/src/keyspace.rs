@@ -258,6 +258,7 @@ pub fn kind_name(kind: u8) -> &'static str {
         collections::KIND_HASH => "hash",
         collections::KIND_SET => "set",
         collections::KIND_ZSET => "zset",
+        collections::KIND_LIST => "list",
         _ => "unknown",
     }
 }

@@ -20,6 +20,7 @@ pub mod hashes;
 pub mod info;
 pub mod keys;
 pub mod keyspace;
+pub mod lists;
 pub mod metrics;
 pub mod persistence;
 pub mod resp;

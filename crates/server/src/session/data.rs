@@ -10,6 +10,7 @@ use super::{backoff, engine_error, Session, RETRIES_MAX};
 use crate::expiry::{self, TtlReport, When};
 use crate::hashes::{self, Listing};
 use crate::keyspace::{self, CmdError, CmdResult};
+use crate::lists::{self, Side};
 use crate::resp::Reply;
 use crate::sets::{self, SetOp};
 use crate::stored::{Space, Spaces, Stored};
@@ -42,6 +43,13 @@ pub(super) fn arity(name: &[u8]) -> Option<i32> {
         b"ZSCORE" | b"ZRANK" | b"ZREVRANK" => 3,
         b"ZMSCORE" | b"ZREM" | b"ZUNION" | b"ZINTER" | b"ZDIFF" | b"ZINTERCARD" => -3,
         b"ZCARD" => 2,
+        b"LPUSH" | b"RPUSH" | b"LPUSHX" | b"RPUSHX" | b"LPOS" => -3,
+        b"LPOP" | b"RPOP" => -2,
+        b"LLEN" => 2,
+        b"LINDEX" | b"RPOPLPUSH" => 3,
+        b"LRANGE" | b"LSET" | b"LREM" | b"LTRIM" => 4,
+        b"LINSERT" | b"LMOVE" => 5,
+        b"LMPOP" => -4,
         b"ZPOPMIN" | b"ZPOPMAX" | b"ZRANDMEMBER" => -2,
         b"SET" | b"LCS" | b"COPY" => -3,
         b"SETNX" | b"GETSET" | b"INCRBY" | b"DECRBY" | b"APPEND" | b"INCRBYFLOAT" => 3,
@@ -109,6 +117,10 @@ pub(super) fn read_only(name: &[u8]) -> bool {
             | b"ZINTER"
             | b"ZDIFF"
             | b"ZINTERCARD"
+            | b"LLEN"
+            | b"LRANGE"
+            | b"LINDEX"
+            | b"LPOS"
             | b"TTL"
             | b"PTTL"
             | b"EXPIRETIME"
@@ -284,6 +296,23 @@ pub(super) fn data_command(
         b"ZINTERSTORE" => zsets::zcombine_store(txn, t, a, ZOp::Inter),
         b"ZDIFFSTORE" => zsets::zcombine_store(txn, t, a, ZOp::Diff),
         b"ZINTERCARD" => zsets::zintercard(txn, t, a),
+        b"LPUSH" => lists::lpush(txn, t, a, Side::Left, false),
+        b"RPUSH" => lists::lpush(txn, t, a, Side::Right, false),
+        b"LPUSHX" => lists::lpush(txn, t, a, Side::Left, true),
+        b"RPUSHX" => lists::lpush(txn, t, a, Side::Right, true),
+        b"LPOP" => lists::lpop(txn, t, a, Side::Left),
+        b"RPOP" => lists::lpop(txn, t, a, Side::Right),
+        b"LLEN" => lists::llen(txn, t, &a[0]),
+        b"LRANGE" => lists::lrange(txn, t, a),
+        b"LINDEX" => lists::lindex(txn, t, &a[0], &a[1]),
+        b"LSET" => lists::lset(txn, t, a),
+        b"LINSERT" => lists::linsert(txn, t, a),
+        b"LREM" => lists::lrem(txn, t, a),
+        b"LTRIM" => lists::ltrim(txn, t, a),
+        b"LPOS" => lists::lpos(txn, t, a),
+        b"LMOVE" => lists::lmove_args(txn, t, a),
+        b"RPOPLPUSH" => lists::lmove(txn, t, &a[0], &a[1], Side::Right, Side::Left),
+        b"LMPOP" => lists::lmpop(txn, t, a),
         b"VRANGE" => keyspace::vrange(txn, t, a),
         b"KEYS" => {
             let (keys, _) = keyspace::scan_keys(txn, t, None, usize::MAX, Some(&a[0]), None)?;

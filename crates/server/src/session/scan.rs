@@ -39,6 +39,7 @@ fn options(args: &[Vec<u8>], type_allowed: bool) -> Result<Options, Reply> {
                     b"hash" => KIND_HASH,
                     b"set" => KIND_SET,
                     b"zset" => KIND_ZSET,
+                    b"list" => crate::collections::KIND_LIST,
                     _ => u8::MAX,
                 })
             }
