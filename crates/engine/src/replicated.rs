@@ -59,6 +59,12 @@ impl Db {
         })
     }
 
+    /// Whether this database is a replica's (a commit sink is set): its tables then come
+    /// from the replicated log, not from its own catalog alone.
+    pub fn is_replicated(&self) -> bool {
+        self.commit_sink.get().is_some()
+    }
+
     pub(crate) fn commit_sink(&self) -> Option<&Arc<dyn CommitSink>> {
         self.commit_sink.get()
     }

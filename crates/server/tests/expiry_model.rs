@@ -861,3 +861,39 @@ fn concurrent_expiry_never_takes_a_live_key() {
         assert_eq!(v.deadline, None, "{k:?} outlived its deadline");
     }
 }
+
+/// A data directory written before values were framed is refused with a clear error, not
+/// misread; an empty one from then is taken over.
+#[test]
+fn a_data_directory_from_before_framing_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || {
+        Options::default()
+            .concurrency(Concurrency::PrecisionLocking)
+            .data_dir(dir.path())
+            .durability(Durability::Sync)
+    };
+    {
+        let db = Db::open(opts()).unwrap();
+        let t = db.table("db0").unwrap();
+        let mut txn = db.begin().unwrap();
+        txn.put(&t, b"k", b"a bare value").unwrap();
+        txn.commit().unwrap();
+    }
+    let e = Shared::new(Db::open(opts()).unwrap(), None)
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("before expiry"), "{e}");
+
+    let empty = tempfile::tempdir().unwrap();
+    let opts = || {
+        Options::default()
+            .concurrency(Concurrency::PrecisionLocking)
+            .data_dir(empty.path())
+            .durability(Durability::Sync)
+    };
+    {
+        Db::open(opts()).unwrap().table("db0").unwrap();
+    }
+    assert!(Shared::new(Db::open(opts()).unwrap(), None).is_ok());
+}

@@ -121,8 +121,13 @@ impl Shared {
             .map(|i| db.table(&format!("db{i}")))
             .collect::<Result<_, _>>()?;
         // Verso before expiry stored bare values in `db{i}` and had no deadline tables:
-        // such data would be read as framed values, so it is refused, not misread.
-        if existing.iter().any(|n| n == "db0") && !existing.iter().any(|n| n == "db0.deadlines") {
+        // such data would be read as framed values, so it is refused, not misread. (A
+        // replica's tables are created as its log replays, so a table no write reached
+        // is missing there: the check is for a server's own data directory.)
+        let old_format = existing.iter().any(|n| n == "db0")
+            && !existing.iter().any(|n| n == "db0.deadlines")
+            && !db.is_replicated();
+        if old_format {
             for t in &tables {
                 if db.table_index_len(t)? > 0 {
                     return Err(Error::Unsupported {
