@@ -407,3 +407,55 @@ def test_sets(r):
     c3.hset("h3", "k", "v")
     assert c3.hgetall("h3") == {b"k": b"v"}
     c3.close()
+
+
+def test_sorted_sets(r):
+    assert r.zadd("z", {"a": 1, "b": 2, "c": 3}) == 3
+    assert r.zadd("z", {"a": 5}, gt=True, ch=True) == 1
+    assert r.zrange("z", 0, -1, withscores=True) == [(b"b", 2.0), (b"c", 3.0), (b"a", 5.0)]
+    assert r.zrangebyscore("z", "(2", "+inf") == [b"c", b"a"]
+    assert r.zrevrange("z", 0, 0) == [b"a"]
+    assert r.zrank("z", "c") == 1
+    assert r.zscore("z", "a") == 5.0
+    assert r.zincrby("z", 0.5, "b") == 2.5
+    assert r.zcount("z", 2, 3) == 2
+    assert r.zpopmin("z") == [(b"b", 2.5)]
+    assert r.zunionstore("u", {"z": 2, "nokey": 1}) == 2
+    assert r.zrange("u", 0, -1, withscores=True) == [(b"c", 6.0), (b"a", 10.0)]
+    assert r.type("u") == b"zset"
+    c3 = redis.Redis(host=r.connection_pool.connection_kwargs["host"],
+                     port=r.connection_pool.connection_kwargs["port"], protocol=3)
+    assert c3.zrange("u", 0, -1, withscores=True) == [[b"c", 6.0], [b"a", 10.0]]
+    c3.close()
+
+
+def test_lists_and_blocking_pops(r, server):
+    assert r.rpush("l", "a", "b", "c") == 3
+    assert r.lpush("l", "z") == 4
+    assert r.lrange("l", 0, -1) == [b"z", b"a", b"b", b"c"]
+    assert r.lindex("l", -1) == b"c"
+    assert r.linsert("l", "before", "b", "x") == 5
+    assert r.lpos("l", "x") == 2
+    assert r.lrem("l", 0, "x") == 1
+    assert r.lmove("l", "m", "LEFT", "RIGHT") == b"z"
+    assert r.lpop("l", 2) == [b"a", b"b"]
+    assert r.rpop("l") == b"c"
+    assert r.exists("l") == 0
+    # A blocked BLPOP is answered by another client's push.
+    import threading
+
+    got = {}
+    other = server.client()
+
+    def waiter():
+        got["v"] = other.blpop(["q1", "q2"], timeout=10)
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    deadline = time.time() + 10
+    r.rpush("q2", "hello")
+    t.join(timeout=15)
+    assert not t.is_alive() and got["v"] == (b"q2", b"hello")
+    assert time.time() < deadline
+    assert other.blpop(["q1"], timeout=0.05) is None
+    other.close()

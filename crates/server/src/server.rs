@@ -161,6 +161,16 @@ pub fn serve(listener: TcpListener, shared: &Shared, cfg: &ServerConfig, stop: &
             }
         });
     }
+    {
+        // A commit that may unblock a BLPOP wakes every worker to let its blocked
+        // connections try again (`session::BlockingHub`).
+        let wakes = wakes.clone();
+        shared.blocking.set_waker(Box::new(move || {
+            for w in &wakes {
+                w.durable_progress();
+            }
+        }));
+    }
     shared.db.on_durable(move || {
         for w in &wakes {
             w.durable_progress();

@@ -330,8 +330,8 @@ impl<'s> Conn<'s> {
         Next::Keep
     }
 
-    /// Answers a blocked `WAIT` when it is due, then runs the requests that queued behind
-    /// it. Returns `None` while still blocked.
+    /// Answers a blocked `WAIT` or pop when it is due, then runs the requests that queued
+    /// behind it. Returns `None` while still blocked.
     fn unblock(
         &mut self,
         parser: &Parser,
@@ -340,7 +340,12 @@ impl<'s> Conn<'s> {
         db: &Shared,
     ) -> Option<Next> {
         let reply = self.session.poll_wait(now)?;
+        let before = self.output.len();
         reply.encode(self.session.version, &mut self.output);
+        // A blocked pop that found something committed a write: its reply waits for it.
+        if let Some(ticket) = self.session.take_ticket() {
+            self.hold(before, ticket, db);
+        }
         self.execute_input(parser, &[], db, cfg);
         self.session.flush_stats();
         if self.flush(cfg, db) == Next::Close {

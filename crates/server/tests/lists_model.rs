@@ -452,3 +452,45 @@ fn documented_edge_cases() {
     );
     assert_eq!(cmd(&mut c, "LLEN l2"), Reply::Integer(5));
 }
+
+/// A blocking pop waits for a push by another connection (woken by its commit), answers
+/// nil at its timeout, never blocks inside MULTI, and checks its timeout argument.
+#[test]
+fn blocking_pops_wake_on_push_and_time_out() {
+    let sh = shared();
+    std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| {
+            let mut c = Session::new(&sh);
+            (cmd(&mut c, "BLPOP q1 q2 5"), cmd(&mut c, "BZPOPMIN z 5"))
+        });
+        let mut p = Session::new(&sh);
+        // Whether the waiter blocked first or not, it gets these.
+        assert_eq!(cmd(&mut p, "RPUSH q2 x"), Reply::Integer(1));
+        assert_eq!(cmd(&mut p, "ZADD z 3 m"), Reply::Integer(1));
+        let (list, zset) = waiter.join().unwrap();
+        assert_eq!(list, Reply::Array(vec![bulk("q2"), bulk("x")]));
+        assert_eq!(
+            zset,
+            Reply::Array(vec![bulk("z"), bulk("m"), Reply::Double(3.0)])
+        );
+    });
+    let mut c = Session::new(&sh);
+    let start = std::time::Instant::now();
+    assert_eq!(cmd(&mut c, "BLPOP empty 0.05"), Reply::NilArray);
+    assert!(start.elapsed() >= std::time::Duration::from_millis(50));
+    assert_eq!(cmd(&mut c, "BLMOVE empty dst LEFT RIGHT 0.01"), Reply::Nil);
+    assert_eq!(
+        cmd(&mut c, "BLPOP q 1.x"),
+        Reply::err("timeout is not a float or out of range")
+    );
+    assert_eq!(cmd(&mut c, "BLPOP q -1"), Reply::err("timeout is negative"));
+    assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
+    assert_eq!(cmd(&mut c, "BLPOP empty 0"), Reply::Simple("QUEUED".into()));
+    assert_eq!(cmd(&mut c, "EXEC"), Reply::Array(vec![Reply::NilArray]));
+    assert_eq!(cmd(&mut c, "RPUSH src a b"), Reply::Integer(2));
+    assert_eq!(cmd(&mut c, "BLMOVE src dst RIGHT LEFT 0"), bulk("b"));
+    assert_eq!(
+        cmd(&mut c, "BLMPOP 0 2 none src LEFT COUNT 5"),
+        Reply::Array(vec![bulk("src"), Reply::Array(vec![bulk("a")])])
+    );
+}

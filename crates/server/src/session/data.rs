@@ -50,6 +50,10 @@ pub(super) fn arity(name: &[u8]) -> Option<i32> {
         b"LRANGE" | b"LSET" | b"LREM" | b"LTRIM" => 4,
         b"LINSERT" | b"LMOVE" => 5,
         b"LMPOP" => -4,
+        b"BLPOP" | b"BRPOP" | b"BZPOPMIN" | b"BZPOPMAX" => -3,
+        b"BLMOVE" => 6,
+        b"BRPOPLPUSH" => 4,
+        b"BLMPOP" | b"BZMPOP" => -5,
         b"ZPOPMIN" | b"ZPOPMAX" | b"ZRANDMEMBER" => -2,
         b"SET" | b"LCS" | b"COPY" => -3,
         b"SETNX" | b"GETSET" | b"INCRBY" | b"DECRBY" | b"APPEND" | b"INCRBYFLOAT" => 3,
@@ -153,7 +157,12 @@ impl<'s> Session<'s> {
             let all = self.shared.spaces();
             let result = data_command(&mut txn, all, self.db_index, name, args);
             let outcome = match result {
-                Ok(reply) => self.commit(txn).map(|_| reply),
+                Ok(reply) => self.commit(txn).map(|_| {
+                    if super::blocking::may_wake(name) {
+                        self.shared.blocking.notify();
+                    }
+                    reply
+                }),
                 Err(CmdError::Reply(r)) => {
                     txn.abort();
                     return r;
@@ -313,6 +322,13 @@ pub(super) fn data_command(
         b"LMOVE" => lists::lmove_args(txn, t, a),
         b"RPOPLPUSH" => lists::lmove(txn, t, &a[0], &a[1], Side::Right, Side::Left),
         b"LMPOP" => lists::lmpop(txn, t, a),
+        // The blocking pops, tried once (inside MULTI they never block, as in Redis; outside,
+        // `blocking` blocks the connection when the try finds nothing).
+        b"BLPOP" | b"BRPOP" | b"BLMOVE" | b"BRPOPLPUSH" | b"BLMPOP" | b"BZPOPMIN" | b"BZPOPMAX"
+        | b"BZMPOP" => {
+            super::parse_timeout(super::blocking::timeout_arg(name, a)).map_err(CmdError::Reply)?;
+            try_pop(txn, t, name, a)
+        }
         b"VRANGE" => keyspace::vrange(txn, t, a),
         b"KEYS" => {
             let (keys, _) = keyspace::scan_keys(txn, t, None, usize::MAX, Some(&a[0]), None)?;
@@ -329,6 +345,44 @@ pub(super) fn data_command(
             }
             Ok(Reply::ok())
         }
+        _ => Err(CmdError::Reply(Reply::err("unknown command"))),
+    }
+}
+
+/// One try of a blocking pop: what the non-blocking form would answer (nil if nothing).
+fn try_pop(txn: &mut Txn<'_>, s: Space<'_>, name: &[u8], a: &[Vec<u8>]) -> CmdResult {
+    let keys = &a[..a.len() - 1];
+    match name {
+        b"BLPOP" | b"BRPOP" => {
+            let side = if name == b"BLPOP" {
+                Side::Left
+            } else {
+                Side::Right
+            };
+            for k in keys {
+                if let Reply::Bulk(v) = lists::lpop(txn, s, std::slice::from_ref(k), side)? {
+                    return Ok(Reply::Array(vec![Reply::Bulk(k.clone()), Reply::Bulk(v)]));
+                }
+            }
+            Ok(Reply::NilArray)
+        }
+        b"BZPOPMIN" | b"BZPOPMAX" => {
+            for k in keys {
+                if let Reply::Array(mut pair) =
+                    zsets::zpop(txn, s, std::slice::from_ref(k), name == b"BZPOPMAX")?
+                {
+                    if !pair.is_empty() {
+                        pair.insert(0, Reply::Bulk(k.clone()));
+                        return Ok(Reply::Array(pair));
+                    }
+                }
+            }
+            Ok(Reply::NilArray)
+        }
+        b"BLMOVE" => lists::lmove_args(txn, s, keys),
+        b"BRPOPLPUSH" => lists::lmove(txn, s, &a[0], &a[1], Side::Right, Side::Left),
+        b"BLMPOP" => lists::lmpop(txn, s, &a[1..]),
+        b"BZMPOP" => zsets::zmpop(txn, s, &a[1..]),
         _ => Err(CmdError::Reply(Reply::err("unknown command"))),
     }
 }

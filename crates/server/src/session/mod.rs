@@ -42,12 +42,14 @@ use verso_replication::{Replication, TicketState};
 
 use crate::resp::{Reply, Version};
 
+mod blocking;
 mod connection;
 mod data;
 mod limits;
 mod multi;
 mod scan;
 
+pub use blocking::{parse_timeout, BlockingHub};
 pub use connection::constant_time_eq;
 pub use limits::{
     SessionLimits, MULTI_BYTES_MAX_DEFAULT, MULTI_COMMANDS_MAX_DEFAULT, WATCHED_KEYS_MAX_DEFAULT,
@@ -76,6 +78,8 @@ pub struct Shared {
     pub collections: crate::stored::CollectionTables,
     /// Where commands read the time for expiry.
     pub clock: crate::expiry::Clock,
+    /// Wakes connections blocked in BLPOP and the like when a commit may have pushed.
+    pub blocking: BlockingHub,
     /// `--requirepass`: connections must AUTH first.
     pub password: Option<String>,
     pub stats: Stats,
@@ -151,6 +155,7 @@ impl Shared {
             deadline_tables,
             collections,
             clock: crate::expiry::Clock::System,
+            blocking: BlockingHub::default(),
             password,
             stats: Stats::default(),
             persistence: crate::persistence::Persistence::new(policy),
@@ -234,7 +239,14 @@ pub struct Session<'s> {
     last_write: Option<verso_replication::Ticket>,
     /// A `WAIT` not answered yet: the connection runs nothing else until it is (as Redis
     /// blocks the client).
-    blocked: Option<WaitFor>,
+    blocked: Option<Blocked>,
+}
+
+/// What a blocked connection waits for.
+#[derive(Clone, Debug)]
+enum Blocked {
+    Wait(WaitFor),
+    Pop(blocking::BlockedPop),
 }
 
 /// A blocked `WAIT`: `replicas` other replicas must hold `ticket` on disk, until `deadline`.
@@ -546,7 +558,13 @@ impl<'s> Session<'s> {
     /// The reply of a blocked `WAIT`, once enough replicas hold the connection's writes on
     /// disk or its timeout passed (`None`: still blocked).
     pub fn poll_wait(&mut self, now: std::time::Instant) -> Option<Reply> {
-        let w = self.blocked?;
+        let w = match self.blocked.take()? {
+            Blocked::Wait(w) => {
+                self.blocked = Some(Blocked::Wait(w));
+                w
+            }
+            Blocked::Pop(p) => return self.poll_blocked_pop(p, now),
+        };
         let r = self.shared.replication.as_ref()?;
         let reply = match r.replicas_on_disk(w.ticket) {
             None => Reply::err("this replica stopped being primary during WAIT"),
@@ -561,7 +579,11 @@ impl<'s> Session<'s> {
 
     /// The earliest deadline of a blocked `WAIT`, if it has one.
     pub fn wait_deadline(&self) -> Option<std::time::Instant> {
-        self.blocked.and_then(|w| w.deadline)
+        match &self.blocked {
+            Some(Blocked::Wait(w)) => w.deadline,
+            Some(Blocked::Pop(p)) => p.deadline(),
+            None => None,
+        }
     }
 
     /// `WAIT numreplicas timeout`: blocks until `numreplicas` other replicas hold this
@@ -591,11 +613,11 @@ impl<'s> Session<'s> {
         let replicas = usize::try_from(replicas.max(0)).unwrap_or(usize::MAX);
         let deadline = (timeout > 0)
             .then(|| std::time::Instant::now() + std::time::Duration::from_millis(timeout as u64));
-        self.blocked = Some(WaitFor {
+        self.blocked = Some(Blocked::Wait(WaitFor {
             ticket,
             replicas,
             deadline,
-        });
+        }));
         self.poll_wait(std::time::Instant::now())
             .unwrap_or(Reply::Nil)
     }
@@ -668,6 +690,11 @@ impl<'s> Session<'s> {
                 Reply::ok()
             }
             b"SCAN" if args.len() >= 2 => self.scan(&args[1..]),
+            _ if blocking::timeout_reply(name).is_some()
+                && data::arity(name).is_some_and(|a| data::arity_ok(a, args.len())) =>
+            {
+                self.run_blocking(name, args)
+            }
             b"HSCAN" if args.len() >= 3 => {
                 self.scan_members(&args[1..], crate::collections::KIND_HASH)
             }
@@ -857,6 +884,14 @@ pub const COMMANDS: &[&str] = &[
     "LMOVE",
     "RPOPLPUSH",
     "LMPOP",
+    "BLPOP",
+    "BRPOP",
+    "BLMOVE",
+    "BRPOPLPUSH",
+    "BLMPOP",
+    "BZPOPMIN",
+    "BZPOPMAX",
+    "BZMPOP",
     "LCS",
     "RENAME",
     "RENAMENX",

@@ -111,7 +111,10 @@ impl<'s> Session<'s> {
             match run_queue(&mut txn, self.shared.spaces(), db, &queue)
                 .and_then(|r| self.commit(txn).map(|_| r))
             {
-                Ok(r) => return Reply::Array(r),
+                Ok(r) => {
+                    self.notify_blocked(&queue);
+                    return Reply::Array(r);
+                }
                 Err(e) if e.is_conflict() => {
                     self.shared.stats.retries.fetch_add(1, Ordering::Relaxed);
                     backoff(attempt);
@@ -143,10 +146,24 @@ impl<'s> Session<'s> {
             Err(e) => Err(e),
         };
         match outcome {
-            Ok(Some(r)) => Reply::Array(r),
+            Ok(Some(r)) => {
+                self.notify_blocked(queue);
+                Reply::Array(r)
+            }
             Ok(None) => self.exec_failed(),
             Err(e) if e.is_conflict() => self.exec_failed(),
             Err(e) => engine_error(&e),
+        }
+    }
+
+    /// After a committed block: blocked pops may have something now.
+    fn notify_blocked(&self, queue: &[Vec<Vec<u8>>]) {
+        let wakes = queue.iter().any(|c| {
+            let mut buf = [0u8; NAME_LEN_MAX];
+            super::blocking::may_wake(upper(&c[0], &mut buf))
+        });
+        if wakes {
+            self.shared.blocking.notify();
         }
     }
 
