@@ -433,6 +433,42 @@ pub fn clone_to(txn: &mut Txn<'_>, s: Space<'_>, key: &[u8], c: Coll) -> Result<
     stored::write(txn, s, key, c.kind, c.deadline, &id.to_be_bytes())
 }
 
+/// What WATCH remembers of a key: its root's version and, for a collection, the number of
+/// element records and the newest commit among them. Any write to an element after the
+/// WATCH commits with a newer timestamp, and a removal lowers the count, so the stamp
+/// changes whenever the collection does (the root alone does not change when a field is
+/// set). Costs one read per element: WATCH on a collection is O(elements) at WATCH and at
+/// EXEC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WatchStamp {
+    root: verso_engine::KeyVersion,
+    elements: Option<(u64, u64)>,
+}
+
+pub fn watch_stamp(txn: &Txn<'_>, s: Space<'_>, key: &[u8]) -> Result<WatchStamp, Error> {
+    let root = txn.version_of(s.data, key)?;
+    let id = txn
+        .get(s.data, key)?
+        .and_then(Stored::decode)
+        .and_then(|v| id_of(&v));
+    let elements = match id {
+        None => None,
+        Some(id) => {
+            let bounds = id_bounds(id);
+            let keys: Vec<Vec<u8>> = txn
+                .range(&s.collections.elements, as_slices(&bounds))?
+                .map(|(k, _)| k.to_vec())
+                .collect();
+            let mut newest = 0;
+            for k in &keys {
+                newest = newest.max(txn.version_of(&s.collections.elements, k)?.get());
+            }
+            Some((keys.len() as u64, newest))
+        }
+    };
+    Ok(WatchStamp { root, elements })
+}
+
 /// Elements one reclaim transaction deletes.
 const RECLAIM_BATCH: usize = 512;
 /// Registry entries one sweep step checks.

@@ -816,3 +816,45 @@ fn collections_survive_checkpoint_and_recovery() {
     drain(&sh);
     check_layout(&sh, true);
 }
+
+/// WATCH on a collection fails EXEC after any change to any of its elements (the root
+/// record alone does not change when a field is set), and only then.
+#[test]
+fn watch_sees_every_change_to_a_collection() {
+    let sh = shared();
+    let (mut c1, mut c2) = (Session::new(&sh), Session::new(&sh));
+    assert_eq!(cmd(&mut c1, "HSET h a 1 b 2"), Reply::Integer(2));
+    let changes = [
+        ("HSET h b 3", Reply::Integer(0)),
+        ("HDEL h a", Reply::Integer(1)),
+        ("HSET h new 1", Reply::Integer(1)),
+        ("HINCRBY h b 1", Reply::Integer(4)),
+        ("EXPIRE h 100", Reply::Integer(1)),
+        ("DEL h", Reply::Integer(1)),
+    ];
+    for (change, reply) in changes {
+        assert_eq!(cmd(&mut c1, "WATCH h"), Reply::ok());
+        assert_eq!(cmd(&mut c2, change), reply, "{change}");
+        assert_eq!(cmd(&mut c1, "MULTI"), Reply::ok());
+        assert_eq!(cmd(&mut c1, "HLEN h"), Reply::Simple("QUEUED".into()));
+        assert_eq!(cmd(&mut c1, "EXEC"), Reply::NilArray, "after {change}");
+    }
+    assert_eq!(cmd(&mut c1, "HSET h a 1 b 2"), Reply::Integer(2));
+    // Reads, and writes to other keys, leave the watch intact.
+    assert_eq!(cmd(&mut c1, "WATCH h"), Reply::ok());
+    assert_eq!(
+        cmd(&mut c2, "HGETALL h"),
+        Reply::Map(vec![(bulk(b"a"), bulk(b"1")), (bulk(b"b"), bulk(b"2"))])
+    );
+    assert_eq!(cmd(&mut c2, "SADD other x"), Reply::Integer(1));
+    assert_eq!(cmd(&mut c1, "MULTI"), Reply::ok());
+    assert_eq!(cmd(&mut c1, "HLEN h"), Reply::Simple("QUEUED".into()));
+    assert_eq!(cmd(&mut c1, "EXEC"), Reply::Array(vec![Reply::Integer(2)]));
+    // Lists and sorted sets too.
+    assert_eq!(cmd(&mut c1, "RPUSH l x"), Reply::Integer(1));
+    assert_eq!(cmd(&mut c1, "WATCH l"), Reply::ok());
+    assert_eq!(cmd(&mut c2, "LSET l 0 y"), Reply::ok());
+    assert_eq!(cmd(&mut c1, "MULTI"), Reply::ok());
+    assert_eq!(cmd(&mut c1, "LLEN l"), Reply::Simple("QUEUED".into()));
+    assert_eq!(cmd(&mut c1, "EXEC"), Reply::NilArray);
+}

@@ -129,8 +129,9 @@ impl<'s> Session<'s> {
     /// A blocking command outside MULTI: one try, and if it found nothing, the connection
     /// blocks (no reply yet; [`Session::poll_blocked_pop`] gives it).
     pub(super) fn run_blocking(&mut self, name: &[u8], args: &[Vec<u8>]) -> Reply {
+        // A timeout too far to represent is no limit.
         let deadline = match parse_timeout(timeout_arg(name, args)) {
-            Ok(t) => t.map(|t| Instant::now() + t),
+            Ok(t) => t.and_then(|t| Instant::now().checked_add(t)),
             Err(e) => return e,
         };
         let seen = self.shared.blocking.epoch();

@@ -5,7 +5,7 @@
 //! Every data command is one serializable engine transaction, retried on conflict. MULTI
 //! queues commands and EXEC runs them as one transaction.
 //!
-//! WATCH holds nothing open: it reads the [`KeyVersion`] of each watched key in one short
+//! WATCH holds nothing open: it reads the version of each watched key in one short
 //! read-only transaction and keeps (database, key, version). EXEC begins one serializable
 //! transaction that first reads the versions again: if any differs, it is dropped and EXEC
 //! replies nil. Otherwise the block runs in it and commits; precision locking's commit
@@ -37,7 +37,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::sync::Arc;
-use verso_engine::{Db, DurabilityTicket, Error, KeyVersion, Table, Txn};
+use verso_engine::{Db, DurabilityTicket, Error, Table, Txn};
 use verso_replication::{Replication, TicketState};
 
 use crate::resp::{Reply, Version};
@@ -194,7 +194,7 @@ impl Shared {
 }
 
 /// The watched keys, by (database index, key), with the version WATCH saw of each.
-type Watched = HashMap<(usize, Vec<u8>), KeyVersion>;
+type Watched = HashMap<(usize, Vec<u8>), crate::collections::WatchStamp>;
 
 /// One connection.
 pub struct Session<'s> {

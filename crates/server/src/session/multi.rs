@@ -10,6 +10,7 @@ use verso_engine::{Error, Txn};
 use super::limits::{queue_too_large, queued_bytes, too_many_queued, too_many_watched};
 use super::{arity_error, backoff, data, engine_error, unknown_command, upper, Session};
 use super::{Watched, NAME_LEN_MAX, RETRIES_MAX};
+use crate::collections::watch_stamp;
 use crate::keyspace::CmdError;
 use crate::resp::Reply;
 use crate::stored::Spaces;
@@ -135,9 +136,10 @@ impl<'s> Session<'s> {
             Err(e) => return engine_error(&e),
         };
         let shared = self.shared;
-        let tables = &shared.tables;
+        let all = shared.spaces();
         let unchanged = watched.iter().try_fold(true, |same, ((db, key), seen)| {
-            Ok::<_, Error>(same && txn.version_of(&tables[*db], key)? == *seen)
+            let s = all.get(*db).expect("watched in a database that exists");
+            Ok::<_, Error>(same && watch_stamp(&txn, s, key)? == *seen)
         });
         let outcome = match unchanged {
             Ok(true) => run_queue(&mut txn, shared.spaces(), db, queue)
@@ -197,12 +199,12 @@ impl<'s> Session<'s> {
         if new.is_empty() {
             return Reply::ok();
         }
-        let t = *self.space().data;
+        let s = self.space();
         let txn = match self.begin(true) {
             Ok(txn) => txn,
             Err(e) => return engine_error(&e),
         };
-        let versions: Result<Vec<_>, Error> = new.iter().map(|k| txn.version_of(&t, k)).collect();
+        let versions: Result<Vec<_>, Error> = new.iter().map(|k| watch_stamp(&txn, s, k)).collect();
         if let Err(e) = self.commit(txn) {
             return engine_error(&e);
         }
