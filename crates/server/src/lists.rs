@@ -20,7 +20,7 @@ use verso_engine::Txn;
 
 use crate::collections::{self as coll, Coll, KIND_LIST};
 use crate::keyspace::{parse_i64, CmdError, CmdResult, NOT_INTEGER};
-use crate::resp::Reply;
+use crate::resp::{BulkArray, Reply};
 use crate::stored::Space;
 
 const TAG_ENDS: u8 = 4;
@@ -277,12 +277,14 @@ pub fn lrange(txn: &Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
     let Some((a, b)) = index_range(t - h, start, stop) else {
         return Ok(Reply::Array(Vec::new()));
     };
-    Ok(Reply::Array(
-        items(txn, s, c, h + a, h + b + 1, false)?
-            .into_iter()
-            .map(Reply::Bulk)
-            .collect(),
-    ))
+    // Encoded straight into the reply: positions are dense, so the count is known.
+    let (lo, hi) = (pos_bytes(h + a), pos_bytes(h + b + 1));
+    let mut out = BulkArray::with_len((b - a + 1) as usize);
+    let range = Bound::Included(&lo[..]);
+    for (_, v) in coll::tagged_range(txn, s, c, TAG_ITEM, range, Bound::Excluded(&hi), false)? {
+        out.push(v);
+    }
+    Ok(out.finish())
 }
 
 /// The position of index `i` (negative from the end), if in the list.

@@ -419,6 +419,9 @@ pub enum Reply {
     Map(Vec<(Reply, Reply)>),
     /// A set (RESP3 `~`), sent as an array under RESP2.
     Set(Vec<Reply>),
+    /// An array of bulk strings already encoded (the same bytes in RESP2 and RESP3), built
+    /// by [`BulkArray`] for replies of many elements (LRANGE) without a `Reply` per element.
+    Encoded(Vec<u8>),
     /// Pairs (HRANDFIELD ... WITHVALUES, ZRANGE ... WITHSCORES): an array of two-element
     /// arrays in RESP3, one flat array in RESP2, as Redis 7 sends them.
     Pairs(Vec<(Reply, Reply)>),
@@ -474,6 +477,7 @@ impl Reply {
                     b.encode(version, out);
                 }
             }
+            Reply::Encoded(bytes) => out.extend_from_slice(bytes),
             Reply::Set(items) => {
                 header(out, if v3 { b'~' } else { b'*' }, items.len() as i64);
                 for item in items {
@@ -503,6 +507,45 @@ impl Reply {
             }
             Reply::Verbatim(s) => bulk(out, s.as_bytes()),
         }
+    }
+}
+
+/// Builds [`Reply::Encoded`]: an array of `len` bulk strings, pushed one by one.
+pub struct BulkArray {
+    bytes: Vec<u8>,
+    len: usize,
+    pushed: usize,
+}
+
+impl BulkArray {
+    /// An array that will hold exactly `len` elements.
+    pub fn with_len(len: usize) -> BulkArray {
+        let mut bytes = Vec::with_capacity(16 + len * 16);
+        header(&mut bytes, b'*', len as i64);
+        BulkArray {
+            bytes,
+            len,
+            pushed: 0,
+        }
+    }
+
+    pub fn push(&mut self, b: &[u8]) {
+        self.pushed += 1;
+        bulk(&mut self.bytes, b);
+    }
+
+    /// The reply. If the count pushed differs from the one announced, the header is
+    /// rewritten to match (a slower path no caller should take).
+    pub fn finish(self) -> Reply {
+        if self.pushed == self.len {
+            return Reply::Encoded(self.bytes);
+        }
+        let mut old_header = Vec::new();
+        header(&mut old_header, b'*', self.len as i64);
+        let mut bytes = Vec::with_capacity(self.bytes.len());
+        header(&mut bytes, b'*', self.pushed as i64);
+        bytes.extend_from_slice(&self.bytes[old_header.len()..]);
+        Reply::Encoded(bytes)
     }
 }
 
@@ -708,6 +751,13 @@ mod tests {
         let m = Reply::Map(vec![(Reply::Bulk(b"a".to_vec()), Reply::Integer(1))]);
         assert_eq!(enc(&m, Resp2), "*2\r\n$1\r\na\r\n:1\r\n");
         assert_eq!(enc(&m, Resp3), "%1\r\n$1\r\na\r\n:1\r\n");
+        let mut arr = BulkArray::with_len(2);
+        arr.push(b"ab");
+        arr.push(b"");
+        assert_eq!(enc(&arr.finish(), Resp3), "*2\r\n$2\r\nab\r\n$0\r\n\r\n");
+        let mut short = BulkArray::with_len(3);
+        short.push(b"x");
+        assert_eq!(enc(&short.finish(), Resp2), "*1\r\n$1\r\nx\r\n");
         let set = Reply::Set(vec![Reply::Bulk(b"a".to_vec())]);
         assert_eq!(enc(&set, Resp2), "*1\r\n$1\r\na\r\n");
         assert_eq!(enc(&set, Resp3), "~1\r\n$1\r\na\r\n");
