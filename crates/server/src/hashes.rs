@@ -205,6 +205,9 @@ pub fn hrandfield(txn: &Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
     })
 }
 
+/// Most draws of a negative count (HRANDFIELD, SRANDMEMBER, ZRANDMEMBER).
+pub const RANDOM_DRAWS_MAX: u64 = 1 << 20;
+
 /// `count` members for HRANDFIELD/SRANDMEMBER: count >= 0 distinct (all if count >= len),
 /// count < 0 `|count|` draws that may repeat. Bounded by Redis's own range checks.
 pub fn random_run(
@@ -241,6 +244,13 @@ pub fn random_run(
     let n = count.unsigned_abs();
     if n > (i64::MAX / 2) as u64 {
         return Err(err("value is out of range"));
+    }
+    // Redis would try to build any reply; one request must not hold a worker (and its
+    // memory) that long here.
+    if n > RANDOM_DRAWS_MAX {
+        return Err(err(&format!(
+            "count is out of range: Verso draws at most {RANDOM_DRAWS_MAX} random members per call"
+        )));
     }
     let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
     for i in 0..n {

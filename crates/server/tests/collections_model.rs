@@ -656,6 +656,10 @@ fn documented_edge_cases() {
         }
         other => panic!("{other:?}"),
     }
+    assert!(matches!(
+        cmd(&mut c, "HRANDFIELD h -2000000"),
+        Reply::Error(e) if e.starts_with("ERR count is out of range")
+    ));
     match cmd(&mut c, "HRANDFIELD h 10") {
         Reply::Array(v) => assert_eq!(v.len(), 3, "all fields when count exceeds the length"),
         other => panic!("{other:?}"),
