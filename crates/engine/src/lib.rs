@@ -59,7 +59,7 @@ pub use options::{
 pub use range::Range;
 pub use replicated::{CommitSink, ReplicatedWrite};
 pub use timestamp::{tsc_is_invariant, TRANSACTIONS_ACTIVE_MAX};
-pub use txn::{CommitTs, KeyVersion, Txn};
+pub use txn::{CommitTs, KeyVersion, Savepoint, Txn};
 /// The durability layer, for its fault-injecting storage and format constants.
 pub use verso_log as log;
 

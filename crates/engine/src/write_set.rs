@@ -42,6 +42,18 @@ pub(crate) struct WriteSet {
     pub(crate) prepared: Vec<(RecordPtr, std::ptr::NonNull<Version>)>,
     /// Commit scratch: records whose older versions became garbage.
     pub(crate) superseded: Vec<RecordPtr>,
+    /// Savepoints open on this set ([`WriteSet::mark`]); while any is, a put that replaces
+    /// an entry saves the entry first, in `undo`.
+    marks: u32,
+    undo: Vec<(u32, Entry)>,
+}
+
+/// Where [`WriteSet::rollback`] returns the set to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Mark {
+    entries: usize,
+    bytes: usize,
+    undo: usize,
 }
 
 // SAFETY: `prepared` holds pointers only during a commit, on the committing thread, and is
@@ -164,6 +176,9 @@ impl WriteSet {
         }
         let value_len = (self.bytes.len() - value_start) as u32;
         if let Some(i) = self.find(table, key) {
+            if self.marks > 0 {
+                self.undo.push((i as u32, self.entries[i]));
+            }
             let e = &mut self.entries[i];
             e.value_start = value_start;
             e.value_len = value_len;
@@ -237,6 +252,73 @@ impl WriteSet {
         self.entries.clear();
         self.bytes.clear();
         self.by_hash.clear();
+        self.marks = 0;
+        self.undo.clear();
+    }
+
+    /// A savepoint: [`WriteSet::rollback`] to it undoes every put since, and
+    /// [`WriteSet::release`] keeps them. Each mark is ended by exactly one of the two, the
+    /// newest first.
+    pub(crate) fn mark(&mut self) -> Mark {
+        self.marks += 1;
+        Mark {
+            entries: self.entries.len(),
+            bytes: self.bytes.len(),
+            undo: self.undo.len(),
+        }
+    }
+
+    /// A mark at the empty state, for a savepoint taken before this set existed: nothing
+    /// was there to replace, so rolling back to it drops everything.
+    pub(crate) fn mark_empty(&mut self) -> Mark {
+        self.marks += 1;
+        Mark {
+            entries: 0,
+            bytes: 0,
+            undo: self.undo.len(),
+        }
+    }
+
+    /// Keeps the puts since `m`.
+    pub(crate) fn release(&mut self, m: Mark) {
+        assert!(self.marks > 0, "a savepoint released twice");
+        self.marks -= 1;
+        if self.marks == 0 {
+            self.undo.clear();
+        } else {
+            debug_assert!(self.undo.len() >= m.undo);
+        }
+    }
+
+    /// Undoes every put since `m`: replaced entries get their old values back, entries added
+    /// since are dropped (from the hash index too), and so are the bytes they used.
+    pub(crate) fn rollback(&mut self, m: Mark) {
+        assert!(self.marks > 0, "a savepoint rolled back twice");
+        while self.undo.len() > m.undo {
+            let (i, old) = self.undo.pop().expect("undo is longer than the mark's");
+            self.entries[i as usize] = old;
+        }
+        // The entries added since are the newest, so each heads its hash chain.
+        if !self.by_hash.is_empty() {
+            for i in (m.entries..self.entries.len()).rev() {
+                let e = self.entries[i];
+                let h = hash_of(e.table, self.key(&e));
+                if e.prev_same_hash == NO_ENTRY {
+                    self.by_hash.remove(&h);
+                } else {
+                    self.by_hash.insert(h, e.prev_same_hash);
+                }
+            }
+        }
+        self.entries.truncate(m.entries);
+        self.bytes.truncate(m.bytes);
+        if self.entries.len() <= LINEAR_SEARCH_MAX {
+            self.by_hash.clear();
+        }
+        self.marks -= 1;
+        if self.marks == 0 {
+            self.undo.clear();
+        }
     }
 
     fn capacity_bytes(&self) -> usize {

@@ -862,3 +862,48 @@ fn watch_sees_every_change_to_a_collection() {
     assert_eq!(cmd(&mut c1, "LLEN l"), Reply::Simple("QUEUED".into()));
     assert_eq!(cmd(&mut c1, "EXEC"), Reply::NilArray);
 }
+
+/// A command that fails inside MULTI leaves no write behind (it would otherwise commit
+/// with the block): a collection it created, a collection it buried.
+#[test]
+fn a_failed_command_in_multi_leaves_nothing() {
+    let sh = shared();
+    let mut c = Session::new(&sh);
+    let run =
+        |c: &mut Session<'_>, args: &[&[u8]]| c.execute(args.iter().map(|a| a.to_vec()).collect());
+    assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
+    assert_eq!(
+        cmd(&mut c, "HINCRBYFLOAT newh f inf"),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(cmd(&mut c, "SET after 1"), Reply::Simple("QUEUED".into()));
+    assert_eq!(
+        cmd(&mut c, "EXEC"),
+        Reply::Array(vec![
+            Reply::err("increment would produce NaN or Infinity"),
+            Reply::ok()
+        ])
+    );
+    assert_eq!(cmd(&mut c, "EXISTS newh after"), Reply::Integer(1));
+    // RENAME onto a hash whose key is too long for a deadline: the bury of the hash must
+    // not survive the failed write.
+    let long = vec![b'k'; 65_530];
+    assert_eq!(
+        run(&mut c, &[b"HSET", &long, b"f", b"v"]),
+        Reply::Integer(1)
+    );
+    assert_eq!(cmd(&mut c, "SET src x EX 100"), Reply::ok());
+    assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
+    assert_eq!(
+        run(&mut c, &[b"RENAME", b"src", &long]),
+        Reply::Simple("QUEUED".into())
+    );
+    match cmd(&mut c, "EXEC") {
+        Reply::Array(r) => assert!(matches!(&r[0], Reply::Error(_)), "{r:?}"),
+        other => panic!("{other:?}"),
+    }
+    drain(&sh);
+    check_layout(&sh, true);
+    assert_eq!(run(&mut c, &[b"HLEN", &long]), Reply::Integer(1));
+    assert_eq!(cmd(&mut c, "GET src"), bulk(b"x"));
+}

@@ -59,6 +59,11 @@ impl CommitTs {
     }
 }
 
+/// A point in a transaction's writes to return to ([`Txn::savepoint`]).
+#[derive(Debug)]
+#[must_use = "end a savepoint with rollback_to or release"]
+pub struct Savepoint(Option<write_set::Mark>);
+
 /// Which committed write of a key a transaction saw ([`Txn::version_of`]): equal versions
 /// read at two times mean no commit wrote the key in between. Redis's WATCH needs exactly
 /// this.
@@ -300,6 +305,35 @@ impl<'db> Txn<'db> {
             .get_or_insert_with(write_set::take)
             .put_parts(table.id, key, Some(parts));
         Ok(())
+    }
+
+    /// A savepoint: [`Txn::rollback_to`] it to undo this transaction's writes since, or
+    /// [`Txn::release`] it to keep them. Savepoints nest; end the newest first. Reads since
+    /// the savepoint stay part of the transaction (validated at commit) either way. The
+    /// server runs each command of a MULTI block under one, so a command that fails halfway
+    /// leaves no write behind.
+    pub fn savepoint(&mut self) -> Savepoint {
+        Savepoint(self.writes.as_mut().map(WriteSet::mark))
+    }
+
+    /// Undoes the writes since `sp`.
+    pub fn rollback_to(&mut self, sp: Savepoint) {
+        match (sp.0, self.writes.as_mut()) {
+            (Some(m), Some(w)) => w.rollback(m),
+            // No write set at the savepoint: everything buffered since goes.
+            (None, Some(w)) => {
+                let m = w.mark_empty();
+                w.rollback(m);
+            }
+            (_, None) => {}
+        }
+    }
+
+    /// Keeps the writes since `sp`.
+    pub fn release(&mut self, sp: Savepoint) {
+        if let (Some(m), Some(w)) = (sp.0, self.writes.as_mut()) {
+            w.release(m);
+        }
     }
 
     /// Buffers the deletion of `key` (a tombstone version at commit).

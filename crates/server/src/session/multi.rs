@@ -236,11 +236,26 @@ fn run_queue(
             out.push(ping(args)); // ECHO's arity was checked when it was queued
             continue;
         }
+        // A command that fails leaves nothing behind (its writes so far are undone), as a
+        // failed command has no effect in Redis; the block goes on.
+        let sp = txn.savepoint();
         match data::data_command(txn, all, db, name, args) {
-            Ok(r) => out.push(r),
-            Err(CmdError::Reply(r)) => out.push(r),
-            Err(CmdError::Engine(e)) if e.is_conflict() => return Err(e),
-            Err(CmdError::Engine(e)) => out.push(engine_error(&e)),
+            Ok(r) => {
+                txn.release(sp);
+                out.push(r);
+            }
+            Err(CmdError::Engine(e)) if e.is_conflict() => {
+                txn.release(sp);
+                return Err(e);
+            }
+            Err(CmdError::Reply(r)) => {
+                txn.rollback_to(sp);
+                out.push(r);
+            }
+            Err(CmdError::Engine(e)) => {
+                txn.rollback_to(sp);
+                out.push(engine_error(&e));
+            }
         }
     }
     Ok(out)
