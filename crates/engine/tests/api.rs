@@ -386,6 +386,8 @@ fn the_oldest_transaction_age_is_reported() {
 #[test]
 fn savepoints_undo_exactly_the_writes_since() {
     use std::collections::BTreeMap;
+    /// Each key's value as the transaction sees it (`None`: deleted by it).
+    type Model = BTreeMap<u8, Option<Vec<u8>>>;
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
         seed ^= seed << 13;
@@ -400,8 +402,8 @@ fn savepoints_undo_exactly_the_writes_since() {
         let t = db.table("t").unwrap();
         let mut txn = db.begin().unwrap();
         // The model: the key's value as the transaction sees it; a stack of saved models.
-        let mut model: BTreeMap<u8, Option<Vec<u8>>> = BTreeMap::new();
-        let mut stack: Vec<(verso_engine::Savepoint, BTreeMap<u8, Option<Vec<u8>>>)> = Vec::new();
+        let mut model: Model = BTreeMap::new();
+        let mut stack: Vec<(verso_engine::Savepoint, Model)> = Vec::new();
         for step in 0..60 {
             match next() % 8 {
                 0..=3 => {
