@@ -113,9 +113,11 @@ fn new_id(txn: &Txn<'_>, s: Space<'_>) -> Result<u64, CmdError> {
             c.get()
         });
         let id = splitmix64(txn.timestamp() ^ seq.rotate_left(32) ^ salt);
-        if txn
-            .get(&s.collections.registry, id.to_be_bytes())?
-            .is_none()
+        // Not registered, and not waiting in the graveyard (whose elements would be
+        // inherited, then freed under the new collection).
+        let key = id.to_be_bytes();
+        if txn.get(&s.collections.registry, key)?.is_none()
+            && txn.get(&s.collections.graveyard, key)?.is_none()
         {
             return Ok(id);
         }
@@ -368,25 +370,64 @@ pub fn tagged_range<'t>(
     Ok(it.map(|(k, v)| (&k[ID_LEN + 1..], v)))
 }
 
-/// The first member at or after a random point of the member space, wrapping: not uniform
-/// (a member after a wide gap is likelier), but O(log n).
+/// A random point between `first` and `last` (inclusive, `first <= last`): their common
+/// prefix, then the next eight bytes drawn uniformly between theirs. The first key at or
+/// after it is a random pick that is not uniform (a key after a wide gap of the key space
+/// is likelier) but spreads over keys that share a long prefix, which a point drawn over
+/// all of the key space would not (it would nearly always land before or after them all).
+pub fn random_point(first: &[u8], last: &[u8], seed: u64) -> Vec<u8> {
+    let p = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+    let word = |k: &[u8]| {
+        let mut b = [0u8; 8];
+        let tail = &k[p.min(k.len())..];
+        let n = tail.len().min(8);
+        b[..n].copy_from_slice(&tail[..n]);
+        u64::from_be_bytes(b)
+    };
+    let (lo, hi) = (word(first), word(last));
+    let span = hi.wrapping_sub(lo);
+    let x = match span.checked_add(1) {
+        Some(n) if hi >= lo => lo + splitmix64(seed) % n,
+        _ => splitmix64(seed),
+    };
+    let mut point = first[..p].to_vec();
+    point.extend_from_slice(&x.to_be_bytes());
+    point
+}
+
+/// A member picked at random ([`random_point`] between the first and last member): O(log n).
 pub fn random_member<'t>(
     txn: &'t Txn<'_>,
     s: Space<'_>,
     c: Coll,
     seed: u64,
 ) -> Result<Option<Member<'t>>, Error> {
-    let point = splitmix64(seed).to_be_bytes();
-    let from = element_key(c.id, TAG_MEMBER, &point);
-    let hi = element_key(c.id, TAG_MEMBER + 1, &[]);
-    let strip = |(k, v): (&'t [u8], &'t [u8])| (&k[ID_LEN + 1..], v);
-    if let Some(hit) = txn
-        .range(&s.collections.elements, &from[..]..&hi[..])?
-        .next()
-    {
-        return Ok(Some(strip(hit)));
-    }
-    Ok(members(txn, s, c, None)?.next())
+    let Some((first, first_value)) = members(txn, s, c, None)?.next() else {
+        return Ok(None);
+    };
+    let last = tagged_range(
+        txn,
+        s,
+        c,
+        TAG_MEMBER,
+        Bound::Unbounded,
+        Bound::Unbounded,
+        true,
+    )?
+    .next()
+    .map_or(first, |(m, _)| m);
+    let point = random_point(first, last, seed);
+    let hit = tagged_range(
+        txn,
+        s,
+        c,
+        TAG_MEMBER,
+        Bound::Included(&point),
+        Bound::Unbounded,
+        false,
+    )?
+    .next();
+    Ok(Some(hit.unwrap_or((first, first_value))))
 }
 
 /// Every element key of collection `id`: `[id, id + 1)`.
@@ -439,14 +480,22 @@ pub fn clone_to(txn: &mut Txn<'_>, s: Space<'_>, key: &[u8], c: Coll) -> Result<
 /// changes whenever the collection does (the root alone does not change when a field is
 /// set). Costs one read per element: WATCH on a collection is O(elements) at WATCH and at
 /// EXEC.
+///
+/// Whether the key was live (not past its deadline) counts too: a watched key that expires
+/// before EXEC fails it, as in Redis, whether or not the expirer has deleted it yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WatchStamp {
     root: verso_engine::KeyVersion,
+    live: bool,
     elements: Option<(u64, u64)>,
 }
 
 pub fn watch_stamp(txn: &Txn<'_>, s: Space<'_>, key: &[u8]) -> Result<WatchStamp, Error> {
     let root = txn.version_of(s.data, key)?;
+    let live = txn
+        .get(s.data, key)?
+        .and_then(Stored::decode)
+        .is_some_and(|v| !v.expired_at(s.now_ms));
     let id = txn
         .get(s.data, key)?
         .and_then(Stored::decode)
@@ -466,7 +515,11 @@ pub fn watch_stamp(txn: &Txn<'_>, s: Space<'_>, key: &[u8]) -> Result<WatchStamp
             Some((keys.len() as u64, newest))
         }
     };
-    Ok(WatchStamp { root, elements })
+    Ok(WatchStamp {
+        root,
+        live,
+        elements,
+    })
 }
 
 /// Elements one reclaim transaction deletes.

@@ -192,7 +192,7 @@ pub fn hrandfield(txn: &Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
     let Some(c) = c else {
         return Ok(Reply::Array(Vec::new()));
     };
-    let picked = random_run(txn, s, c, count, seed)?;
+    let picked = random_run(txn, s, c, count, seed, with_values)?;
     Ok(if with_values {
         Reply::Pairs(
             picked
@@ -207,6 +207,8 @@ pub fn hrandfield(txn: &Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
 
 /// Most draws of a negative count (HRANDFIELD, SRANDMEMBER, ZRANDMEMBER).
 pub const RANDOM_DRAWS_MAX: u64 = 1 << 20;
+/// Most bytes of members (and values) one such call copies.
+pub const RANDOM_BYTES_MAX: usize = 1 << 28;
 
 /// `count` members for HRANDFIELD/SRANDMEMBER: count >= 0 distinct (all if count >= len),
 /// count < 0 `|count|` draws that may repeat. Bounded by Redis's own range checks.
@@ -216,8 +218,15 @@ pub fn random_run(
     c: Coll,
     count: i64,
     seed: u64,
+    with_values: bool,
 ) -> Result<Vec<coll::OwnedMember>, CmdError> {
-    let own = |(m, v): (&[u8], &[u8])| (m.to_vec(), v.to_vec());
+    // Values are copied only for callers that reply with them.
+    let own = |(m, v): (&[u8], &[u8])| {
+        (
+            m.to_vec(),
+            if with_values { v.to_vec() } else { Vec::new() },
+        )
+    };
     if count >= 0 {
         let want = count as usize;
         let len = coll::len(txn, s, c)? as usize;
@@ -253,9 +262,18 @@ pub fn random_run(
         )));
     }
     let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
+    let mut bytes = 0usize;
     for i in 0..n {
         match coll::random_member(txn, s, c, seed.wrapping_add(i.wrapping_mul(0x9e37_79b9)))? {
-            Some(hit) => out.push(own(hit)),
+            Some(hit) => {
+                bytes += hit.0.len() + if with_values { hit.1.len() } else { 0 };
+                if bytes > RANDOM_BYTES_MAX {
+                    return Err(err(&format!(
+                        "reply too large: Verso draws at most {RANDOM_BYTES_MAX} bytes of random members per call"
+                    )));
+                }
+                out.push(own(hit));
+            }
             None => break,
         }
     }

@@ -162,31 +162,29 @@ pub fn touch(txn: &Txn<'_>, s: Space<'_>, keys: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Integer(n))
 }
 
-/// RANDOMKEY: the first key at or after a random point of the key space (wrapping to the
-/// first key), so a key after a wide gap is likelier than one in a dense run: not uniform,
-/// but O(log n) and never a scan. Nil when the database is empty. Expired keys not yet
+/// RANDOMKEY: the first key at or after a random point between the first and last keys
+/// ([`collections::random_point`]), so a key after a wide gap is likelier than one in a
+/// dense run: not uniform, but O(log n) and never a scan. Nil when the database is empty. Expired keys not yet
 /// deleted are stepped over (so a run of them costs a walk past them).
 pub fn random_key(txn: &Txn<'_>, s: Space<'_>) -> CmdResult {
-    // The transaction's timestamp (the cycle counter) seeds the draw.
-    let point = splitmix64(txn.timestamp()).to_be_bytes();
-    let first = |lo: Bound<&[u8]>| -> Result<Option<Vec<u8>>, CmdError> {
+    let live = |v: &[u8]| Stored::decode(v).is_some_and(|v| !v.expired_at(s.now_ms));
+    let first_from = |lo: Bound<&[u8]>| -> Result<Option<Vec<u8>>, CmdError> {
         Ok(txn
             .range(s.data, (lo, Bound::Unbounded))?
-            .find(|(_, v)| Stored::decode(v).is_some_and(|v| !v.expired_at(s.now_ms)))
+            .find(|(_, v)| live(v))
             .map(|(k, _)| k.to_vec()))
     };
-    let key = match first(Bound::Included(&point[..]))? {
-        Some(k) => Some(k),
-        None => first(Bound::Unbounded)?,
+    let Some(first) = first_from(Bound::Unbounded)? else {
+        return Ok(Reply::Nil);
     };
-    Ok(key.map_or(Reply::Nil, Reply::Bulk))
-}
-
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    let last = txn
+        .range_rev(s.data, ..)?
+        .find(|(_, v)| live(v))
+        .map_or_else(|| first.clone(), |(k, _)| k.to_vec());
+    // The transaction's timestamp (the cycle counter) seeds the draw.
+    let point = collections::random_point(&first, &last, txn.timestamp());
+    let key = first_from(Bound::Included(&point[..]))?.unwrap_or(first);
+    Ok(Reply::Bulk(key))
 }
 
 /// The encoding Redis would report for a string value.

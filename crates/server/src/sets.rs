@@ -218,7 +218,9 @@ pub fn srandmember(txn: &Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
             .map_or(Reply::Nil, |(m, _)| Reply::Bulk(m.to_vec()))),
         (Some(_), None) => Ok(Reply::Array(Vec::new())),
         (Some(n), Some(c)) => Ok(Reply::Array(bulks(
-            random_run(txn, s, c, n, seed)?.into_iter().map(|(m, _)| m),
+            random_run(txn, s, c, n, seed, false)?
+                .into_iter()
+                .map(|(m, _)| m),
         ))),
     }
 }
@@ -237,14 +239,16 @@ pub fn spop(txn: &mut Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
         });
     };
     let seed = txn.timestamp();
-    let picked: Vec<Vec<u8>> = random_run(txn, s, c, count.unwrap_or(1), seed)?
+    let picked: Vec<Vec<u8>> = random_run(txn, s, c, count.unwrap_or(1), seed, false)?
         .into_iter()
         .map(|(m, _)| m)
         .collect();
     for m in &picked {
         coll::remove(txn, s, c, m)?;
     }
-    coll::drop_if_empty(txn, s, &args[0], c)?;
+    if !picked.is_empty() {
+        coll::drop_if_empty(txn, s, &args[0], c)?;
+    }
     Ok(match count {
         None => picked.into_iter().next().map_or(Reply::Nil, Reply::Bulk),
         Some(_) => Reply::Set(bulks(picked)),

@@ -30,7 +30,19 @@ pub fn parse_f64(b: &[u8]) -> Option<f64> {
         return None;
     }
     let x: f64 = s.parse().ok()?;
-    (!x.is_nan()).then_some(x)
+    if x.is_nan() {
+        return None;
+    }
+    // Out of range, as strtod's ERANGE: an infinity the text does not spell, or a zero from
+    // a mantissa that is not zero (underflow).
+    if x.is_infinite() && !s.to_ascii_lowercase().contains("inf") {
+        return None;
+    }
+    let mantissa = s.split(['e', 'E']).next().unwrap_or(s);
+    if x == 0.0 && mantissa.bytes().any(|c| (b'1'..=b'9').contains(&c)) {
+        return None;
+    }
+    Some(x)
 }
 
 /// A float as Redis prints INCRBYFLOAT's result: fixed notation, no exponent, no trailing
@@ -272,5 +284,10 @@ mod tests {
         assert_eq!(parse_f64(b"nan"), None);
         assert_eq!(parse_f64(b""), None);
         assert_eq!(parse_f64(b"inf"), Some(f64::INFINITY));
+        assert_eq!(parse_f64(b"-Infinity"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b"1e400"), None, "overflow");
+        assert_eq!(parse_f64(b"1e-400"), None, "underflow");
+        assert_eq!(parse_f64(b"0e5"), Some(0.0));
+        assert_eq!(parse_f64(b"-0.000"), Some(-0.0));
     }
 }

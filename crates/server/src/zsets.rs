@@ -177,10 +177,6 @@ pub fn zadd(txn: &mut Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
             Some(_) => {}
         }
     }
-    if added == 0 {
-        // A key this ZADD created but added nothing to (every pair refused) goes again.
-        coll::drop_if_empty(txn, s, &args[0], c)?;
-    }
     Ok(if incr {
         incr_result.map_or(Reply::Nil, score_reply)
     } else {
@@ -235,7 +231,11 @@ pub fn zrem(txn: &mut Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
     for m in &args[1..] {
         n += i64::from(remove(txn, s, c, m)?);
     }
-    coll::drop_if_empty(txn, s, &args[0], c)?;
+    // Only a removal can empty it; reading the length otherwise would make a ZREM of an
+    // absent member conflict with inserts.
+    if n > 0 {
+        coll::drop_if_empty(txn, s, &args[0], c)?;
+    }
     Ok(Reply::Integer(n))
 }
 
@@ -303,6 +303,32 @@ struct Range {
     max: Vec<u8>,
     offset: i64,
     count: i64,
+}
+
+/// Checks a range's bounds (before the key is looked up: Redis refuses a bad bound even
+/// for an absent key).
+fn check_bounds(r: &Range) -> Result<(), CmdError> {
+    match r.by {
+        By::Rank => {
+            ints_or_err(&r.min, &r.max)?;
+        }
+        By::Score => {
+            parse_score_bound(&r.min)?;
+            parse_score_bound(&r.max)?;
+        }
+        By::Lex => {
+            parse_lex_bound(&r.min)?;
+            parse_lex_bound(&r.max)?;
+        }
+    }
+    Ok(())
+}
+
+fn ints_or_err(a: &[u8], b: &[u8]) -> Result<(i64, i64), CmdError> {
+    match (parse_i64(a), parse_i64(b)) {
+        (Some(a), Some(b)) => Ok((a, b)),
+        _ => Err(err(NOT_INTEGER)),
+    }
 }
 
 /// The (member, score) pairs `r` selects.
@@ -481,6 +507,7 @@ pub fn zrange(
 ) -> CmdResult {
     let scores_allowed = !matches!(fixed, Some((By::Lex, _)));
     let (r, scores) = parse_range(&args[1..], fixed, scores_allowed)?;
+    check_bounds(&r)?;
     let Some(c) = open(txn, s, &args[0])? else {
         return Ok(Reply::Array(Vec::new()));
     };
@@ -502,6 +529,7 @@ fn store(txn: &mut Txn<'_>, s: Space<'_>, dst: &[u8], items: &BTreeMap<Vec<u8>, 
 /// ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count].
 pub fn zrangestore(txn: &mut Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
     let (r, _) = parse_range(&args[2..], None, false)?;
+    check_bounds(&r)?;
     let items = match open(txn, s, &args[1])? {
         Some(c) => select(txn, s, c, &r)?,
         None => Vec::new(),
@@ -543,6 +571,7 @@ pub fn zremrange(txn: &mut Txn<'_>, s: Space<'_>, args: &[Vec<u8>], by: By) -> C
         offset: 0,
         count: -1,
     };
+    check_bounds(&r)?;
     let Some(c) = open(txn, s, &args[0])? else {
         return Ok(Reply::Integer(0));
     };
@@ -550,7 +579,9 @@ pub fn zremrange(txn: &mut Txn<'_>, s: Space<'_>, args: &[Vec<u8>], by: By) -> C
     for (m, _) in &doomed {
         remove(txn, s, c, m)?;
     }
-    coll::drop_if_empty(txn, s, &args[0], c)?;
+    if !doomed.is_empty() {
+        coll::drop_if_empty(txn, s, &args[0], c)?;
+    }
     Ok(Reply::Integer(doomed.len() as i64))
 }
 
@@ -637,7 +668,9 @@ fn pop(
     for (m, _) in &items {
         remove(txn, s, c, m)?;
     }
-    coll::drop_if_empty(txn, s, key, c)?;
+    if !items.is_empty() {
+        coll::drop_if_empty(txn, s, key, c)?;
+    }
     Ok(items)
 }
 
@@ -704,7 +737,7 @@ pub fn zrandmember(txn: &Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
     let Some(c) = c else {
         return Ok(Reply::Array(Vec::new()));
     };
-    let picked = crate::hashes::random_run(txn, s, c, count, seed)?
+    let picked = crate::hashes::random_run(txn, s, c, count, seed, true)?
         .into_iter()
         .map(|(m, v)| (m, score_of(&v)))
         .collect();

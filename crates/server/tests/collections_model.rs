@@ -907,3 +907,64 @@ fn a_failed_command_in_multi_leaves_nothing() {
     assert_eq!(run(&mut c, &[b"HLEN", &long]), Reply::Integer(1));
     assert_eq!(cmd(&mut c, "GET src"), bulk(b"x"));
 }
+
+/// Random picks spread over members and keys that share a long prefix (a point drawn over
+/// the whole key space would land before or after all of them and pick the first nearly
+/// every time).
+#[test]
+fn random_picks_spread_over_shared_prefixes() {
+    let sh = shared();
+    let mut c = Session::new(&sh);
+    let members: Vec<String> = (0..100).map(|i| format!("member:{i}")).collect();
+    let mut sadd = vec![b"SADD".to_vec(), b"s".to_vec()];
+    sadd.extend(members.iter().map(|m| m.as_bytes().to_vec()));
+    assert_eq!(c.execute(sadd), Reply::Integer(100));
+    let mut seen = BTreeSet::new();
+    for _ in 0..1000 {
+        let Reply::Bulk(m) = cmd(&mut c, "SRANDMEMBER s") else {
+            panic!()
+        };
+        seen.insert(m);
+    }
+    assert!(
+        seen.len() >= 20,
+        "only {} distinct members in 1000 draws",
+        seen.len()
+    );
+    // A database of its own: keys that all share a prefix (RANDOMKEY is not uniform across a
+    // wide gap in the key space, README "Server").
+    assert_eq!(cmd(&mut c, "SELECT 1"), Reply::ok());
+    for i in 0..100 {
+        assert_eq!(cmd(&mut c, &format!("SET key:{i} v")), Reply::ok());
+    }
+    let mut keys = BTreeSet::new();
+    for _ in 0..1000 {
+        let Reply::Bulk(k) = cmd(&mut c, "RANDOMKEY") else {
+            panic!()
+        };
+        keys.insert(k);
+    }
+    assert!(
+        keys.len() >= 20,
+        "only {} distinct keys in 1000 draws",
+        keys.len()
+    );
+}
+
+/// A watched key that expires before EXEC fails it, deleted by the expirer or not.
+#[test]
+fn an_expired_watched_key_fails_exec() {
+    let sh = shared();
+    let mut c = Session::new(&sh);
+    assert_eq!(cmd(&mut c, "SET k v PX 100"), Reply::ok());
+    assert_eq!(cmd(&mut c, "WATCH k"), Reply::ok());
+    sh.clock.set_ms(START_MS + 200);
+    assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
+    assert_eq!(cmd(&mut c, "SET x 1"), Reply::Simple("QUEUED".into()));
+    assert_eq!(cmd(&mut c, "EXEC"), Reply::NilArray);
+    // Watching a key that is already gone, then EXEC: nothing changed.
+    assert_eq!(cmd(&mut c, "WATCH k"), Reply::ok());
+    assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
+    assert_eq!(cmd(&mut c, "SET x 2"), Reply::Simple("QUEUED".into()));
+    assert_eq!(cmd(&mut c, "EXEC"), Reply::Array(vec![Reply::ok()]));
+}

@@ -495,6 +495,19 @@ fn blocking_pops_wake_on_push_and_time_out() {
     assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
     assert_eq!(cmd(&mut c, "BLPOP empty 0"), Reply::Simple("QUEUED".into()));
     assert_eq!(cmd(&mut c, "EXEC"), Reply::Array(vec![Reply::NilArray]));
+    assert_eq!(
+        cmd(&mut c, "BLMPOP 0 -1 k LEFT"),
+        Reply::err("numkeys should be greater than 0")
+    );
+    assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
+    assert_eq!(
+        cmd(&mut c, "BLMPOP -1 1 k LEFT"),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(
+        cmd(&mut c, "EXEC"),
+        Reply::Array(vec![Reply::err("timeout is negative")])
+    );
     assert_eq!(cmd(&mut c, "RPUSH src a b"), Reply::Integer(2));
     assert_eq!(cmd(&mut c, "BLMOVE src dst RIGHT LEFT 0"), bulk("b"));
     assert_eq!(

@@ -650,6 +650,17 @@ fn documented_edge_cases() {
         cmd(&mut c, "ZRANGE z - + BYLEX WITHSCORES"),
         err("syntax error, WITHSCORES not supported in combination with BYLEX")
     );
+    assert_eq!(cmd(&mut c, "ZADD keep 1 a"), Reply::Integer(1));
+    assert_eq!(
+        cmd(&mut c, "ZRANGESTORE keep nosuch abc def BYSCORE"),
+        err("min or max is not a float"),
+        "bounds are checked before the source is looked up"
+    );
+    assert_eq!(cmd(&mut c, "ZCARD keep"), Reply::Integer(1));
+    assert_eq!(
+        cmd(&mut c, "ZRANGE nosuch x 1"),
+        err("value is not an integer or out of range")
+    );
     assert_eq!(
         cmd(&mut c, "ZUNIONSTORE d 0 z"),
         err("at least 1 input key is needed for this command")

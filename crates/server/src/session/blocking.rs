@@ -80,7 +80,8 @@ pub(super) fn timeout_reply(name: &[u8]) -> Option<Reply> {
     }
 }
 
-/// Where a blocking command's timeout is: the last argument, or the first for the M forms.
+/// Where a blocking command's timeout is in the request `args` (the name included): the
+/// last argument, or the first after the name for the M forms.
 pub(super) fn timeout_arg<'a>(name: &[u8], args: &'a [Vec<u8>]) -> &'a [u8] {
     match name {
         b"BLMPOP" | b"BZMPOP" => &args[1],

@@ -326,7 +326,8 @@ pub(super) fn data_command(
         // `blocking` blocks the connection when the try finds nothing).
         b"BLPOP" | b"BRPOP" | b"BLMOVE" | b"BRPOPLPUSH" | b"BLMPOP" | b"BZPOPMIN" | b"BZPOPMAX"
         | b"BZMPOP" => {
-            super::parse_timeout(super::blocking::timeout_arg(name, a)).map_err(CmdError::Reply)?;
+            super::parse_timeout(super::blocking::timeout_arg(name, args))
+                .map_err(CmdError::Reply)?;
             try_pop(txn, t, name, a)
         }
         b"VRANGE" => keyspace::vrange(txn, t, a),
