@@ -474,8 +474,7 @@ pub fn lpos(txn: &Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
         return Ok(none());
     };
     let (h, t) = bounds(txn, s, c)?;
-    let values = items(txn, s, c, h, t, rank < 0)?;
-    let len = values.len();
+    let len = (t - h) as usize;
     let want = match count {
         Some(0) => usize::MAX,
         Some(n) => n,
@@ -483,11 +482,22 @@ pub fn lpos(txn: &Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
     };
     let mut skip = rank.unsigned_abs() - 1;
     let mut found = Vec::new();
-    for (j, v) in values.iter().enumerate() {
+    // Walked in place (no copy of the list), stopping at MAXLEN or the last match wanted.
+    let (lo, hi) = (pos_bytes(h), pos_bytes(t));
+    let walk = coll::tagged_range(
+        txn,
+        s,
+        c,
+        TAG_ITEM,
+        Bound::Included(&lo),
+        Bound::Excluded(&hi),
+        rank < 0,
+    )?;
+    for (j, (_, v)) in walk.enumerate() {
         if maxlen > 0 && j >= maxlen {
             break;
         }
-        if *v == args[1] {
+        if *v == *args[1] {
             if skip > 0 {
                 skip -= 1;
                 continue;
