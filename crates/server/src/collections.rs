@@ -34,6 +34,39 @@ use crate::keyspace::CmdError;
 use crate::resp::Reply;
 use crate::stored::{self, CollectionTables, Space, Spaces, Stored, KIND_STRING, WRONGTYPE};
 
+/// LMPOP's and ZMPOP's keys, `WHERE` word and count.
+pub type MpopArgs<'a> = (&'a [Vec<u8>], &'a [u8], usize);
+
+/// The arguments of LMPOP and ZMPOP (`numkeys key... WHERE [COUNT count]`): the keys, the
+/// `WHERE` word (LEFT/RIGHT, MIN/MAX: the caller parses it) and the count.
+pub fn mpop_args(args: &[Vec<u8>]) -> Result<MpopArgs<'_>, CmdError> {
+    let syntax = || CmdError::Reply(Reply::err("syntax error"));
+    let n = crate::keyspace::parse_i64(&args[0])
+        .ok_or_else(|| CmdError::Reply(Reply::err(crate::keyspace::NOT_INTEGER)))?;
+    if n <= 0 {
+        return Err(CmdError::Reply(Reply::err(
+            "numkeys should be greater than 0",
+        )));
+    }
+    let n = usize::try_from(n).map_err(|_| syntax())?;
+    let keys = args.get(1..n.saturating_add(1)).ok_or_else(syntax)?;
+    let rest = &args[1 + n..];
+    let which = rest.first().ok_or_else(syntax)?;
+    let count = match &rest[1..] {
+        [] => 1,
+        [w, c] if w.eq_ignore_ascii_case(b"COUNT") => match crate::keyspace::parse_i64(c) {
+            Some(c) if c > 0 => c as usize,
+            _ => {
+                return Err(CmdError::Reply(Reply::err(
+                    "count should be greater than 0",
+                )))
+            }
+        },
+        _ => return Err(syntax()),
+    };
+    Ok((keys, which, count))
+}
+
 /// Kinds stored in the root's header byte.
 pub const KIND_HASH: u8 = 1;
 pub const KIND_SET: u8 = 2;

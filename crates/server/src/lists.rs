@@ -548,26 +548,8 @@ pub fn lmove_args(txn: &mut Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResul
 
 /// LMPOP numkeys key... LEFT|RIGHT [COUNT count]: pops from the first non-empty list.
 pub fn lmpop(txn: &mut Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
-    let n = parse_i64(&args[0]).ok_or_else(|| err(NOT_INTEGER))?;
-    if n <= 0 {
-        return Err(err("numkeys should be greater than 0"));
-    }
-    let n = n as usize;
-    let Some(keys) = args.get(1..1 + n) else {
-        return Err(err("syntax error"));
-    };
-    let rest = &args[1 + n..];
-    let Some(side) = rest.first().and_then(|w| Side::parse(w)) else {
-        return Err(err("syntax error"));
-    };
-    let count = match &rest[1..] {
-        [] => 1,
-        [w, c] if w.eq_ignore_ascii_case(b"COUNT") => match parse_i64(c) {
-            Some(c) if c > 0 => c as usize,
-            _ => return Err(err("count should be greater than 0")),
-        },
-        _ => return Err(err("syntax error")),
-    };
+    let (keys, which, count) = coll::mpop_args(args)?;
+    let side = Side::parse(which).ok_or_else(|| err("syntax error"))?;
     for k in keys {
         if let Some(c) = open(txn, s, k)? {
             let popped = pop(txn, s, k, c, side, count)?;

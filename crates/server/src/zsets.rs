@@ -676,28 +676,13 @@ fn pop(
 
 /// ZMPOP numkeys key... MIN|MAX [COUNT count]: pops from the first non-empty key.
 pub fn zmpop(txn: &mut Txn<'_>, s: Space<'_>, args: &[Vec<u8>]) -> CmdResult {
-    let n = parse_i64(&args[0]).ok_or_else(|| err(NOT_INTEGER))?;
-    if n <= 0 {
-        return Err(err("numkeys should be greater than 0"));
-    }
-    let n = n as usize;
-    let Some(keys) = args.get(1..1 + n) else {
-        return Err(err("syntax error"));
-    };
-    let rest = &args[1 + n..];
-    let max = match rest.first().map(|w| w.to_ascii_uppercase()) {
-        Some(w) if w == b"MIN" => false,
-        Some(w) if w == b"MAX" => true,
+    let (keys, which, count) = coll::mpop_args(args)?;
+    let max = match which.to_ascii_uppercase().as_slice() {
+        b"MIN" => false,
+        b"MAX" => true,
         _ => return Err(err("syntax error")),
     };
-    let count = match &rest[1..] {
-        [] => 1,
-        [w, c] if w.eq_ignore_ascii_case(b"COUNT") => match parse_i64(c) {
-            Some(c) if c > 0 => c,
-            _ => return Err(err("count should be greater than 0")),
-        },
-        _ => return Err(err("syntax error")),
-    };
+    let count = count as i64;
     for k in keys {
         if let Some(c) = open(txn, s, k)? {
             let popped = pop(txn, s, k, c, count, max)?;
