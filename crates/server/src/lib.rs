@@ -4,12 +4,15 @@
 //! * [`session`]: one connection's state machine and command dispatch, free of I/O.
 //! * [`keyspace`]: the data commands on one engine transaction; [`stored`]: how a value is
 //!   framed (kind, deadline); [`expiry`]: time to live and the active expirer.
+//! * [`commands`]: the command table (Redis 7's metadata for every command served), behind
+//!   COMMAND INFO, DOCS and GETKEYS.
 //! * [`glob`]: Redis's glob patterns for KEYS and SCAN MATCH.
 //! * [`config`]: `verso serve`'s settings (the TOML file and the flags over it).
 //! * [`server`]: the listener, protected mode, and the accepting thread; `worker`: the pool of
 //!   poll-loop threads that serve the connections (the only code here that does I/O).
 
 pub mod collections;
+pub mod commands;
 pub mod config;
 pub mod expiry;
 #[doc(hidden)]

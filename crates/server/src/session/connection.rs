@@ -1,7 +1,7 @@
 //! The commands about the connection and the server rather than the data: AUTH, HELLO,
-//! SELECT, CLIENT, COMMAND and CONFIG GET.
+//! SELECT, CLIENT and CONFIG GET.
 
-use super::{arity_error, Session, COMMANDS, DATABASES, RELAY_LIB_NAME};
+use super::{arity_error, Session, DATABASES, RELAY_LIB_NAME};
 use crate::keyspace;
 use crate::resp::{Reply, Version};
 
@@ -117,21 +117,6 @@ impl<'s> Session<'s> {
                 Reply::ok()
             }
             _ => Reply::err("unknown subcommand or wrong number of arguments for 'client' command"),
-        }
-    }
-
-    pub(super) fn command(&self, args: &[Vec<u8>]) -> Reply {
-        match args.get(1).map(|a| a.to_ascii_uppercase()) {
-            Some(sub) if sub == b"COUNT" => Reply::Integer(COMMANDS.len() as i64),
-            // DOCS: an empty map is a valid answer; redis-cli only needs the command to exist.
-            Some(sub) if sub == b"DOCS" => Reply::Map(Vec::new()),
-            None => Reply::Array(
-                COMMANDS
-                    .iter()
-                    .map(|c| Reply::Bulk(c.to_ascii_lowercase().into_bytes()))
-                    .collect(),
-            ),
-            Some(_) => Reply::err("unknown subcommand for 'command'"),
         }
     }
 

@@ -63,10 +63,21 @@ pub(super) fn arity(name: &[u8]) -> Option<i32> {
         b"RANDOMKEY" => 1,
         b"MSET" | b"MSETNX" => -3,
         b"VRANGE" => -3,
-        b"DBSIZE" | b"FLUSHDB" | b"FLUSHALL" => 1,
+        b"DBSIZE" => 1,
+        b"FLUSHDB" | b"FLUSHALL" => -1,
         b"KEYS" => 2,
         _ => return None,
     })
+}
+
+/// FLUSHDB's and FLUSHALL's optional `ASYNC | SYNC`: both flush in one transaction (the
+/// memory is reclaimed in the background either way).
+fn flush_mode(args: &[Vec<u8>]) -> Result<(), CmdError> {
+    match args {
+        [] => Ok(()),
+        [m] if m.eq_ignore_ascii_case(b"ASYNC") || m.eq_ignore_ascii_case(b"SYNC") => Ok(()),
+        _ => Err(CmdError::Reply(Reply::err("syntax error"))),
+    }
 }
 
 /// The data commands that only read: they run as read-only transactions, which take no
@@ -337,10 +348,12 @@ pub(super) fn data_command(
         }
         b"DBSIZE" => keyspace::dbsize(txn, t),
         b"FLUSHDB" => {
+            flush_mode(a)?;
             flush(txn, t)?;
             Ok(Reply::ok())
         }
         b"FLUSHALL" => {
+            flush_mode(a)?;
             for i in 0..all.data.len() {
                 flush(txn, all.get(i).expect("index in range"))?;
             }
