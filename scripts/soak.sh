@@ -14,4 +14,6 @@ echo "== soak: $secs s per protocol and workload"
 cargo test --release -p verso-engine --test histories --test append_histories \
   -- --ignored soak --nocapture --test-threads 1
 cargo test --release -p verso-server --test append_history -- --ignored soak --nocapture --test-threads 1
+# Sharding's slot moves under the simulator: about 500 seeds a second on this machine.
+cargo run --release --quiet -p verso -- sim cluster --seeds $((secs * 500)) --seed "$RANDOM$RANDOM"
 echo "== soak passed"

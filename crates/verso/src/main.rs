@@ -15,6 +15,7 @@ mod durability_cmd;
 mod persist_args;
 mod results_cmd;
 mod serve_cmd;
+mod sim_cluster_cmd;
 mod sim_cmd;
 mod tatp_cmd;
 use verso_bench::core_workloads::CoreWorkload;

@@ -1,0 +1,606 @@
+//! A data group's part in moves, as source and as target, and its answers to clients.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{
+    Action, Entries, GroupId, GroupRecord, Key, Message, Mistakes, MoveId, Node, Reply, Request,
+    Value, CHUNK_ENTRIES,
+};
+use crate::slot::{key_slot, Slot, SlotSet};
+
+#[derive(Clone, Debug)]
+struct Sending {
+    slots: SlotSet,
+    to: GroupId,
+    attempt: u32,
+    frozen: bool,
+    /// `Freeze` appended, not yet committed: the slots are already refused.
+    freezing: bool,
+    /// This attempt's chunks so far (the snapshot, then the last one once frozen).
+    chunks: Vec<(Entries, bool)>,
+    /// Chunks the target has logged.
+    acked: u32,
+    /// Keys of the slots written since this attempt's snapshot.
+    dirty: BTreeSet<Key>,
+    /// The target said it sealed; `EndSend` is appended.
+    ending: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Receiving {
+    slots: SlotSet,
+    from: GroupId,
+    attempt: u32,
+    next_seq: u32,
+    /// The chunk flagged `last` is logged: `EndRecv` is next.
+    last_logged: bool,
+    /// A record of this move is appended and not yet committed (one at a time, in order).
+    appending: bool,
+}
+
+/// One data group: its data and its part in moves, folded from its log.
+pub struct Group {
+    id: GroupId,
+    mistakes: Mistakes,
+    data: BTreeMap<Key, Value>,
+    owned: SlotSet,
+    sending: BTreeMap<MoveId, Sending>,
+    receiving: BTreeMap<MoveId, Receiving>,
+    /// Moves this group finished as source (`EndSend`) and as target (`EndRecv`).
+    sent: BTreeSet<MoveId>,
+    received: BTreeSet<MoveId>,
+    /// For MOVED after a move out: the slot's new group.
+    moved_to: BTreeMap<Slot, GroupId>,
+    /// The source of each move this group sealed as target (to answer late chunks).
+    received_from: BTreeMap<MoveId, GroupId>,
+    /// `BeginSend`/`BeginRecv` appended and not yet committed.
+    beginning: BTreeSet<MoveId>,
+    out: Vec<Action<GroupRecord>>,
+}
+
+impl Group {
+    pub fn new(id: GroupId, mistakes: Mistakes) -> Group {
+        Group {
+            id,
+            mistakes,
+            data: BTreeMap::new(),
+            owned: SlotSet::default(),
+            sending: BTreeMap::new(),
+            receiving: BTreeMap::new(),
+            sent: BTreeSet::new(),
+            received: BTreeSet::new(),
+            moved_to: BTreeMap::new(),
+            received_from: BTreeMap::new(),
+            beginning: BTreeSet::new(),
+            out: Vec::new(),
+        }
+    }
+
+    /// Rebuilds the group from its committed log (what survived a failover or a total
+    /// crash), then redoes what the log began and did not finish.
+    pub fn recover(id: GroupId, mistakes: Mistakes, log: &[GroupRecord]) -> Group {
+        let mut g = Group::new(id, mistakes);
+        for r in log {
+            g.apply(r);
+        }
+        g.out.clear();
+        // Each unfinished send streams again from a fresh snapshot, once a new attempt is
+        // logged (a frozen source has lost its record of what changed since its snapshot,
+        // so it sends everything; nothing changes while it is frozen).
+        let restarts: Vec<(MoveId, u32)> = g
+            .sending
+            .iter()
+            .map(|(id, s)| (*id, s.attempt + 1))
+            .collect();
+        for (id, attempt) in restarts {
+            g.append(GroupRecord::Restream { id, attempt });
+        }
+        // A target that logged the last chunk and not `EndRecv` seals now.
+        let sealing: Vec<MoveId> = g
+            .receiving
+            .iter()
+            .filter(|(_, r)| r.last_logged)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in sealing {
+            g.seal(id);
+        }
+        g
+    }
+
+    pub fn id(&self) -> GroupId {
+        self.id
+    }
+
+    /// Whether this group answers requests for `slot` from its own data right now.
+    pub fn serves(&self, slot: Slot) -> bool {
+        if !self.owned.contains(slot) {
+            return false;
+        }
+        !self.sending.values().any(|s| {
+            s.slots.contains(slot)
+                && (s.frozen || s.freezing || s.ending)
+                && !self.mistakes.source_serves_when_frozen
+        })
+    }
+
+    /// The value of `key` in this group's data, whether or not it serves it (for checkers).
+    pub fn peek(&self, key: &[u8]) -> Option<&Value> {
+        self.data.get(key)
+    }
+
+    pub fn request(&mut self, req: &Request, asking: bool) -> Reply {
+        let key = match req {
+            Request::Get(k) | Request::Put { key: k, .. } => k,
+        };
+        let slot = key_slot(key);
+        if self.serves(slot) {
+            return match req {
+                Request::Get(k) => Reply::Value(self.data.get(k).cloned()),
+                Request::Put { key, value, tag } => {
+                    self.out.push(Action::Append(GroupRecord::Put {
+                        key: key.clone(),
+                        value: value.clone(),
+                        tag: *tag,
+                    }));
+                    Reply::Appended
+                }
+            };
+        }
+        if self.owned.contains(slot) {
+            // Frozen for a move: TRYAGAIN until the target has sealed, then ASK it (the
+            // target serves; `EndSend` here is on its way), then MOVED once that commits.
+            return match self.sending.values().find(|s| s.slots.contains(slot)) {
+                Some(s) if s.ending => Reply::Ask(s.to),
+                _ => Reply::TryAgain,
+            };
+        }
+        if let Some(r) = self.receiving.values().find(|r| r.slots.contains(slot)) {
+            return if asking {
+                Reply::TryAgain
+            } else {
+                Reply::Moved(r.from)
+            };
+        }
+        match self.moved_to.get(&slot) {
+            Some(&g) => Reply::Moved(g),
+            None => Reply::TryAgain, // no knowledge: the client asks the map again
+        }
+    }
+
+    fn append(&mut self, r: GroupRecord) {
+        self.out.push(Action::Append(r));
+    }
+
+    /// Folds one committed record into the state (shared by recovery and live commits).
+    fn apply(&mut self, r: &GroupRecord) {
+        match r {
+            GroupRecord::Put { key, value, .. } => {
+                match value {
+                    Some(v) => self.data.insert(key.clone(), v.clone()),
+                    None => self.data.remove(key),
+                };
+                let slot = key_slot(key);
+                for s in self.sending.values_mut() {
+                    if s.slots.contains(slot) {
+                        s.dirty.insert(key.clone());
+                    }
+                }
+            }
+            GroupRecord::Own { slots } => {
+                for s in slots.iter() {
+                    self.owned.insert(s);
+                }
+            }
+            GroupRecord::BeginSend { id, slots, to } => {
+                self.beginning.remove(id);
+                if !self.sent.contains(id) && !self.sending.contains_key(id) {
+                    self.sending.insert(
+                        *id,
+                        Sending {
+                            slots: slots.clone(),
+                            to: *to,
+                            attempt: 0,
+                            frozen: false,
+                            freezing: false,
+                            chunks: Vec::new(),
+                            acked: 0,
+                            dirty: BTreeSet::new(),
+                            ending: false,
+                        },
+                    );
+                }
+            }
+            GroupRecord::Restream { id, attempt } => {
+                if let Some(s) = self.sending.get_mut(id) {
+                    s.attempt = s.attempt.max(*attempt);
+                    s.chunks.clear();
+                }
+            }
+            GroupRecord::Freeze { id } => {
+                if let Some(s) = self.sending.get_mut(id) {
+                    s.frozen = true;
+                }
+            }
+            GroupRecord::EndSend { id } => {
+                if let Some(s) = self.sending.remove(id) {
+                    for slot in s.slots.iter() {
+                        self.owned.remove(slot);
+                        self.moved_to.insert(slot, s.to);
+                    }
+                    self.data.retain(|k, _| !s.slots.contains(key_slot(k)));
+                }
+                self.sent.insert(*id);
+            }
+            GroupRecord::BeginRecv { id, slots, from } => {
+                self.beginning.remove(id);
+                if !self.received.contains(id) && !self.receiving.contains_key(id) {
+                    self.receiving.insert(
+                        *id,
+                        Receiving {
+                            slots: slots.clone(),
+                            from: *from,
+                            attempt: 0,
+                            next_seq: 0,
+                            last_logged: false,
+                            appending: false,
+                        },
+                    );
+                }
+            }
+            GroupRecord::RecvReset { id, attempt } => {
+                if let Some(r) = self.receiving.get_mut(id) {
+                    r.attempt = *attempt;
+                    r.next_seq = 0;
+                    r.last_logged = false;
+                    r.appending = false;
+                    let slots = r.slots.clone();
+                    self.data.retain(|k, _| !slots.contains(key_slot(k)));
+                }
+            }
+            GroupRecord::Chunk {
+                id,
+                attempt,
+                seq,
+                entries,
+                last,
+            } => {
+                let Some(r) = self.receiving.get_mut(id) else {
+                    return;
+                };
+                r.appending = false;
+                if *attempt != r.attempt || *seq != r.next_seq {
+                    return; // a duplicate: already applied
+                }
+                r.next_seq += 1;
+                r.last_logged = *last;
+                for (k, v) in entries {
+                    match v {
+                        Some(v) => self.data.insert(k.clone(), v.clone()),
+                        None => self.data.remove(k),
+                    };
+                }
+            }
+            GroupRecord::EndRecv { id } => {
+                if let Some(r) = self.receiving.remove(id) {
+                    for s in r.slots.iter() {
+                        self.owned.insert(s);
+                        self.moved_to.remove(&s);
+                    }
+                    self.received_from.insert(*id, r.from);
+                }
+                self.received.insert(*id);
+            }
+        }
+    }
+
+    /// A record this group appended has committed.
+    pub fn committed(&mut self, r: &GroupRecord) {
+        self.apply(r);
+        match r {
+            // Each is committed once (an append lost to a failover never commits).
+            GroupRecord::BeginSend { id, .. } | GroupRecord::Restream { id, .. } => {
+                self.start_attempt(*id);
+            }
+            GroupRecord::Freeze { id } => {
+                if let Some(s) = self.sending.get_mut(id) {
+                    // The last chunk: everything written since the snapshot.
+                    let entries = std::mem::take(&mut s.dirty)
+                        .into_iter()
+                        .map(|k| {
+                            let v = self.data.get(&k).cloned();
+                            (k, v)
+                        })
+                        .collect();
+                    s.chunks.push((entries, true));
+                    self.send_chunks(*id);
+                }
+            }
+            GroupRecord::EndSend { id } => {
+                self.out.push(Action::Send(
+                    Node::Config,
+                    Message::SendStatus {
+                        id: *id,
+                        ended: true,
+                    },
+                ));
+            }
+            GroupRecord::Chunk { id, last, .. } => {
+                if *last && !self.mistakes.target_serves_before_endrecv {
+                    self.seal(*id);
+                }
+                self.ack(*id);
+            }
+            GroupRecord::EndRecv { id } => self.sealed(*id),
+            _ => {}
+        }
+    }
+
+    /// Appends `EndRecv` for a move whose last chunk is logged.
+    fn seal(&mut self, id: MoveId) {
+        if let Some(r) = self.receiving.get_mut(&id) {
+            if r.last_logged && !r.appending {
+                r.appending = true;
+                self.append(GroupRecord::EndRecv { id });
+            }
+        }
+    }
+
+    /// Tells the source and the configuration group that move `id` is sealed here.
+    fn sealed(&mut self, id: MoveId) {
+        if let Some(&from) = self.received_from.get(&id) {
+            self.out.push(Action::Send(
+                Node::Group(from),
+                Message::ChunkAck {
+                    id,
+                    attempt: 0,
+                    next_seq: 0,
+                    sealed: true,
+                },
+            ));
+        }
+        self.out.push(Action::Send(
+            Node::Config,
+            Message::RecvStatus { id, sealed: true },
+        ));
+    }
+
+    /// A fresh snapshot of the slots for the current attempt (all of them if frozen).
+    fn start_attempt(&mut self, id: MoveId) {
+        let Some(s) = self.sending.get_mut(&id) else {
+            return;
+        };
+        let snapshot: Entries = self
+            .data
+            .iter()
+            .filter(|(k, _)| s.slots.contains(key_slot(k)))
+            .map(|(k, v)| (k.clone(), Some(v.clone())))
+            .collect();
+        s.chunks = snapshot
+            .chunks(CHUNK_ENTRIES)
+            .map(|c| (c.to_vec(), false))
+            .collect();
+        if s.frozen {
+            s.chunks.push((Vec::new(), true));
+        }
+        s.acked = 0;
+        s.dirty.clear();
+        self.send_chunks(id);
+        self.freeze_if_streamed(id);
+    }
+
+    /// Once the target holds the whole snapshot (at once, for slots without data), the
+    /// source freezes the slots to send what changed since.
+    fn freeze_if_streamed(&mut self, id: MoveId) {
+        let Some(s) = self.sending.get_mut(&id) else {
+            return;
+        };
+        if s.acked as usize == s.chunks.len() && !s.frozen && !s.freezing {
+            s.freezing = true;
+            self.append(GroupRecord::Freeze { id });
+        }
+    }
+
+    /// (Re)sends the chunks the target has not acknowledged; once it has them all, the last
+    /// one again, as a probe its seal answers (that answer may have been lost).
+    fn send_chunks(&mut self, id: MoveId) {
+        let Some(s) = self.sending.get(&id) else {
+            return;
+        };
+        let from = if s.frozen && s.acked as usize == s.chunks.len() {
+            s.chunks.len().saturating_sub(1)
+        } else {
+            s.acked as usize
+        };
+        for (seq, (entries, last)) in s.chunks.iter().enumerate().skip(from) {
+            self.out.push(Action::Send(
+                Node::Group(s.to),
+                Message::Chunk {
+                    id,
+                    attempt: s.attempt,
+                    seq: seq as u32,
+                    entries: entries.clone(),
+                    last: *last,
+                },
+            ));
+        }
+    }
+
+    fn ack(&mut self, id: MoveId) {
+        let (to, msg) = if let Some(r) = self.receiving.get(&id) {
+            (
+                r.from,
+                Message::ChunkAck {
+                    id,
+                    attempt: r.attempt,
+                    next_seq: r.next_seq,
+                    sealed: false,
+                },
+            )
+        } else {
+            return;
+        };
+        self.out.push(Action::Send(Node::Group(to), msg));
+    }
+
+    pub fn tick(&mut self) {
+        let ids: Vec<MoveId> = self.sending.keys().copied().collect();
+        for id in ids {
+            self.send_chunks(id);
+        }
+    }
+
+    pub fn on_message(&mut self, from: Node, msg: &Message) {
+        match msg {
+            Message::BeginSend { id, slots, to } => {
+                if self.sent.contains(id) || self.sending.contains_key(id) {
+                    let ended = self.sent.contains(id);
+                    self.out
+                        .push(Action::Send(from, Message::SendStatus { id: *id, ended }));
+                } else if self.beginning.insert(*id) {
+                    self.append(GroupRecord::BeginSend {
+                        id: *id,
+                        slots: slots.clone(),
+                        to: *to,
+                    });
+                }
+            }
+            Message::BeginRecv {
+                id,
+                slots,
+                from: src,
+            } => {
+                if self.received.contains(id) || self.receiving.contains_key(id) {
+                    let sealed = self.received.contains(id);
+                    self.out
+                        .push(Action::Send(from, Message::RecvStatus { id: *id, sealed }));
+                } else if self.beginning.insert(*id) {
+                    self.append(GroupRecord::BeginRecv {
+                        id: *id,
+                        slots: slots.clone(),
+                        from: *src,
+                    });
+                }
+            }
+            Message::Chunk {
+                id,
+                attempt,
+                seq,
+                entries,
+                last,
+            } => self.on_chunk(*id, *attempt, *seq, entries, *last),
+            Message::ChunkAck {
+                id,
+                attempt,
+                next_seq,
+                sealed,
+            } => self.on_chunk_ack(*id, *attempt, *next_seq, *sealed),
+            Message::SendStatus { .. } | Message::RecvStatus { .. } => {}
+        }
+    }
+
+    fn on_chunk(
+        &mut self,
+        id: MoveId,
+        attempt: u32,
+        seq: u32,
+        entries: &[(Key, Option<Value>)],
+        last: bool,
+    ) {
+        if self.received.contains(&id) {
+            // Sealed: say so again, so the source can end (the first answer may be lost).
+            self.sealed(id);
+            return;
+        }
+        let Some(r) = self.receiving.get_mut(&id) else {
+            return; // BeginRecv not logged yet: the source sends again
+        };
+        if r.appending || attempt < r.attempt {
+            return;
+        }
+        if r.last_logged {
+            // Everything is logged; `EndRecv` was lost to a failover: seal again.
+            self.seal(id);
+            return;
+        }
+        if attempt > r.attempt {
+            r.appending = true;
+            self.append(GroupRecord::RecvReset { id, attempt });
+            return; // the chunk comes again
+        }
+        if seq != r.next_seq {
+            self.ack(id);
+            return;
+        }
+        r.appending = true;
+        let (from, slots) = (r.from, r.slots.clone());
+        self.append(GroupRecord::Chunk {
+            id,
+            attempt,
+            seq,
+            entries: entries.to_vec(),
+            last,
+        });
+        if last && self.mistakes.target_serves_before_endrecv {
+            // The mistake: serve at once and tell the source it may end, before the last
+            // chunk and `EndRecv` commit.
+            if let Some(r) = self.receiving.get_mut(&id) {
+                r.last_logged = true;
+            }
+            self.append(GroupRecord::EndRecv { id });
+            for s in slots.iter() {
+                self.owned.insert(s);
+            }
+            self.out.push(Action::Send(
+                Node::Group(from),
+                Message::ChunkAck {
+                    id,
+                    attempt,
+                    next_seq: seq + 1,
+                    sealed: true,
+                },
+            ));
+        }
+    }
+
+    fn on_chunk_ack(&mut self, id: MoveId, attempt: u32, next_seq: u32, sealed: bool) {
+        let Some(s) = self.sending.get_mut(&id) else {
+            return;
+        };
+        if sealed {
+            if !s.ending {
+                s.ending = true;
+                self.append(GroupRecord::EndSend { id });
+            }
+            return;
+        }
+        if attempt != s.attempt {
+            return;
+        }
+        s.acked = s.acked.max(next_seq);
+        self.freeze_if_streamed(id);
+    }
+
+    /// The group's moves in progress, for a stuck run's report.
+    pub fn describe(&self) -> String {
+        let mut out = format!("group {}: ", self.id);
+        for (id, s) in &self.sending {
+            out += &format!(
+                "sending {id} to {} attempt {} frozen={} freezing={} ending={} chunks={} acked={}; ",
+                s.to, s.attempt, s.frozen, s.freezing, s.ending, s.chunks.len(), s.acked
+            );
+        }
+        for (id, r) in &self.receiving {
+            out += &format!(
+                "receiving {id} from {} attempt {} next={} appending={}; ",
+                r.from, r.attempt, r.next_seq, r.appending
+            );
+        }
+        out += &format!("sent {:?} received {:?}", self.sent, self.received);
+        out
+    }
+
+    pub fn drain(&mut self) -> Vec<Action<GroupRecord>> {
+        std::mem::take(&mut self.out)
+    }
+}

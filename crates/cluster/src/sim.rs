@@ -1,0 +1,775 @@
+//! A deterministic simulator of slot moves: several data groups, the configuration group and
+//! clients that follow redirects, driven by one seeded random stream (TigerBeetle's VOPR
+//! style: one seed, one run, replayable).
+//!
+//! Faults, until `faults_until`: messages between groups are lost, duplicated and delayed
+//! (so reordered); a group fails over (what it appended but had not committed is lost) or
+//! crashes whole (its log loses the lazy records after its last synchronous one); the
+//! configuration group fails over; every group crashes at once. Moves of random slot sets
+//! between random groups run throughout.
+//!
+//! Checked after every event and at the end:
+//! - **exclusive service**: no slot is served by two groups at once;
+//! - **nothing acknowledged lost**: every read of a key returns its newest acknowledged
+//!   write or a later one, unless a total crash of the group that held that write dropped
+//!   it from the log's lazy suffix (then an older value is allowed);
+//! - **progress**: once faults stop, every move finishes and every client operation
+//!   completes within a bounded time.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+
+use crate::lazen::{
+    Action, Config, ConfigRecord, Group, GroupId, GroupRecord, Message, Mistakes, Node, Reply,
+    Request,
+};
+use crate::slot::{key_slot, Slot, SlotSet, SLOTS};
+
+/// What one run does.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub seed: u64,
+    pub groups: u16,
+    pub clients: usize,
+    /// Keys per client (each client owns its keys: one operation per key at a time).
+    pub keys_per_client: usize,
+    /// Operations per client.
+    pub ops_per_client: usize,
+    /// Faults happen before this virtual time (ms); afterwards the run must settle.
+    pub faults_until: u64,
+    pub mistakes: Mistakes,
+}
+
+impl SimOptions {
+    pub fn new(seed: u64) -> SimOptions {
+        SimOptions {
+            seed,
+            groups: 3,
+            clients: 4,
+            keys_per_client: 4,
+            ops_per_client: 80,
+            faults_until: 2_000,
+            mistakes: Mistakes::default(),
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default)]
+pub struct SimStats {
+    pub moves_started: u64,
+    pub moves_done: u64,
+    pub ops_done: u64,
+    pub writes_acked: u64,
+    pub writes_lost_to_total_crashes: u64,
+    pub redirects: u64,
+    pub try_agains: u64,
+    pub failovers: u64,
+    pub total_crashes: u64,
+    pub end_time_ms: u64,
+}
+
+/// A broken invariant, with the virtual time it was seen at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub at_ms: u64,
+    pub what: String,
+}
+
+/// After faults stop, everything must settle within this much virtual time.
+const SETTLE_MS: u64 = 20_000;
+const TICK_MS: u64 = 10;
+
+#[derive(Debug)]
+enum Event {
+    Deliver {
+        to: Node,
+        from: Node,
+        msg: Message,
+    },
+    GroupCommit {
+        group: GroupId,
+        life: u64,
+        record: GroupRecord,
+    },
+    ConfigCommit {
+        life: u64,
+        record: ConfigRecord,
+    },
+    Tick(Node),
+    Client(usize),
+    Fault,
+    StartMove,
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn chance(&mut self, per_mille: u64) -> bool {
+        self.below(1000) < per_mille
+    }
+}
+
+struct SimGroup {
+    node: Group,
+    /// The committed log, each record with whether it was synchronous.
+    log: Vec<(GroupRecord, bool)>,
+    /// Bumped by every failover: commits scheduled by an earlier life are dropped.
+    life: u64,
+    /// When the last scheduled commit lands (commits land in append order).
+    commit_at: u64,
+}
+
+/// Per key: the writes (tag → acknowledged?) and which acknowledged ones a total crash may
+/// have dropped.
+#[derive(Default)]
+struct KeyModel {
+    issued: BTreeSet<u64>,
+    acked: BTreeSet<u64>,
+    lost: BTreeSet<u64>,
+}
+
+impl KeyModel {
+    /// The newest write a read must see (0: none).
+    fn floor(&self) -> u64 {
+        self.acked
+            .iter()
+            .rev()
+            .find(|t| !self.lost.contains(t))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Waiting {
+    /// Ready to send the next operation.
+    Idle,
+    /// A write appended at `group`, waiting for its commit.
+    Commit { group: GroupId, tag: u64 },
+}
+
+struct Client {
+    keys: Vec<Vec<u8>>,
+    map: Vec<Option<GroupId>>,
+    ops_left: usize,
+    /// The current operation and how often it has been retried.
+    op: Option<(Request, u32)>,
+    asking: Option<GroupId>,
+    waiting: Waiting,
+}
+
+/// Retries of one operation before a client gives up (counted against progress once
+/// faults have stopped).
+const RETRIES_MAX: u32 = 5_000;
+
+pub struct Sim {
+    opts: SimOptions,
+    rng: Rng,
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    events: BTreeMap<usize, Event>,
+    next_event: usize,
+    config: Config,
+    config_log: Vec<ConfigRecord>,
+    config_life: u64,
+    groups: Vec<SimGroup>,
+    clients: Vec<Client>,
+    keys: BTreeMap<Vec<u8>, KeyModel>,
+    /// The slots the keys live in (the only ones moves touch and checks look at).
+    slots: Vec<Slot>,
+    next_tag: u64,
+    pub stats: SimStats,
+    violation: Option<Violation>,
+}
+
+impl Sim {
+    pub fn new(opts: SimOptions) -> Sim {
+        let mut rng = Rng(opts.seed);
+        // Sixteen slots of interest, by hash tag; every key carries one.
+        let tags: Vec<String> = (0..16).map(|i| format!("t{i}")).collect();
+        let slots: Vec<Slot> = {
+            let mut s: Vec<Slot> = tags.iter().map(|t| key_slot(t.as_bytes())).collect();
+            s.sort_unstable();
+            s.dedup();
+            s
+        };
+        let mut clients = Vec::new();
+        let mut keys = BTreeMap::new();
+        for c in 0..opts.clients {
+            let ks: Vec<Vec<u8>> = (0..opts.keys_per_client)
+                .map(|j| {
+                    let tag = &tags[rng.below(tags.len() as u64) as usize];
+                    format!("{{{tag}}}c{c}k{j}").into_bytes()
+                })
+                .collect();
+            for k in &ks {
+                keys.insert(k.clone(), KeyModel::default());
+            }
+            clients.push(Client {
+                keys: ks,
+                map: vec![None; SLOTS],
+                ops_left: opts.ops_per_client,
+                op: None,
+                asking: None,
+                waiting: Waiting::Idle,
+            });
+        }
+        // Bootstrap: slots spread round-robin over the groups, all of SLOTS assigned.
+        let mut config_log = Vec::new();
+        let mut group_slots = vec![SlotSet::default(); usize::from(opts.groups)];
+        for s in 0..SLOTS as Slot {
+            group_slots[usize::from(s) % usize::from(opts.groups)].insert(s);
+        }
+        let mut groups = Vec::new();
+        for (g, slots) in group_slots.into_iter().enumerate() {
+            let g = g as GroupId;
+            config_log.push(ConfigRecord::Assign {
+                slots: slots.clone(),
+                group: g,
+            });
+            let log = vec![(GroupRecord::Own { slots }, true)];
+            let records: Vec<GroupRecord> = log.iter().map(|(r, _)| r.clone()).collect();
+            groups.push(SimGroup {
+                node: Group::recover(g, opts.mistakes, &records),
+                log,
+                life: 0,
+                commit_at: 0,
+            });
+        }
+        let config = Config::recover(&config_log);
+        let mut sim = Sim {
+            rng,
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            events: BTreeMap::new(),
+            next_event: 0,
+            config,
+            config_log,
+            config_life: 0,
+            groups,
+            clients,
+            keys,
+            slots,
+            next_tag: 1,
+            stats: SimStats::default(),
+            violation: None,
+            opts,
+        };
+        for g in 0..sim.opts.groups {
+            sim.schedule(TICK_MS, Event::Tick(Node::Group(g)));
+        }
+        sim.schedule(TICK_MS, Event::Tick(Node::Config));
+        for c in 0..sim.clients.len() {
+            sim.schedule(1 + c as u64, Event::Client(c));
+        }
+        sim.schedule(50, Event::Fault);
+        sim.schedule(20, Event::StartMove);
+        sim
+    }
+
+    fn schedule(&mut self, delay: u64, e: Event) {
+        let id = self.next_event;
+        self.next_event += 1;
+        self.seq += 1;
+        self.events.insert(id, e);
+        self.queue.push(Reverse((self.now + delay, self.seq, id)));
+    }
+
+    fn faulty(&self) -> bool {
+        self.now < self.opts.faults_until
+    }
+
+    fn fail(&mut self, what: String) {
+        if self.violation.is_none() {
+            self.violation = Some(Violation {
+                at_ms: self.now,
+                what,
+            });
+        }
+    }
+
+    /// Runs to the end: `Ok` with the statistics, or the first violation.
+    pub fn run(mut self) -> Result<SimStats, Violation> {
+        let deadline = self.opts.faults_until + SETTLE_MS;
+        while let Some(Reverse((at, _, id))) = self.queue.pop() {
+            self.now = at;
+            let e = self.events.remove(&id).expect("scheduled");
+            self.step(e);
+            if self.violation.is_none() {
+                self.check_exclusive();
+            }
+            if let Some(v) = self.violation.take() {
+                return Err(v);
+            }
+            if self.finished() {
+                break;
+            }
+            if self.now > deadline {
+                let clients: Vec<usize> = self.clients.iter().map(|c| c.ops_left).collect();
+                let groups: Vec<String> = self.groups.iter().map(|g| g.node.describe()).collect();
+                return Err(Violation {
+                    at_ms: self.now,
+                    what: format!(
+                        "no progress {SETTLE_MS} ms after faults stopped: {} moves in flight, \
+                         operations left per client {clients:?}; {}; {}",
+                        self.config.moves_in_flight(),
+                        self.config.describe(),
+                        groups.join("; ")
+                    ),
+                });
+            }
+        }
+        self.check_final();
+        if let Some(v) = self.violation.take() {
+            return Err(v);
+        }
+        self.stats.end_time_ms = self.now;
+        Ok(self.stats)
+    }
+
+    fn finished(&self) -> bool {
+        !self.faulty()
+            && self.config.moves_in_flight() == 0
+            && self
+                .clients
+                .iter()
+                .all(|c| c.ops_left == 0 && c.op.is_none())
+    }
+
+    fn step(&mut self, e: Event) {
+        match e {
+            Event::Deliver { to, from, msg } => match to {
+                Node::Config => {
+                    self.config.on_message(&msg);
+                    self.flush_config();
+                }
+                Node::Group(g) => {
+                    self.groups[usize::from(g)].node.on_message(from, &msg);
+                    self.flush_group(g);
+                }
+            },
+            Event::GroupCommit {
+                group,
+                life,
+                record,
+            } => {
+                let sg = &mut self.groups[usize::from(group)];
+                if sg.life != life {
+                    return; // appended by a life that failed over
+                }
+                let sync = record.synchronous(self.opts.mistakes.lazy_transfers);
+                sg.log.push((record.clone(), sync));
+                sg.node.committed(&record);
+                if let GroupRecord::Put { key, tag, .. } = &record {
+                    self.acked(group, key.clone(), *tag);
+                }
+                self.flush_group(group);
+            }
+            Event::ConfigCommit { life, record } => {
+                if self.config_life != life {
+                    return;
+                }
+                self.config_log.push(record.clone());
+                self.config.committed(&record);
+                if let ConfigRecord::Done { .. } = record {
+                    self.stats.moves_done += 1;
+                }
+                self.flush_config();
+            }
+            Event::Tick(node) => {
+                match node {
+                    Node::Config => {
+                        self.config.tick();
+                        self.flush_config();
+                    }
+                    Node::Group(g) => {
+                        self.groups[usize::from(g)].node.tick();
+                        self.flush_group(g);
+                    }
+                }
+                self.schedule(TICK_MS, Event::Tick(node));
+            }
+            Event::Client(c) => self.client_step(c),
+            Event::Fault => {
+                if self.faulty() {
+                    self.fault();
+                    let next = 20 + self.rng.below(200);
+                    self.schedule(next, Event::Fault);
+                }
+            }
+            Event::StartMove => {
+                self.start_move();
+                if self.faulty() {
+                    let next = 30 + self.rng.below(150);
+                    self.schedule(next, Event::StartMove);
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, from: Node, to: Node, msg: Message) {
+        let faulty = self.faulty();
+        if faulty && self.rng.chance(50) {
+            return; // lost
+        }
+        let copies = if faulty && self.rng.chance(30) { 2 } else { 1 };
+        for _ in 0..copies {
+            let delay = 1 + self.rng.below(if faulty { 20 } else { 3 });
+            self.schedule(
+                delay,
+                Event::Deliver {
+                    to,
+                    from,
+                    msg: msg.clone(),
+                },
+            );
+        }
+    }
+
+    fn flush_group(&mut self, g: GroupId) {
+        for a in self.groups[usize::from(g)].node.drain() {
+            match a {
+                Action::Append(record) => {
+                    let delay = 1 + self.rng.below(4);
+                    let sg = &mut self.groups[usize::from(g)];
+                    let at = (self.now + delay).max(sg.commit_at);
+                    sg.commit_at = at;
+                    let life = sg.life;
+                    self.schedule(
+                        at - self.now,
+                        Event::GroupCommit {
+                            group: g,
+                            life,
+                            record,
+                        },
+                    );
+                }
+                Action::Send(to, msg) => self.send(Node::Group(g), to, msg),
+            }
+        }
+    }
+
+    fn flush_config(&mut self) {
+        for a in self.config.drain() {
+            match a {
+                Action::Append(record) => {
+                    let delay = 1 + self.rng.below(4);
+                    let life = self.config_life;
+                    self.schedule(delay, Event::ConfigCommit { life, record });
+                }
+                Action::Send(to, msg) => self.send(Node::Config, to, msg),
+            }
+        }
+    }
+
+    fn start_move(&mut self) {
+        // A random subset of one group's slots of interest, to another group.
+        let from = self.rng.below(u64::from(self.opts.groups)) as GroupId;
+        let mut slots = SlotSet::default();
+        for &s in &self.slots {
+            if self.config.owner(s) == Some(from) && self.rng.chance(500) {
+                slots.insert(s);
+            }
+        }
+        if slots.is_empty() {
+            return;
+        }
+        let to = (from + 1 + self.rng.below(u64::from(self.opts.groups) - 1) as GroupId)
+            % self.opts.groups;
+        if self.config.start_move(slots, to).is_ok() {
+            self.stats.moves_started += 1;
+        }
+        self.flush_config();
+    }
+
+    fn fault(&mut self) {
+        let groups = u64::from(self.opts.groups);
+        match self.rng.below(100) {
+            0..=34 => {
+                let g = self.rng.below(groups) as GroupId;
+                self.restart_group(g, false);
+            }
+            35..=54 => {
+                let g = self.rng.below(groups) as GroupId;
+                self.restart_group(g, true);
+            }
+            55..=69 => {
+                // The configuration group fails over: uncommitted appends are lost.
+                self.config_life += 1;
+                self.config = Config::recover(&self.config_log);
+            }
+            70..=72 => {
+                for g in 0..self.opts.groups {
+                    self.restart_group(g, true);
+                }
+            }
+            _ => {} // a quiet spell
+        }
+    }
+
+    /// A failover (`total`: every replica of the group crashed; the lazy records after the
+    /// last synchronous one are lost).
+    fn restart_group(&mut self, g: GroupId, total: bool) {
+        let sg = &mut self.groups[usize::from(g)];
+        sg.life += 1;
+        sg.commit_at = self.now;
+        let mut dropped = Vec::new();
+        if total {
+            self.stats.total_crashes += 1;
+            let keep = sg
+                .log
+                .iter()
+                .rposition(|(_, sync)| *sync)
+                .map_or(0, |i| i + 1);
+            dropped = sg.log.split_off(keep);
+        } else {
+            self.stats.failovers += 1;
+        }
+        let records: Vec<GroupRecord> = sg.log.iter().map(|(r, _)| r.clone()).collect();
+        sg.node = Group::recover(g, self.opts.mistakes, &records);
+        for (r, _) in dropped {
+            if let GroupRecord::Put { key, tag, .. } = r {
+                let m = self.keys.get_mut(&key).expect("a known key");
+                if m.acked.contains(&tag) {
+                    self.stats.writes_lost_to_total_crashes += 1;
+                }
+                m.lost.insert(tag);
+            }
+        }
+        // Writes waiting for a commit at this group will not get one: the client cannot
+        // know whether they took effect (indeterminate), and moves on.
+        for c in 0..self.clients.len() {
+            if let Waiting::Commit { group, .. } = self.clients[c].waiting {
+                if group == g {
+                    self.clients[c].waiting = Waiting::Idle;
+                    self.clients[c].op = None;
+                    self.clients[c].ops_left -= 1;
+                    self.schedule(1, Event::Client(c));
+                }
+            }
+        }
+        self.flush_group(g);
+    }
+
+    fn acked(&mut self, group: GroupId, key: Vec<u8>, tag: u64) {
+        self.stats.writes_acked += 1;
+        self.keys
+            .get_mut(&key)
+            .expect("a known key")
+            .acked
+            .insert(tag);
+        for c in 0..self.clients.len() {
+            if let Waiting::Commit { group: g, tag: t } = self.clients[c].waiting {
+                if g == group && t == tag {
+                    self.clients[c].waiting = Waiting::Idle;
+                    self.clients[c].op = None;
+                    self.clients[c].ops_left -= 1;
+                    self.stats.ops_done += 1;
+                    self.schedule(1, Event::Client(c));
+                }
+            }
+        }
+    }
+
+    fn client_step(&mut self, c: usize) {
+        if !matches!(self.clients[c].waiting, Waiting::Idle) {
+            return;
+        }
+        if self.clients[c].op.is_none() {
+            if self.clients[c].ops_left == 0 {
+                return;
+            }
+            let key = {
+                let cl = &self.clients[c];
+                cl.keys[self.rng.below(cl.keys.len() as u64) as usize].clone()
+            };
+            let req = if self.rng.chance(600) {
+                let tag = self.next_tag;
+                self.next_tag += 1;
+                self.keys.get_mut(&key).expect("known").issued.insert(tag);
+                Request::Put {
+                    key,
+                    value: Some(tag.to_string().into_bytes()),
+                    tag,
+                }
+            } else {
+                Request::Get(key)
+            };
+            self.clients[c].op = Some((req, 0));
+            self.clients[c].asking = None;
+        }
+        let (req, tries) = self.clients[c].op.clone().expect("an operation");
+        if tries > RETRIES_MAX {
+            if !self.faulty() {
+                self.fail(format!("client {c} gave up on {req:?} after {tries} tries"));
+            }
+            self.clients[c].op = None;
+            self.clients[c].ops_left -= 1;
+            self.schedule(1, Event::Client(c));
+            return;
+        }
+        let key = match &req {
+            Request::Get(k) | Request::Put { key: k, .. } => k.clone(),
+        };
+        let slot = key_slot(&key);
+        let target = match self.clients[c].asking.take() {
+            Some(g) => Some((g, true)),
+            None => {
+                if self.clients[c].map[usize::from(slot)].is_none() {
+                    self.refresh_map(c);
+                }
+                self.clients[c].map[usize::from(slot)].map(|g| (g, false))
+            }
+        };
+        let Some((g, asking)) = target else {
+            self.retry(c, 5);
+            return;
+        };
+        let reply = self.groups[usize::from(g)].node.request(&req, asking);
+        self.flush_group(g);
+        match reply {
+            Reply::Value(v) => {
+                self.check_read(&key, v.as_deref(), g);
+                self.clients[c].op = None;
+                self.clients[c].ops_left -= 1;
+                self.stats.ops_done += 1;
+                self.schedule(1, Event::Client(c));
+            }
+            Reply::Appended => {
+                let Request::Put { tag, .. } = req else {
+                    unreachable!("only writes are appended")
+                };
+                self.clients[c].waiting = Waiting::Commit { group: g, tag };
+            }
+            Reply::Moved(to) => {
+                self.stats.redirects += 1;
+                self.clients[c].map[usize::from(slot)] = Some(to);
+                self.retry(c, 1);
+            }
+            Reply::Ask(to) => {
+                self.stats.redirects += 1;
+                self.clients[c].asking = Some(to);
+                self.retry(c, 1);
+            }
+            Reply::TryAgain => {
+                self.stats.try_agains += 1;
+                self.refresh_map(c);
+                self.retry(c, 5);
+            }
+        }
+    }
+
+    fn retry(&mut self, c: usize, delay: u64) {
+        if let Some((_, tries)) = &mut self.clients[c].op {
+            *tries += 1;
+        }
+        self.schedule(delay, Event::Client(c));
+    }
+
+    /// The client asks for the slot map (as CLUSTER SLOTS), served by the configuration
+    /// group's committed state.
+    fn refresh_map(&mut self, c: usize) {
+        for s in 0..SLOTS as Slot {
+            self.clients[c].map[usize::from(s)] = self.config.owner(s);
+        }
+    }
+
+    fn check_read(&mut self, key: &[u8], value: Option<&[u8]>, group: GroupId) {
+        let seen: u64 = match value {
+            None => 0,
+            Some(v) => match std::str::from_utf8(v).ok().and_then(|t| t.parse().ok()) {
+                Some(t) => t,
+                None => {
+                    self.fail(format!("key {:?} holds a value never written", lossy(key)));
+                    return;
+                }
+            },
+        };
+        let m = &self.keys[key];
+        let floor = m.floor();
+        let known = seen == 0 || m.issued.contains(&seen);
+        if !known || seen < floor {
+            let what = format!(
+                "group {group} answered {} for key {:?}, whose newest acknowledged write not \
+                 dropped by a total crash is {floor}",
+                seen,
+                lossy(key)
+            );
+            self.fail(what);
+        }
+    }
+
+    fn check_exclusive(&mut self) {
+        for i in 0..self.slots.len() {
+            let slot = self.slots[i];
+            let serving: Vec<GroupId> = self
+                .groups
+                .iter()
+                .filter(|g| g.node.serves(slot))
+                .map(|g| g.node.id())
+                .collect();
+            if serving.len() > 1 {
+                self.fail(format!("slot {slot} served by groups {serving:?} at once"));
+                return;
+            }
+        }
+    }
+
+    /// Once settled: every key is served by the group the map names, with a value a read
+    /// may return.
+    fn check_final(&mut self) {
+        let keys: Vec<Vec<u8>> = self.keys.keys().cloned().collect();
+        for key in keys {
+            let slot = key_slot(&key);
+            let Some(owner) = self.config.owner(slot) else {
+                self.fail(format!("slot {slot} has no owner"));
+                return;
+            };
+            let g = &self.groups[usize::from(owner)].node;
+            if !g.serves(slot) {
+                self.fail(format!("slot {slot}'s owner {owner} does not serve it"));
+                return;
+            }
+            let v = g.peek(&key).cloned();
+            self.check_read(&key, v.as_deref(), owner);
+        }
+    }
+}
+
+fn lossy(key: &[u8]) -> String {
+    String::from_utf8_lossy(key).into_owned()
+}
+
+/// Runs `seeds` seeds from `first`; the first violation, with its seed, if any.
+pub fn run_seeds(first: u64, seeds: u64, mistakes: Mistakes) -> Result<SimStats, (u64, Violation)> {
+    let mut total = SimStats::default();
+    for seed in first..first + seeds {
+        let mut opts = SimOptions::new(seed);
+        opts.mistakes = mistakes;
+        let s = Sim::new(opts).run().map_err(|v| (seed, v))?;
+        total.moves_started += s.moves_started;
+        total.moves_done += s.moves_done;
+        total.ops_done += s.ops_done;
+        total.writes_acked += s.writes_acked;
+        total.writes_lost_to_total_crashes += s.writes_lost_to_total_crashes;
+        total.redirects += s.redirects;
+        total.try_agains += s.try_agains;
+        total.failovers += s.failovers;
+        total.total_crashes += s.total_crashes;
+        total.end_time_ms = total.end_time_ms.max(s.end_time_ms);
+    }
+    Ok(total)
+}

@@ -1,0 +1,157 @@
+//! `verso sim cluster`: the slot-move simulator (`verso_cluster::sim`) over many seeds, on
+//! every core, with a progress line.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use clap::Args;
+use verso_cluster::lazen::Mistakes;
+use verso_cluster::sim::{Sim, SimOptions, SimStats, Violation};
+
+#[derive(Args, Debug)]
+pub struct ClusterSimArgs {
+    /// Seeds to run, starting at --seed.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    seeds: u64,
+    /// The first seed.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    seed: u64,
+    /// Data groups (2-16).
+    #[arg(long, default_value_t = 3)]
+    groups: u16,
+    /// Clients, each with one operation outstanding.
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// Operations per client.
+    #[arg(long, default_value_t = 80)]
+    ops: usize,
+    /// Worker threads. Default: the number of cores.
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Reintroduce a mistake (source-serves-when-frozen, target-serves-before-endrecv,
+    /// lazy-transfers), to see the checks catch it.
+    #[arg(long, hide = true)]
+    mistake: Option<String>,
+}
+
+pub fn run(args: &ClusterSimArgs) -> ExitCode {
+    if !(2..=16).contains(&args.groups) || args.seeds == 0 || args.clients == 0 {
+        eprintln!("error: --groups must be 2 to 16, --seeds and --clients at least 1");
+        return ExitCode::from(2);
+    }
+    let mut mistakes = Mistakes::default();
+    match args.mistake.as_deref() {
+        None => {}
+        Some("source-serves-when-frozen") => mistakes.source_serves_when_frozen = true,
+        Some("target-serves-before-endrecv") => mistakes.target_serves_before_endrecv = true,
+        Some("lazy-transfers") => mistakes.lazy_transfers = true,
+        Some(other) => {
+            eprintln!("error: unknown --mistake {other}");
+            return ExitCode::from(2);
+        }
+    }
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    println!(
+        "verso sim cluster: seeds {}..{}, {} groups, {} clients x {} ops",
+        args.seed,
+        args.seed + args.seeds,
+        args.groups,
+        args.clients,
+        args.ops
+    );
+    let next = AtomicU64::new(args.seed);
+    let end = args.seed + args.seeds;
+    let done = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let total = Mutex::new(SimStats::default());
+    let failure: Mutex<Option<(u64, Violation)>> = Mutex::new(None);
+    let began = Instant::now();
+    let tty = std::io::stderr().is_terminal();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let seed = next.fetch_add(1, Ordering::Relaxed);
+                    if seed >= end {
+                        break;
+                    }
+                    let mut opts = SimOptions::new(seed);
+                    opts.groups = args.groups;
+                    opts.clients = args.clients;
+                    opts.ops_per_client = args.ops;
+                    opts.mistakes = mistakes;
+                    match Sim::new(opts).run() {
+                        Ok(o) => {
+                            let mut t = total.lock().unwrap_or_else(|p| p.into_inner());
+                            t.moves_done += o.moves_done;
+                            t.ops_done += o.ops_done;
+                            t.writes_acked += o.writes_acked;
+                            t.writes_lost_to_total_crashes += o.writes_lost_to_total_crashes;
+                            t.redirects += o.redirects;
+                            t.try_agains += o.try_agains;
+                            t.failovers += o.failovers;
+                            t.total_crashes += o.total_crashes;
+                        }
+                        Err(v) => {
+                            stop.store(true, Ordering::Relaxed);
+                            let mut f = failure.lock().unwrap_or_else(|p| p.into_inner());
+                            if f.as_ref().is_none_or(|(s, _)| seed < *s) {
+                                *f = Some((seed, v));
+                            }
+                        }
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        let mut last = Instant::now();
+        while done.load(Ordering::Relaxed) < args.seeds && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            if last.elapsed().as_secs_f64() >= if tty { 0.2 } else { 5.0 } {
+                last = Instant::now();
+                let d = done.load(Ordering::Relaxed);
+                let rate = d as f64 / began.elapsed().as_secs_f64().max(1e-9);
+                let eta = (args.seeds - d.min(args.seeds)) as f64 / rate.max(1e-9);
+                let line = format!(
+                    "{d}/{} seeds  {rate:.0} seeds/s  eta {eta:.0} s",
+                    args.seeds
+                );
+                if tty {
+                    eprint!("\r{line}   ");
+                } else {
+                    eprintln!("{line}");
+                }
+            }
+        }
+        if tty {
+            eprint!("\r");
+        }
+    });
+    if let Some((seed, v)) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        eprintln!("FAILED seed {seed} at {} ms: {}", v.at_ms, v.what);
+        return ExitCode::FAILURE;
+    }
+    let t = total.into_inner().unwrap_or_else(|p| p.into_inner());
+    println!(
+        "passed {} seeds in {:.1} s: {} moves finished, {} operations ({} writes acknowledged, \
+         {} of them lost to total crashes of their group's lazy suffix), {} redirects, {} \
+         TRYAGAIN, {} failovers, {} total crashes of a group",
+        args.seeds,
+        began.elapsed().as_secs_f64(),
+        t.moves_done,
+        t.ops_done,
+        t.writes_acked,
+        t.writes_lost_to_total_crashes,
+        t.redirects,
+        t.try_agains,
+        t.failovers,
+        t.total_crashes
+    );
+    ExitCode::SUCCESS
+}
