@@ -189,6 +189,66 @@ mod tests {
         assert_eq!(hash_tag(b"{never"), b"{never");
     }
 
+    /// Redis 7.0.15's `CLUSTER KEYSLOT` for keys with braces in every position, NUL and 0xff
+    /// bytes (generated once from a cluster-enabled redis-server).
+    const REDIS_SLOTS: &[(&[u8], u16)] = &[
+        (b"{z:ab\x00", 6215),
+        (b"y\xff", 11313),
+        (b"\x00", 0),
+        (b"abzz", 8738),
+        (b"}b", 13025),
+        (b"za\xffb}::\xffa", 15011),
+        (b"\xffza}a\x00{xz{", 4690),
+        (b"b\xffx\x00:{b\xff\xff", 1007),
+        (b"}yb\x00b\xffa\xff}0:", 9058),
+        (b"zy0\xff0yx}{", 7624),
+        (b"}b\xffx\x000y0x\xffbb", 481),
+        (b"z{y{0za:b", 10146),
+        (b"\xffyyy\xff0\xff0b", 14271),
+        (b"x0", 14243),
+        (b":bax:\xff:0xz:y", 9974),
+        (b"0", 13907),
+        (b"{\xffb0a}", 1978),
+        (b"{}zz0", 1154),
+        (b"{0", 8944),
+        (b"\x00x{z\x00xz", 3412),
+        (b":z}{b{", 792),
+        (b"}:}", 7997),
+        (b"0", 13907),
+        (b"{xxa{z\x00y\xff\xff", 1292),
+        (b"{\x00\xff::a", 6432),
+        (b":\x00zzzzb0", 8474),
+        (b"za}b}0{by\xffa", 6094),
+        (b"a\xff", 9963),
+        (b"\x00by", 758),
+        (b"ab}\xffz{:xy\xff", 12852),
+        (b"0bb000", 12298),
+        (b"xb{byx0{", 11404),
+        (b"a}\x00y{\x00a\x00x", 6829),
+        (b"bx\x00y{y}\x00\x00\x00y", 12222),
+        (b"}\xff}}z}}\x000ya", 9593),
+        (b"x", 16287),
+        (b"x}\xffy0yyb", 13741),
+        (b"b}0}", 1100),
+        (b"}0\xff\xffa0", 3513),
+        (b"y:b:bz}0{z:", 2541),
+        (b"bz0zb{", 7908),
+        (b"{a{", 7966),
+        (b"0:{\xff\xff0:y{\x00", 15354),
+        (b"{aa:b\x00{z}", 9287),
+        (b"ax}x", 8021),
+        (b"}\xffyx\x00z{ay", 4950),
+        (b":\xff\x00z\x00{\x00{", 3836),
+        (b"\x00a0{\xffa{{{", 5047),
+    ];
+
+    #[test]
+    fn binary_and_brace_keys_match_redis_cluster() {
+        for &(key, slot) in REDIS_SLOTS {
+            assert_eq!(key_slot(key), slot, "{:?}", String::from_utf8_lossy(key));
+        }
+    }
+
     #[test]
     fn slot_sets_parse_and_list_runs() {
         let s = SlotSet::parse("0-5, 7,100-101").unwrap();
