@@ -68,6 +68,10 @@ pub struct Settings {
     pub cluster: Option<PathBuf>,
     /// This server's id in the cluster file.
     pub replica: Option<u8>,
+    /// Serve the slots this shards file gives `group` (with `group`).
+    pub shards: Option<PathBuf>,
+    /// This server's group in the shards file.
+    pub group: Option<u16>,
 }
 
 /// A replica's place in its group.
@@ -146,6 +150,8 @@ impl Settings {
             checkpoint_rate: over.checkpoint_rate.or(self.checkpoint_rate),
             recovery_truncate: over.recovery_truncate.or(self.recovery_truncate),
             cluster: over.cluster.or(self.cluster),
+            shards: over.shards.or(self.shards),
+            group: over.group.or(self.group),
             replica: over.replica.or(self.replica),
         }
     }
@@ -273,6 +279,18 @@ impl Settings {
             }
             None => (self.bind.unwrap_or(d.bind), port),
         };
+        let shards = match (&self.shards, self.group) {
+            (None, None) => None,
+            (Some(path), Some(group)) => Some(
+                crate::shards::ShardMap::load(path, group, std::net::SocketAddr::new(bind, port))
+                    .map_err(ConfigError::Invalid)?,
+            ),
+            _ => {
+                return Err(ConfigError::Invalid(
+                    "shards and group go together: --shards FILE --group ID".into(),
+                ))
+            }
+        };
         let cfg = ServerConfig {
             bind,
             port,
@@ -294,6 +312,7 @@ impl Settings {
             checkpoints,
             recovery_truncate: self.recovery_truncate.unwrap_or(false),
             cluster,
+            shards,
         };
         assert!(cfg.threads >= 1 && cfg.threads <= THREADS_MAX);
         assert!(cfg.limits.bulk_len_max > 0 && cfg.output_buffer_max > 0);

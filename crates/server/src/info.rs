@@ -15,6 +15,7 @@ pub const SECTIONS: &[&str] = &[
     "memory",
     "persistence",
     "replication",
+    "cluster",
     "keyspace",
 ];
 
@@ -160,6 +161,22 @@ fn section_text(shared: &Shared, name: &str, out: &mut String) {
             out.push_str("# Replication\r\n");
             for (key, value) in replication_lines(shared) {
                 let _ = write!(out, "{key}:{value}\r\n");
+            }
+        }
+        "cluster" => {
+            out.push_str("# Cluster\r\n");
+            let _ = write!(
+                out,
+                "cluster_enabled:{}\r\n",
+                u8::from(shared.shards.is_some())
+            );
+            if let Some(m) = &shared.shards {
+                let _ = write!(
+                    out,
+                    "verso_group:{}\r\nverso_slots_owned:{}\r\n",
+                    m.my_group().id,
+                    m.my_group().slots.len()
+                );
             }
         }
         "keyspace" => {

@@ -6,6 +6,8 @@
 //!   framed (kind, deadline); [`expiry`]: time to live and the active expirer.
 //! * [`commands`]: the command table (Redis 7's metadata for every command served), behind
 //!   COMMAND INFO, DOCS and GETKEYS.
+//! * [`shards`]: Redis Cluster's hash slots over a fixed slot map (`--shards`): MOVED,
+//!   CROSSSLOT and the CLUSTER answers.
 //! * [`glob`]: Redis's glob patterns for KEYS and SCAN MATCH.
 //! * [`config`]: `verso serve`'s settings (the TOML file and the flags over it).
 //! * [`server`]: the listener, protected mode, and the accepting thread; `worker`: the pool of
@@ -30,6 +32,7 @@ pub mod resp;
 pub mod server;
 pub mod session;
 pub mod sets;
+pub mod shards;
 pub mod stored;
 pub mod strings;
 mod worker;

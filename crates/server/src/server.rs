@@ -41,6 +41,8 @@ pub struct ServerConfig {
     pub recovery_truncate: bool,
     /// A replica of a Lazy VSR group (`--cluster`, `--replica`); `None`: a single server.
     pub cluster: Option<crate::config::ClusterSettings>,
+    /// This server's group's slots in a sharded cluster (`--shards`, `--group`).
+    pub shards: Option<crate::shards::ShardMap>,
 }
 
 impl ServerConfig {
@@ -85,6 +87,7 @@ impl Default for ServerConfig {
             checkpoints: crate::persistence::CheckpointPolicy::default(),
             recovery_truncate: false,
             cluster: None,
+            shards: None,
         }
     }
 }

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 mod churn_cmd;
+mod cluster_cmd;
 mod durability_cmd;
 mod persist_args;
 mod results_cmd;
@@ -46,6 +47,9 @@ enum Command {
     /// Run a protocol under the deterministic simulator.
     #[command(subcommand)]
     Sim(sim_cmd::Sim),
+    /// Sharded clusters: `verso cluster local` starts one on loopback.
+    #[command(subcommand)]
+    Cluster(cluster_cmd::Cluster),
 }
 
 #[derive(Subcommand, Debug)]
@@ -299,6 +303,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Durability(args)) => durability_cmd::run(&args),
         Command::Bench(Bench::Churn(args)) => churn_cmd::run(&args),
         Command::Sim(sim) => sim_cmd::run_sim(&sim),
+        Command::Cluster(c) => cluster_cmd::run(&c),
         Command::Bench(Bench::Index(args)) => bench_index(&args),
         Command::Bench(Bench::Compare(args)) => results_cmd::run_compare(&args),
         Command::Bench(Bench::Plot(args)) => results_cmd::run_plot(&args),

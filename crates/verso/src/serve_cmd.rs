@@ -128,6 +128,16 @@ pub struct ServeArgs {
     /// This replica's id in the --cluster file.
     #[arg(long, value_name = "ID", requires = "cluster")]
     replica: Option<u8>,
+
+    /// Serve one group's hash slots of a sharded cluster: the file gives every group its
+    /// slots and its nodes' client addresses (see shards.toml.example); requests for other
+    /// groups' slots are answered with MOVED, as Redis Cluster does.
+    #[arg(long, value_name = "FILE", requires = "group")]
+    shards: Option<PathBuf>,
+
+    /// This server's group in the --shards file.
+    #[arg(long, value_name = "ID", requires = "shards")]
+    group: Option<u16>,
 }
 
 impl ServeArgs {
@@ -156,6 +166,8 @@ impl ServeArgs {
             recovery_truncate: self.recovery_truncate.then_some(true),
             cluster: self.cluster.clone(),
             replica: self.replica,
+            shards: self.shards.clone(),
+            group: self.group,
         }
     }
 
@@ -228,7 +240,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
     };
     let shared = match Shared::with_policy(db, cfg.password.clone(), cfg.checkpoints.clone()) {
         Ok(s) => {
-            let s = s.with_limits(cfg.session);
+            let s = s.with_limits(cfg.session).with_shards(cfg.shards.clone());
             match &node {
                 Some(n) => s.with_replication(n.replication().clone()),
                 None => s,

@@ -66,13 +66,23 @@ impl<'s> Session<'s> {
             (s("version"), s(env!("CARGO_PKG_VERSION"))),
             (s("proto"), Reply::Integer(proto)),
             (s("id"), Reply::Integer(self.id as i64)),
-            (s("mode"), s("standalone")),
+            (
+                s("mode"),
+                s(if self.shared.shards.is_some() {
+                    "cluster"
+                } else {
+                    "standalone"
+                }),
+            ),
             (s("role"), s("master")),
             (s("modules"), Reply::Array(Vec::new())),
         ])
     }
 
     pub(super) fn select(&mut self, index: &[u8]) -> Reply {
+        if self.shared.shards.is_some() && index != b"0" {
+            return Reply::err("SELECT is not allowed in cluster mode");
+        }
         match keyspace::parse_i64(index) {
             Some(i) if (0..DATABASES as i64).contains(&i) => {
                 // Keys watched before stay watched (in their database), as in Redis.

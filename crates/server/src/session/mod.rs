@@ -26,7 +26,8 @@
 //! `match` over command names); `data` runs the data commands as transactions, `multi` is
 //! MULTI/EXEC/DISCARD/WATCH, `connection` the connection and server commands (AUTH, HELLO,
 //! SELECT, CLIENT, CONFIG), `command` COMMAND and its subcommands (from `crate::commands`),
-//! `scan` SCAN's cursors, and `limits` the bounds on what a connection keeps.
+//! `cluster` CLUSTER and ASKING (`crate::shards`), `scan` SCAN's cursors, and `limits` the
+//! bounds on what a connection keeps.
 //!
 //! Durability: commits never wait for the disk here. Each leaves its durability ticket in
 //! the session ([`Session::take_ticket`]); the network loop holds the reply (and every later
@@ -43,6 +44,7 @@ use verso_replication::{Replication, TicketState};
 use crate::resp::{Reply, Version};
 
 mod blocking;
+mod cluster;
 mod command;
 mod connection;
 mod data;
@@ -88,6 +90,9 @@ pub struct Shared {
     pub persistence: crate::persistence::Persistence,
     /// What one connection may keep between commands.
     pub limits: SessionLimits,
+    /// Set in a sharded cluster (`--shards`): requests for other groups' slots are
+    /// redirected ([`crate::shards`]).
+    pub shards: Option<crate::shards::ShardMap>,
     next_client: AtomicU64,
 }
 
@@ -161,8 +166,14 @@ impl Shared {
             stats: Stats::default(),
             persistence: crate::persistence::Persistence::new(policy),
             limits: SessionLimits::default(),
+            shards: None,
             next_client: AtomicU64::new(1),
         })
+    }
+
+    /// The same, serving one group's slots of a sharded cluster.
+    pub fn with_shards(self, shards: Option<crate::shards::ShardMap>) -> Shared {
+        Shared { shards, ..self }
     }
 
     /// The same, as a replica of a VSR group.
@@ -507,6 +518,8 @@ impl<'s> Session<'s> {
                 | b"INFO"
                 | b"CONFIG"
                 | b"COMMAND"
+                | b"CLUSTER"
+                | b"ASKING"
                 | b"READONLY"
                 | b"READWRITE"
                 | b"SAVE"
@@ -667,6 +680,15 @@ impl<'s> Session<'s> {
         if !self.authenticated && !matches!(name, b"AUTH" | b"HELLO" | b"QUIT") {
             return Reply::Error("NOAUTH Authentication required.".into());
         }
+        if let Some(shards) = &self.shared.shards {
+            if let Some(redirect) = shards.redirect(args) {
+                // As in Redis Cluster, a redirect while queueing fails the block.
+                if self.queue.is_some() && !matches!(name, b"EXEC" | b"DISCARD" | b"MULTI") {
+                    self.fail_queue();
+                }
+                return redirect;
+            }
+        }
         if self.queue.is_some()
             && !matches!(name, b"EXEC" | b"DISCARD" | b"MULTI" | b"WATCH" | b"QUIT")
         {
@@ -709,6 +731,8 @@ impl<'s> Session<'s> {
             b"READONLY" | b"READWRITE" if args.len() == 1 => self.read_from_backups(name),
             b"WAIT" if args.len() == 3 => self.wait(args),
             b"COMMAND" => command::command(args),
+            b"CLUSTER" if args.len() >= 2 => self.cluster(args),
+            b"ASKING" if args.len() == 1 => self.asking(),
             b"CONFIG" if args.len() >= 3 => self.config(args),
             b"SAVE" if args.len() == 1 => self.save(),
             b"BGSAVE" => self.bgsave(),
@@ -744,6 +768,8 @@ impl<'s> Session<'s> {
                         | b"CONFIG"
                         | b"SAVE"
                         | b"LASTSAVE"
+                        | b"CLUSTER"
+                        | b"ASKING"
                 ) =>
                 {
                     arity_error(&args[0])

@@ -75,12 +75,16 @@ impl<'s> Session<'s> {
             Some(_) => arity_error(&args[0]),
             None => unknown_command(args),
         };
-        // As in Redis, an error while queueing fails the block (EXEC replies EXECABORT); the
-        // queue goes now rather than at EXEC.
+        self.fail_queue();
+        reply
+    }
+
+    /// As in Redis, an error while queueing fails the block (EXEC replies EXECABORT); the
+    /// queue goes now rather than at EXEC.
+    pub(super) fn fail_queue(&mut self) {
         self.queue_failed = true;
         self.queue = Some(Vec::new());
         self.queue_bytes = 0;
-        reply
     }
 
     pub(super) fn exec(&mut self) -> Reply {

@@ -1,0 +1,202 @@
+"""A sharded Verso cluster (`verso cluster local`) through Redis Cluster clients: redis-py's
+RedisCluster and `redis-cli -c` route by hash slot and follow MOVED, unchanged.
+
+Each test starts its own cluster on free loopback ports and stops it; every wait is bounded.
+Run by scripts/python-tests.sh.
+"""
+
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from redis.cluster import RedisCluster, key_slot
+
+ROOT = Path(__file__).resolve().parents[2]
+VERSO = os.environ.get("VERSO_BIN", str(ROOT / "target" / "release" / "verso"))
+
+
+def port_free(p):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", p))
+            return True
+        except OSError:
+            return False
+
+
+class LocalCluster:
+    def __init__(self, groups, replicas):
+        rng = random.Random()
+        for _ in range(200):
+            base = rng.randrange(20000, 50000, 100)
+            ports = [base + 10 * g + r for g in range(groups) for r in range(replicas)]
+            peers = [p + 1000 for p in ports] if replicas > 1 else []
+            if all(port_free(p) for p in ports + peers):
+                break
+        else:
+            raise RuntimeError("no free ports")
+        self.base, self.groups, self.replicas = base, groups, replicas
+        self.dir = tempfile.mkdtemp(prefix="verso-shards-")
+        self.proc = subprocess.Popen(
+            [VERSO, "cluster", "local", "--groups", str(groups), "--replicas", str(replicas),
+             "--base-port", str(base), "--dir", self.dir],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        # `cluster local` prints its summary once every node listens.
+        deadline = time.time() + 60
+        self.summary = []
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.summary.append(line)
+            if line.startswith("clients:"):
+                break
+        if not self.summary or not self.summary[-1].startswith("clients:"):
+            self.stop()
+            raise RuntimeError("cluster did not start: " + "".join(self.summary))
+        # Replicated groups: wait until each group has a primary (a write succeeds).
+        for g in range(groups):
+            self.wait_writable(g)
+
+    def addr(self, g, r):
+        return ("127.0.0.1", self.base + 10 * g + r)
+
+    def wait_writable(self, g):
+        host, port = self.addr(g, 0)
+        c = redis.Redis(host=host, port=port, socket_timeout=5)
+        # A key of group g's slots: slot ranges split 16384 evenly in group order.
+        per = 16384 // self.groups
+        key = next(f"probe{i}" for i in range(100000) if key_slot(f"probe{i}".encode()) // per == g
+                   and key_slot(f"probe{i}".encode()) < 16384)
+        deadline = time.time() + 30
+        while True:
+            try:
+                c.set(key, "1")
+                c.delete(key)
+                break
+            except redis.exceptions.RedisError:
+                assert time.time() < deadline, f"group {g} never elected a primary"
+                time.sleep(0.1)
+        c.close()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def two_groups():
+    c = LocalCluster(2, 1)
+    yield c
+    assert c.stop() == 0
+
+
+def test_redis_py_cluster_routes_by_slot(two_groups):
+    c = two_groups
+    rc = RedisCluster(host="127.0.0.1", port=c.base, socket_timeout=10)
+    assert len(rc.get_nodes()) == 2
+    for i in range(400):
+        assert rc.set(f"key:{i}", f"v{i}")
+    for i in range(400):
+        assert rc.get(f"key:{i}") == f"v{i}".encode()
+    assert rc.incr("counter") == 1
+    # Hash tags keep related keys in one slot: multi-key commands work on them.
+    rc.mset({"{user1}:a": "1", "{user1}:b": "2"})
+    assert rc.mget("{user1}:a", "{user1}:b") == [b"1", b"2"]
+    p = rc.pipeline()
+    for i in range(50):
+        p.incr(f"{{tag}}{i}")
+    assert p.execute() == [1] * 50
+    # Every node holds only its own slots' keys, and both hold some.
+    per = 16384 // 2
+    for g in range(2):
+        node = redis.Redis(host="127.0.0.1", port=c.base + 10 * g)
+        keys = node.keys("key:*")
+        assert 100 < len(keys) < 300, (g, len(keys))
+        assert all(key_slot(k) // per == g for k in keys)
+        assert node.execute_command("CLUSTER", "KEYSLOT", "key:7") == key_slot(b"key:7")
+        node.close()
+    rc.close()
+
+
+def test_redirects_and_cross_group_refusals(two_groups):
+    c = two_groups
+    g0 = redis.Redis(host="127.0.0.1", port=c.base, socket_timeout=10)
+    g1_port = c.base + 10
+    assert key_slot(b"foo") == 12182  # group 1's
+    # redis-py turns `-MOVED slot addr` into MovedError("slot addr").
+    with pytest.raises(redis.exceptions.MovedError, match=f"^12182 127.0.0.1:{g1_port}$"):
+        g0.execute_command("GET", "foo")
+    with pytest.raises(redis.exceptions.ClusterCrossSlotError, match="slots of one group"):
+        g0.execute_command("MSET", "bar", "1", "foo", "2")
+    # Two slots of one group are one transaction there (Redis would refuse them).
+    assert (key_slot(b"bar"), key_slot(b"abc")) == (5061, 7638)  # both group 0's
+    assert g0.execute_command("MSET", "bar", "1", "abc", "2") in (True, b"OK")
+    assert g0.mget("bar", "abc") == [b"1", b"2"]
+    # A redirect inside MULTI fails the block, as in Redis Cluster.
+    p = g0.pipeline(transaction=True)
+    p.set("bar", "3").get("foo")
+    with pytest.raises(redis.exceptions.ResponseError):
+        p.execute()
+    assert g0.get("bar") == b"1"
+    with pytest.raises(redis.exceptions.ResponseError, match="not allowed in cluster mode"):
+        g0.execute_command("SELECT", "1")
+    info = g0.execute_command("CLUSTER", "INFO")
+    assert b"cluster_state:ok" in (info if isinstance(info, bytes) else info.encode())
+    assert g0.info("cluster")["cluster_enabled"] == 1
+    g0.close()
+
+
+def test_redis_cli_follows_moved(two_groups):
+    c = two_groups
+    out = subprocess.run(
+        ["redis-cli", "-c", "-p", str(c.base), "SET", "foo", "from-cli"],
+        capture_output=True, text=True, timeout=20,
+    )
+    assert out.stdout.strip() == "OK", out
+    out = subprocess.run(
+        ["redis-cli", "-c", "-p", str(c.base + 10), "GET", "foo"],
+        capture_output=True, text=True, timeout=20,
+    )
+    assert out.stdout.strip() == "from-cli", out
+
+
+def test_replicated_groups():
+    c = LocalCluster(2, 3)
+    try:
+        rc = RedisCluster(host="127.0.0.1", port=c.base + 1, socket_timeout=10)
+        for i in range(200):
+            rc.set(f"r:{i}", i)
+        assert [int(rc.get(f"r:{i}")) for i in range(200)] == list(range(200))
+        # Any replica of a group answers for the group (a backup relays to its primary),
+        # and redirects keys of the other group.
+        ids = set()
+        for r in range(3):
+            node = redis.Redis(host="127.0.0.1", port=c.base + 10 + r, socket_timeout=10)
+            # Asked first: a backup relays the connection from its first data command on.
+            ids.add(node.execute_command("CLUSTER", "MYID"))
+            assert key_slot(b"r:0") >= 8192
+            assert node.get("r:0") == b"0"
+            with pytest.raises(redis.exceptions.MovedError, match=f"^5061 127.0.0.1:{c.base}$"):
+                node.get("bar")
+            node.close()
+        assert len(ids) == 3
+        rc.close()
+    finally:
+        assert c.stop() == 0
