@@ -105,6 +105,9 @@ struct TableFile {
     commands: Vec<CommandSpec>,
 }
 
+/// Longer names than this (`container|subcommand` included) are no command's.
+const NAME_MAX: usize = 64;
+
 /// The parsed table, with a by-name index over commands and `container|sub` names.
 pub struct CommandTable {
     commands: Vec<CommandSpec>,
@@ -142,8 +145,12 @@ impl CommandTable {
 
     /// A command or subcommand by name (`get`, `CONFIG|GET`), in any case.
     pub fn get(&self, name: &[u8]) -> Option<&CommandSpec> {
-        let name = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
-        let &(i, sub) = self.by_name.get(&name)?;
+        // Lower-cased on the stack: a sharded node looks up every request's command.
+        let mut buf = [0u8; NAME_MAX];
+        let lower = buf.get_mut(..name.len())?;
+        lower.copy_from_slice(name);
+        lower.make_ascii_lowercase();
+        let &(i, sub) = self.by_name.get(std::str::from_utf8(lower).ok()?)?;
         let top = &self.commands[i];
         Some(sub.map_or(top, |j| &top.subcommands[j]))
     }
@@ -155,10 +162,12 @@ impl CommandTable {
         if top.subcommands.is_empty() {
             return Some(top);
         }
-        let sub = std::str::from_utf8(args.get(1)?).ok()?.to_ascii_lowercase();
-        top.subcommands
-            .iter()
-            .find(|s| s.name.split_once('|').is_some_and(|(_, n)| n == sub))
+        let sub = args.get(1)?;
+        top.subcommands.iter().find(|s| {
+            s.name
+                .split_once('|')
+                .is_some_and(|(_, n)| n.as_bytes().eq_ignore_ascii_case(sub))
+        })
     }
 }
 

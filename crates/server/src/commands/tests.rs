@@ -41,6 +41,12 @@ fn table_names_are_unique_and_subcommands_nest() {
     assert!(t.get(b"GET").is_some() && t.get(b"config|GET").is_some());
     assert!(t.get(b"config|set").is_none(), "CONFIG SET is not served");
     assert!(t.get(b"nosuch").is_none() && t.get(&[0xff]).is_none());
+    assert!(t.get(&[b'a'; 100]).is_none());
+    assert_eq!(
+        t.lookup(&[b"Config".to_vec(), b"gEt".to_vec()])
+            .map(|c| c.name.as_str()),
+        Some("config|get")
+    );
 }
 
 /// Every data command's arity in the dispatcher (`session::data::arity`) is the table's.
