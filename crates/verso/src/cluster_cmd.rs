@@ -41,6 +41,10 @@ pub struct LocalArgs {
     /// Seconds to wait for every process to listen.
     #[arg(long, default_value_t = 30)]
     start_timeout: u64,
+    /// Each server's --durability (none, lazy or sync; a replicated group needs lazy or
+    /// sync).
+    #[arg(long, default_value = "lazy", value_parser = ["none", "lazy", "sync"])]
+    durability: String,
 }
 
 pub fn run(cmd: &Cluster) -> ExitCode {
@@ -77,6 +81,9 @@ fn local(args: &LocalArgs) -> Result<(), String> {
     }
     if replicas == 0 || replicas % 2 == 0 || replicas > 9 {
         return Err("--replicas must be odd, 1 to 9".into());
+    }
+    if replicas > 1 && args.durability == "none" {
+        return Err("a replicated group keeps its log: --durability must be lazy or sync".into());
     }
     if u32::from(args.base_port) + 1000 + 10 * u32::from(groups) > 65_535 {
         return Err("--base-port is too high for that many groups".into());
@@ -208,7 +215,9 @@ fn spawn(
         .arg("--shards")
         .arg(shards)
         .arg("--group")
-        .arg(g.to_string());
+        .arg(g.to_string())
+        .arg("--durability")
+        .arg(&args.durability);
     match cluster {
         Some(file) => {
             cmd.arg("--cluster")

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Sharded Verso against one server and against Redis Cluster (issue 17, item 7): for SET and
+# GET with `redis-benchmark -c 50 -n N -r 1000000 -d 100` (`--cluster` on clusters), the
+# requests per second and the server CPU microseconds per request summed over every server
+# process (/proc/PID/stat), RUNS rounds interleaved, medians. Configurations:
+#   verso          one `verso serve` (not sharded)
+#   verso-1g       `verso cluster local --groups 1 --replicas 1` (sharded: routing cost)
+#   verso-2g       2 groups of 1 server
+#   verso-2g3r     2 groups of 3 replicas (Lazy VSR)
+#   redis-cluster  Redis Cluster 7: 3 primaries with one replica each
+# Persistence is off where it can be (Redis; Verso groups of 1); replicated Verso groups are
+# lazy (a majority in memory).
+#
+#   bench/cluster-cpu.sh [RUNS] [N]      (defaults: 3 runs, 200000 requests)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-3}
+n=${2:-200000}
+if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq redis-server redis-tools >/dev/null
+fi
+cargo build --release -q -p verso
+out=$(mktemp -d)
+pids=""
+launcher=""
+cleanup() {
+  [ -n "$launcher" ] && kill -INT "$launcher" 2>/dev/null && wait "$launcher" 2>/dev/null
+  [ -n "$pids" ] && kill $pids 2>/dev/null
+  rm -rf "$out"
+}
+trap cleanup EXIT
+tck=$(getconf CLK_TCK)
+cpu_of() { local t=0; for p in $1; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
+wait_port() { for _ in $(seq 300); do redis-cli -p "$1" PING >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
+
+# Starts a configuration; sets $pids (server processes), $port and $cluster_flag.
+start() {
+  launcher=""; pids=""; cluster_flag=""
+  local base=$((20000 + RANDOM % 200 * 100))
+  case $1 in
+    verso)
+      port=$base
+      target/release/verso serve --port "$port" --durability none --data-dir "$out/single" >/dev/null 2>&1 &
+      pids=$!; wait_port "$port" ;;
+    verso-1g|verso-2g|verso-2g3r)
+      local g=1 r=1 d=none
+      [ "$1" = verso-2g ] && g=2
+      [ "$1" = verso-2g3r ] && { g=2; r=3; d=lazy; }
+      rm -rf "$out/cl"
+      target/release/verso cluster local --groups $g --replicas $r --durability $d \
+        --base-port "$base" --dir "$out/cl" >"$out/launcher.log" 2>&1 &
+      launcher=$!
+      for _ in $(seq 300); do grep -q '^clients:' "$out/launcher.log" && break; sleep 0.1; done
+      pids=$(pgrep -P "$launcher" | tr '\n' ' ')
+      # redis-benchmark --cluster refuses a cluster of one node; one group owns every slot.
+      port=$base; cluster_flag=--cluster; [ "$1" = verso-1g ] && cluster_flag=""
+      # Replicated groups: wait for a primary in each (a write through the cluster).
+      for _ in $(seq 300); do redis-cli -c -p "$port" SET probe:x 1 2>/dev/null | grep -q OK && redis-cli -c -p "$port" SET probe:y 1 2>/dev/null | grep -q OK && break; sleep 0.1; done ;;
+    redis-cluster)
+      mkdir -p "$out/rc"; rm -rf "$out/rc"/*
+      local ports=""
+      for i in 0 1 2 3 4 5; do
+        local p=$((base + i))
+        (cd "$out/rc" && redis-server --port $p --cluster-enabled yes --cluster-config-file "nodes-$p.conf" \
+          --save "" --appendonly no --logfile "redis-$p.log" >/dev/null 2>&1 &)
+        ports="$ports 127.0.0.1:$p"
+      done
+      for i in 0 1 2 3 4 5; do wait_port $((base + i)); done
+      redis-cli --cluster create $ports --cluster-replicas 1 --cluster-yes >/dev/null 2>&1
+      for _ in $(seq 300); do redis-cli -p "$base" CLUSTER INFO | grep -q 'cluster_state:ok' && break; sleep 0.1; done
+      sleep 1
+      pids=$(for i in 0 1 2 3 4 5; do pgrep -f "redis-server .*:$((base + i)) \[cluster\]"; done | tr '\n' ' ')
+      port=$base; cluster_flag=--cluster ;;
+  esac
+}
+stop() {
+  if [ -n "$launcher" ]; then kill -INT "$launcher" 2>/dev/null; wait "$launcher" 2>/dev/null || true; launcher=""; fi
+  [ -n "$pids" ] && { kill $pids 2>/dev/null || true; sleep 0.5; }
+  pids=""
+}
+
+configs=${CONFIGS:-"verso verso-1g verso-2g verso-2g3r redis-cluster"}
+echo "config,test,run,rps,cpu_us_per_req,processes" >"$out/runs.csv"
+for ((r = 1; r <= runs; r++)); do
+  for c in $configs; do
+    start "$c"
+    for test in set get; do
+      before=$(cpu_of "$pids")
+      line=$(redis-benchmark -p "$port" $cluster_flag -c 50 -n "$n" -r 1000000 -d 100 -t "$test" --csv 2>/dev/null | tail -1)
+      after=$(cpu_of "$pids")
+      rps=$(echo "$line" | cut -d, -f2 | tr -d '"')
+      cpu=$(python3 -c "print(round(($after - $before) / $tck * 1e6 / $n, 2))")
+      echo "$c,$test,$r,$rps,$cpu,$(echo $pids | wc -w)" | tee -a "$out/runs.csv"
+    done
+    stop
+  done
+done
+echo
+python3 - "$out/runs.csv" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+print("| configuration | processes | SET rps | SET CPU µs/req | GET rps | GET CPU µs/req |")
+print("|---|---:|---:|---:|---:|---:|")
+seen = []
+for r in rows:
+    if r["config"] not in seen:
+        seen.append(r["config"])
+for c in seen:
+    cells = []
+    procs = next(r["processes"] for r in rows if r["config"] == c)
+    for t in ("set", "get"):
+        rs = [r for r in rows if r["config"] == c and r["test"] == t]
+        cells.append(f"{statistics.median(float(r['rps']) for r in rs):,.0f}")
+        cells.append(f"{statistics.median(float(r['cpu_us_per_req']) for r in rs):.2f}")
+    print(f"| {c} | {procs} | " + " | ".join(cells) + " |")
+PY
+echo "(medians of $runs; $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg); commit $(git rev-parse --short HEAD))"
