@@ -37,7 +37,23 @@ wait_port() { for _ in $(seq 300); do redis-cli -p "$1" PING >/dev/null 2>&1 && 
 # Starts a configuration; sets $pids (server processes), $port and $cluster_flag.
 start() {
   launcher=""; pids=""; cluster_flag=""
-  local base=$((20000 + RANDOM % 200 * 100))
+  # A base port whose neighbourhood is free: base..base+59, their +1000 (Verso's peers)
+  # and +10000 (Redis Cluster's bus).
+  local base
+  base=$(python3 - <<'PY'
+import random, socket
+def free(p):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", p)); return True
+        except OSError:
+            return False
+for _ in range(500):
+    b = random.randrange(20000, 30000, 100)
+    if all(free(b + d + o) for d in range(60) for o in (0, 1000, 10000)):
+        print(b); break
+PY
+)
   case $1 in
     verso)
       port=$base
@@ -66,7 +82,7 @@ start() {
           --save "" --appendonly no --logfile "redis-$p.log" >/dev/null 2>&1 &)
         ports="$ports 127.0.0.1:$p"
       done
-      for i in 0 1 2 3 4 5; do wait_port $((base + i)); done
+      for i in 0 1 2 3 4 5; do wait_port $((base + i)) || { tail -5 "$out/rc/redis-$((base + i)).log" >&2; return 1; }; done
       redis-cli --cluster create $ports --cluster-replicas 1 --cluster-yes >/dev/null 2>&1
       for _ in $(seq 300); do redis-cli -p "$base" CLUSTER INFO | grep -q 'cluster_state:ok' && break; sleep 0.1; done
       sleep 1
