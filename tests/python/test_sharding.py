@@ -193,10 +193,28 @@ def test_replicated_groups():
             ids.add(node.execute_command("CLUSTER", "MYID"))
             assert key_slot(b"r:0") >= 8192
             assert node.get("r:0") == b"0"
-            with pytest.raises(redis.exceptions.MovedError, match=f"^5061 127.0.0.1:{c.base}$"):
+            group0 = "|".join(str(c.base + i) for i in range(3))
+            with pytest.raises(redis.exceptions.MovedError, match=f"^5061 127.0.0.1:({group0})$"):
                 node.get("bar")
             node.close()
         assert len(ids) == 3
+        # Every node learns each group's primary: CLUSTER SLOTS lists it first and MOVED
+        # names it, so clients skip the backups' relay.
+        g1 = redis.Redis(host="127.0.0.1", port=c.base + 10, socket_timeout=10)
+        primary = g1.info("replication")["vsr_primary"]
+        g1.close()
+        g0 = redis.Redis(host="127.0.0.1", port=c.base, socket_timeout=10)
+        deadline = time.time() + 15
+        while True:
+            runs = g0.execute_command("CLUSTER", "SLOTS")
+            listed = [f"{r[2][0].decode()}:{r[2][1]}" for r in runs if r[0] >= 8192]
+            if listed == [primary]:
+                break
+            assert time.time() < deadline, (listed, primary)
+            time.sleep(0.1)
+        with pytest.raises(redis.exceptions.MovedError, match=f"^{key_slot(b'r:0')} {primary}$"):
+            g0.get("r:0")
+        g0.close()
         rc.close()
     finally:
         assert c.stop() == 0

@@ -32,6 +32,7 @@ pub mod resp;
 pub mod server;
 pub mod session;
 pub mod sets;
+mod shard_prober;
 pub mod shards;
 pub mod stored;
 pub mod strings;

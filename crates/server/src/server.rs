@@ -202,6 +202,15 @@ pub fn serve(listener: TcpListener, shared: &Shared, cfg: &ServerConfig, stop: &
             stop.store(true, Ordering::Relaxed);
             return;
         }
+        if shared.shards.is_some() {
+            let prober = std::thread::Builder::new()
+                .name("verso-shard-prober".into())
+                .spawn_scoped(s, move || crate::shard_prober::run(shared, stop));
+            if prober.is_err() {
+                stop.store(true, Ordering::Relaxed);
+                return;
+            }
+        }
         let mut events = Events::with_capacity(16);
         let mut next = 0usize;
         let mut memory_measured: Option<Instant> = None;

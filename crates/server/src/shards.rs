@@ -14,6 +14,8 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use verso_cluster::{key_slot, Slot, SlotSet, SLOTS};
@@ -55,6 +57,10 @@ pub struct ShardMap {
     /// This node's group (index in `groups`) and its index among the group's nodes.
     me: usize,
     my_node: usize,
+    /// For each group, the index among its nodes of the one believed to be its primary
+    /// (0 until learned; `server.rs`'s prober keeps it current). MOVED and CLUSTER name
+    /// it, so clients go straight to the primary rather than through a backup's relay.
+    leaders: Arc<Vec<AtomicUsize>>,
 }
 
 /// Where a request goes.
@@ -132,7 +138,9 @@ impl ShardMap {
                 "this server's address {me} is not among group {group}'s nodes"
             ));
         };
+        let leaders = Arc::new((0..groups.len()).map(|_| AtomicUsize::new(0)).collect());
         Ok(ShardMap {
+            leaders,
             groups,
             owner: owner.into_iter().map(|o| o.unwrap_or(0)).collect(),
             me: me_group,
@@ -147,6 +155,39 @@ impl ShardMap {
 
     pub fn my_id(&self) -> String {
         node_id(self.my_group().id, self.my_node)
+    }
+
+    /// Group `gi`'s node believed to be its primary.
+    pub fn leader(&self, gi: usize) -> SocketAddr {
+        let g = &self.groups[gi];
+        g.nodes[self.leader_index(gi)]
+    }
+
+    fn leader_index(&self, gi: usize) -> usize {
+        self.leaders[gi].load(Ordering::Relaxed) % self.groups[gi].nodes.len()
+    }
+
+    /// Records that group `gi`'s primary answers at `addr` (ignored unless it is one of the
+    /// group's nodes). Returns whether it changed.
+    pub fn set_leader(&self, gi: usize, addr: SocketAddr) -> bool {
+        match self.groups[gi].nodes.iter().position(|&n| n == addr) {
+            Some(i) => self.leaders[gi].swap(i, Ordering::Relaxed) != i,
+            None => false,
+        }
+    }
+
+    /// The index of this node's group in `groups`.
+    pub fn my_group_index(&self) -> usize {
+        self.me
+    }
+
+    /// A group's nodes with the believed primary first (the order CLUSTER answers use).
+    fn nodes_leader_first(&self, gi: usize) -> Vec<(usize, SocketAddr)> {
+        let g = &self.groups[gi];
+        let l = self.leader_index(gi);
+        std::iter::once((l, g.nodes[l]))
+            .chain(g.nodes.iter().copied().enumerate().filter(|&(i, _)| i != l))
+            .collect()
     }
 
     /// The group that owns `slot`.
@@ -179,7 +220,7 @@ impl ShardMap {
         match first {
             Some((slot, owner)) if usize::from(owner) != self.me => Route::Moved {
                 slot,
-                to: self.groups[usize::from(owner)].nodes[0],
+                to: self.leader(usize::from(owner)),
             },
             _ => Route::Local,
         }
@@ -196,8 +237,8 @@ impl ShardMap {
         }
     }
 
-    /// CLUSTER SLOTS: each run of slots with its group's nodes (the first is the one named
-    /// as master; any node of a group serves, a backup by relaying to its primary).
+    /// CLUSTER SLOTS: each run of slots with its group's nodes, the believed primary first
+    /// (named master; any node of a group serves, a backup by relaying to its primary).
     pub fn slots_reply(&self) -> Reply {
         let mut runs: Vec<(Slot, Slot, usize)> = Vec::new();
         for (gi, g) in self.groups.iter().enumerate() {
@@ -209,7 +250,7 @@ impl ShardMap {
                 .map(|(a, b, gi)| {
                     let g = &self.groups[gi];
                     let mut entry = vec![Reply::Integer(a.into()), Reply::Integer(b.into())];
-                    for (i, n) in g.nodes.iter().enumerate() {
+                    for (i, n) in self.nodes_leader_first(gi) {
                         entry.push(Reply::Array(vec![
                             Reply::Bulk(n.ip().to_string().into_bytes()),
                             Reply::Integer(n.port().into()),
@@ -229,23 +270,24 @@ impl ShardMap {
         Reply::Array(
             self.groups
                 .iter()
-                .map(|g| {
+                .enumerate()
+                .map(|(gi, g)| {
+                    let leader = self.leader_index(gi);
                     let slots = g
                         .slots
                         .ranges()
                         .flat_map(|(a, b)| [Reply::Integer(a.into()), Reply::Integer(b.into())])
                         .collect();
-                    let nodes = g
-                        .nodes
-                        .iter()
-                        .enumerate()
+                    let nodes = self
+                        .nodes_leader_first(gi)
+                        .into_iter()
                         .map(|(i, n)| {
                             Reply::Map(vec![
                                 (s("id"), s(&node_id(g.id, i))),
                                 (s("port"), Reply::Integer(n.port().into())),
                                 (s("ip"), s(&n.ip().to_string())),
                                 (s("endpoint"), s(&n.ip().to_string())),
-                                (s("role"), s(if i == 0 { "master" } else { "replica" })),
+                                (s("role"), s(if i == leader { "master" } else { "replica" })),
                                 (s("replication-offset"), Reply::Integer(0)),
                                 (s("health"), s("online")),
                             ])
@@ -275,18 +317,19 @@ impl ShardMap {
                     }
                 })
                 .collect();
-            for (i, n) in g.nodes.iter().enumerate() {
+            let leader = self.leader_index(gi);
+            for (i, n) in self.nodes_leader_first(gi) {
                 let myself = gi == self.me && i == self.my_node;
-                let flags = match (myself, i == 0) {
+                let flags = match (myself, i == leader) {
                     (true, true) => "myself,master",
                     (true, false) => "myself,slave",
                     (false, true) => "master",
                     (false, false) => "slave",
                 };
-                let master = if i == 0 {
+                let master = if i == leader {
                     "-".to_string()
                 } else {
-                    node_id(g.id, 0)
+                    node_id(g.id, leader)
                 };
                 out += &format!(
                     "{} {}:{}@{} {flags} {master} 0 0 1 connected",
@@ -295,7 +338,7 @@ impl ShardMap {
                     n.port(),
                     n.port()
                 );
-                if i == 0 {
+                if i == leader {
                     for r in &ranges {
                         out += " ";
                         out += r;
@@ -415,5 +458,42 @@ nodes = ["127.0.0.1:7100"]
         };
         assert_eq!(runs.len(), 2);
         assert!(m.info_text().contains("cluster_size:2"));
+    }
+
+    #[test]
+    fn answers_name_the_learned_primary() {
+        let m = map();
+        assert_eq!(m.leader(0), "127.0.0.1:7000".parse().unwrap());
+        assert!(
+            !m.set_leader(0, "127.0.0.1:9999".parse().unwrap()),
+            "not a node"
+        );
+        assert!(m.set_leader(0, "127.0.0.1:7001".parse().unwrap()));
+        assert!(
+            !m.set_leader(0, "127.0.0.1:7001".parse().unwrap()),
+            "no change"
+        );
+        let nodes = m.nodes_text();
+        let first = nodes.lines().next().unwrap();
+        assert!(
+            first.contains("127.0.0.1:7001@7001 myself,master - "),
+            "{first}"
+        );
+        assert!(first.ends_with("connected 0-8191"), "{first}");
+        assert!(nodes.lines().nth(1).unwrap().contains(" slave "));
+        let Reply::Array(runs) = m.slots_reply() else {
+            panic!()
+        };
+        let Reply::Array(run) = &runs[0] else {
+            panic!()
+        };
+        let Reply::Array(master) = &run[2] else {
+            panic!()
+        };
+        assert_eq!(master[1], Reply::Integer(7001));
+        // A clone (a session's view) sees what the prober learned.
+        let seen_by_clone = m.clone();
+        m.set_leader(0, "127.0.0.1:7000".parse().unwrap());
+        assert_eq!(seen_by_clone.leader(0), "127.0.0.1:7000".parse().unwrap());
     }
 }
