@@ -3,10 +3,12 @@
 //! style: one seed, one run, replayable).
 //!
 //! Faults, until `faults_until`: messages between groups are lost, duplicated and delayed
-//! (so reordered); a group fails over (what it appended but had not committed is lost) or
-//! crashes whole (its log loses the lazy records after its last synchronous one); the
-//! configuration group fails over; every group crashes at once. Moves of random slot sets
-//! between random groups run throughout.
+//! (so reordered), and two nodes are partitioned for a while; clients' requests and answers
+//! are lost and delayed too (a read is sent again; a write whose answer is lost counts as
+//! indeterminate, as for a real client); a group fails over (what it appended but had not
+//! committed is lost) or crashes whole (its log loses the lazy records after its last
+//! synchronous one); the configuration group fails over; every group crashes at once.
+//! Moves of random slot sets between random groups run throughout.
 //!
 //! Checked after every event and at the end:
 //! - **exclusive service**: no slot is served by two groups at once;
@@ -98,6 +100,28 @@ enum Event {
     },
     Tick(Node),
     Client(usize),
+    /// A client's request reaches a group.
+    Request {
+        client: usize,
+        attempt: u64,
+        group: GroupId,
+        asking: bool,
+        req: Request,
+    },
+    /// A group's answer (or a write's acknowledgement, `Reply::Appended` then meaning
+    /// "committed") reaches a client.
+    Answer {
+        client: usize,
+        attempt: u64,
+        group: GroupId,
+        reply: Reply,
+        committed: bool,
+    },
+    /// A client stops waiting for `attempt`.
+    Timeout {
+        client: usize,
+        attempt: u64,
+    },
     Fault,
     StartMove,
 }
@@ -155,9 +179,14 @@ impl KeyModel {
 enum Waiting {
     /// Ready to send the next operation.
     Idle,
-    /// A write appended at `group`, waiting for its commit.
-    Commit { group: GroupId, tag: u64 },
+    /// `attempt` is on its way, or its answer is.
+    Answer { attempt: u64 },
+    /// `attempt`, a write, was appended; its commit's acknowledgement is awaited.
+    Commit { attempt: u64 },
 }
+
+/// How long a client waits for an answer or an acknowledgement (virtual ms).
+const CLIENT_TIMEOUT_MS: u64 = 60;
 
 struct Client {
     keys: Vec<Vec<u8>>,
@@ -167,6 +196,8 @@ struct Client {
     op: Option<(Request, u32)>,
     asking: Option<GroupId>,
     waiting: Waiting,
+    /// Numbers the client's sends, so late answers to earlier ones are ignored.
+    attempt: u64,
 }
 
 /// Retries of one operation before a client gives up (counted against progress once
@@ -190,6 +221,10 @@ pub struct Sim {
     /// The slots the keys live in (the only ones moves touch and checks look at).
     slots: Vec<Slot>,
     next_tag: u64,
+    /// Appended writes whose commit a client awaits: (group, tag) -> (client, attempt).
+    awaited: BTreeMap<(GroupId, u64), (usize, u64)>,
+    /// Messages between these two nodes are lost until the time given.
+    partition: Option<(Node, Node, u64)>,
     pub stats: SimStats,
     violation: Option<Violation>,
 }
@@ -224,6 +259,7 @@ impl Sim {
                 op: None,
                 asking: None,
                 waiting: Waiting::Idle,
+                attempt: 0,
             });
         }
         // Bootstrap: slots spread round-robin over the groups, all of SLOTS assigned.
@@ -264,6 +300,8 @@ impl Sim {
             keys,
             slots,
             next_tag: 1,
+            awaited: BTreeMap::new(),
+            partition: None,
             stats: SimStats::default(),
             violation: None,
             opts,
@@ -403,6 +441,21 @@ impl Sim {
                 self.schedule(TICK_MS, Event::Tick(node));
             }
             Event::Client(c) => self.client_step(c),
+            Event::Request {
+                client,
+                attempt,
+                group,
+                asking,
+                req,
+            } => self.serve(client, attempt, group, asking, &req),
+            Event::Answer {
+                client,
+                attempt,
+                group,
+                reply,
+                committed,
+            } => self.answer(client, attempt, group, reply, committed),
+            Event::Timeout { client, attempt } => self.timeout(client, attempt),
             Event::Fault => {
                 if self.faulty() {
                     self.fault();
@@ -424,6 +477,11 @@ impl Sim {
         let faulty = self.faulty();
         if faulty && self.rng.chance(50) {
             return; // lost
+        }
+        if let Some((a, b, until)) = self.partition {
+            if self.now < until && ((a, b) == (from, to) || (a, b) == (to, from)) {
+                return; // partitioned
+            }
         }
         let copies = if faulty && self.rng.chance(30) { 2 } else { 1 };
         for _ in 0..copies {
@@ -516,6 +574,21 @@ impl Sim {
                     self.restart_group(g, true);
                 }
             }
+            73..=84 => {
+                // Two nodes (the configuration group or data groups) stop hearing each
+                // other for a while.
+                let pick = |x: u64| {
+                    if x == groups {
+                        Node::Config
+                    } else {
+                        Node::Group(x as GroupId)
+                    }
+                };
+                let a = self.rng.below(groups + 1);
+                let b = (a + 1 + self.rng.below(groups)) % (groups + 1);
+                let until = self.now + 50 + self.rng.below(400);
+                self.partition = Some((pick(a), pick(b), until));
+            }
             _ => {} // a quiet spell
         }
     }
@@ -549,18 +622,9 @@ impl Sim {
                 m.lost.insert(tag);
             }
         }
-        // Writes waiting for a commit at this group will not get one: the client cannot
-        // know whether they took effect (indeterminate), and moves on.
-        for c in 0..self.clients.len() {
-            if let Waiting::Commit { group, .. } = self.clients[c].waiting {
-                if group == g {
-                    self.clients[c].waiting = Waiting::Idle;
-                    self.clients[c].op = None;
-                    self.clients[c].ops_left -= 1;
-                    self.schedule(1, Event::Client(c));
-                }
-            }
-        }
+        // Writes appended and not committed here will not be: their clients time out and
+        // count them indeterminate.
+        self.awaited.retain(|(group, _), _| *group != g);
         self.flush_group(g);
     }
 
@@ -571,16 +635,117 @@ impl Sim {
             .expect("a known key")
             .acked
             .insert(tag);
-        for c in 0..self.clients.len() {
-            if let Waiting::Commit { group: g, tag: t } = self.clients[c].waiting {
-                if g == group && t == tag {
-                    self.clients[c].waiting = Waiting::Idle;
-                    self.clients[c].op = None;
-                    self.clients[c].ops_left -= 1;
-                    self.stats.ops_done += 1;
-                    self.schedule(1, Event::Client(c));
-                }
+        if let Some((client, attempt)) = self.awaited.remove(&(group, tag)) {
+            self.send_to_client(client, attempt, group, Reply::Appended, true);
+        }
+    }
+
+    /// Sends an answer to a client over the (lossy, slow) network.
+    fn send_to_client(
+        &mut self,
+        client: usize,
+        attempt: u64,
+        group: GroupId,
+        reply: Reply,
+        committed: bool,
+    ) {
+        if self.faulty() && self.rng.chance(30) {
+            return; // lost: the client times out
+        }
+        let delay = 1 + self.rng.below(if self.faulty() { 10 } else { 2 });
+        self.schedule(
+            delay,
+            Event::Answer {
+                client,
+                attempt,
+                group,
+                reply,
+                committed,
+            },
+        );
+    }
+
+    /// A request reaches `group`: its answer is checked where it is given, then sent.
+    fn serve(&mut self, c: usize, attempt: u64, g: GroupId, asking: bool, req: &Request) {
+        let reply = self.groups[usize::from(g)].node.request(req, asking);
+        self.flush_group(g);
+        match (&reply, req) {
+            (Reply::Value(v), Request::Get(key)) => {
+                let v = v.clone();
+                self.check_read(key, v.as_deref(), g);
             }
+            (Reply::Appended, Request::Put { tag, .. }) => {
+                self.awaited.insert((g, *tag), (c, attempt));
+            }
+            _ => {}
+        }
+        self.send_to_client(c, attempt, g, reply, false);
+    }
+
+    fn finish_op(&mut self, c: usize, completed: bool) {
+        let cl = &mut self.clients[c];
+        cl.waiting = Waiting::Idle;
+        cl.op = None;
+        cl.ops_left -= 1;
+        if completed {
+            self.stats.ops_done += 1;
+        }
+        self.schedule(1, Event::Client(c));
+    }
+
+    fn answer(&mut self, c: usize, attempt: u64, _from: GroupId, reply: Reply, committed: bool) {
+        let current = match self.clients[c].waiting {
+            Waiting::Answer { attempt: a } | Waiting::Commit { attempt: a } => a == attempt,
+            Waiting::Idle => false,
+        };
+        if !current {
+            return; // a late answer to an attempt given up on
+        }
+        let slot = match &self.clients[c].op {
+            Some((Request::Get(k) | Request::Put { key: k, .. }, _)) => key_slot(k),
+            None => return,
+        };
+        match reply {
+            Reply::Value(_) => self.finish_op(c, true),
+            Reply::Appended if committed => self.finish_op(c, true),
+            Reply::Appended => self.clients[c].waiting = Waiting::Commit { attempt },
+            Reply::Moved(to) => {
+                self.stats.redirects += 1;
+                self.clients[c].map[usize::from(slot)] = Some(to);
+                self.clients[c].waiting = Waiting::Idle;
+                self.retry(c, 1);
+            }
+            Reply::Ask(to) => {
+                self.stats.redirects += 1;
+                self.clients[c].asking = Some(to);
+                self.clients[c].waiting = Waiting::Idle;
+                self.retry(c, 1);
+            }
+            Reply::TryAgain => {
+                self.stats.try_agains += 1;
+                self.refresh_map(c);
+                self.clients[c].waiting = Waiting::Idle;
+                self.retry(c, 5);
+            }
+        }
+    }
+
+    /// No answer in time: a read is sent again; a write may or may not have taken effect
+    /// (indeterminate, as for a real client whose reply was lost), and the client moves on.
+    fn timeout(&mut self, c: usize, attempt: u64) {
+        let current = match self.clients[c].waiting {
+            Waiting::Answer { attempt: a } | Waiting::Commit { attempt: a } => a == attempt,
+            Waiting::Idle => false,
+        };
+        if !current {
+            return;
+        }
+        match &self.clients[c].op {
+            Some((Request::Get(_), _)) => {
+                self.clients[c].waiting = Waiting::Idle;
+                self.retry(c, 1);
+            }
+            _ => self.finish_op(c, false),
         }
     }
 
@@ -638,38 +803,25 @@ impl Sim {
             self.retry(c, 5);
             return;
         };
-        let reply = self.groups[usize::from(g)].node.request(&req, asking);
-        self.flush_group(g);
-        match reply {
-            Reply::Value(v) => {
-                self.check_read(&key, v.as_deref(), g);
-                self.clients[c].op = None;
-                self.clients[c].ops_left -= 1;
-                self.stats.ops_done += 1;
-                self.schedule(1, Event::Client(c));
-            }
-            Reply::Appended => {
-                let Request::Put { tag, .. } = req else {
-                    unreachable!("only writes are appended")
-                };
-                self.clients[c].waiting = Waiting::Commit { group: g, tag };
-            }
-            Reply::Moved(to) => {
-                self.stats.redirects += 1;
-                self.clients[c].map[usize::from(slot)] = Some(to);
-                self.retry(c, 1);
-            }
-            Reply::Ask(to) => {
-                self.stats.redirects += 1;
-                self.clients[c].asking = Some(to);
-                self.retry(c, 1);
-            }
-            Reply::TryAgain => {
-                self.stats.try_agains += 1;
-                self.refresh_map(c);
-                self.retry(c, 5);
-            }
+        let cl = &mut self.clients[c];
+        cl.attempt += 1;
+        let attempt = cl.attempt;
+        cl.waiting = Waiting::Answer { attempt };
+        self.schedule(CLIENT_TIMEOUT_MS, Event::Timeout { client: c, attempt });
+        if self.faulty() && self.rng.chance(30) {
+            return; // the request is lost
         }
+        let delay = 1 + self.rng.below(if self.faulty() { 10 } else { 2 });
+        self.schedule(
+            delay,
+            Event::Request {
+                client: c,
+                attempt,
+                group: g,
+                asking,
+                req,
+            },
+        );
     }
 
     fn retry(&mut self, c: usize, delay: u64) {
