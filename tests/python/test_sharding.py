@@ -157,6 +157,11 @@ def test_redirects_and_cross_group_refusals(two_groups):
     assert g0.get("bar") == b"1"
     with pytest.raises(redis.exceptions.ResponseError, match="not allowed in cluster mode"):
         g0.execute_command("SELECT", "1")
+    with pytest.raises(redis.exceptions.ResponseError, match="not allowed in cluster mode"):
+        g0.execute_command("MOVE", "bar", "1")
+    with pytest.raises(redis.exceptions.ResponseError, match="not allowed in cluster mode"):
+        g0.execute_command("COPY", "bar", "bar2{bar}", "DB", "1")
+    assert g0.execute_command("COPY", "bar", "{bar}2", "DB", "0") == 1
     info = g0.execute_command("CLUSTER", "INFO")
     assert b"cluster_state:ok" in (info if isinstance(info, bytes) else info.encode())
     assert g0.info("cluster")["cluster_enabled"] == 1

@@ -406,6 +406,16 @@ pub fn prometheus(shared: &Shared) -> String {
             );
         }
     }
+    if let Some(m) = &shared.shards {
+        let _ = write!(
+            out,
+            "# HELP verso_cluster_slots_owned Hash slots this node's group serves.\n\
+             # TYPE verso_cluster_slots_owned gauge\n\
+             verso_cluster_slots_owned{{group=\"{}\"}} {}\n",
+            m.my_group().id,
+            m.my_group().slots.len()
+        );
+    }
     for (i, t) in shared.tables.iter().enumerate() {
         if let Ok(n) = shared.db.table_index_len(t) {
             if i == 0 {

@@ -681,6 +681,24 @@ impl<'s> Session<'s> {
             return Reply::Error("NOAUTH Authentication required.".into());
         }
         if let Some(shards) = &self.shared.shards {
+            // One database in a cluster, as in Redis Cluster (SELECT refuses the others).
+            let other_db = match name {
+                b"MOVE" => true,
+                b"COPY" => args
+                    .windows(2)
+                    .skip(3)
+                    .any(|w| w[0].eq_ignore_ascii_case(b"DB") && w[1] != b"0"),
+                _ => false,
+            };
+            if other_db {
+                if self.queue.is_some() {
+                    self.fail_queue();
+                }
+                return Reply::err(format!(
+                    "{} to another database is not allowed in cluster mode",
+                    if name == b"MOVE" { "MOVE" } else { "Copying" }
+                ));
+            }
             if let Some(redirect) = shards.redirect(args) {
                 // As in Redis Cluster, a redirect while queueing fails the block.
                 if self.queue.is_some() && !matches!(name, b"EXEC" | b"DISCARD" | b"MULTI") {
