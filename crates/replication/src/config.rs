@@ -17,13 +17,38 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-/// One replica's addresses.
+/// One replica's addresses. The file may give `ip:port` or `host:port`; a host name is
+/// resolved once, when the file is read (an IPv4 address preferred).
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct ReplicaAddr {
     pub id: u8,
+    #[serde(deserialize_with = "resolved")]
     pub client: SocketAddr,
+    #[serde(deserialize_with = "resolved")]
     pub peer: SocketAddr,
+}
+
+/// `ip:port`, or `host:port` resolved now (IPv4 first).
+pub fn resolve(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = text.parse() {
+        return Ok(a);
+    }
+    use std::net::ToSocketAddrs;
+    let all: Vec<SocketAddr> = text
+        .to_socket_addrs()
+        .map_err(|e| format!("'{text}' is not an ip:port or a host:port that resolves: {e}"))?
+        .collect();
+    all.iter()
+        .find(|a| a.is_ipv4())
+        .or(all.first())
+        .copied()
+        .ok_or_else(|| format!("'{text}' resolves to no address"))
+}
+
+fn resolved<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let text = String::deserialize(d)?;
+    resolve(&text).map_err(serde::de::Error::custom)
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
@@ -226,6 +251,19 @@ mod tests {
         .unwrap();
         assert_eq!(c.replicas.len(), 3);
         assert_eq!(c.replicas[2].peer, "127.0.0.1:7103".parse().unwrap());
+    }
+
+    #[test]
+    fn host_names_resolve_when_the_file_is_read() {
+        let text = ClusterConfig::example(3, 7001, "0123456789abcdef")
+            .replace("127.0.0.1:7002", "localhost:7002");
+        let c = ClusterConfig::parse(&text, Path::new(".")).unwrap();
+        assert_eq!(c.replicas[1].client, "127.0.0.1:7002".parse().unwrap());
+        let bad = ClusterConfig::example(3, 7001, "0123456789abcdef")
+            .replace("127.0.0.1:7002", "no-such-host.invalid:7002");
+        assert!(ClusterConfig::parse(&bad, Path::new("."))
+            .unwrap_err()
+            .contains("no-such-host.invalid:7002"));
     }
 
     #[test]

@@ -36,7 +36,7 @@ struct GroupEntry {
     id: u16,
     /// `A-B,C,...`
     slots: String,
-    /// Client addresses (`ip:port`), in replica-id order.
+    /// Client addresses (`ip:port`, or `host:port` resolved at start), in replica-id order.
     nodes: Vec<String>,
 }
 
@@ -113,8 +113,8 @@ impl ShardMap {
                 .nodes
                 .iter()
                 .map(|n| {
-                    n.parse::<SocketAddr>()
-                        .map_err(|_| format!("group {}: '{n}' is not an ip:port address", g.id))
+                    verso_replication::config::resolve(n)
+                        .map_err(|e| format!("group {}: {e}", g.id))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             groups.push(ShardGroup {
@@ -434,6 +434,9 @@ nodes = ["127.0.0.1:7100"]
         );
         assert!(err(&FILE.replace("8192-16383", "8000-16383")).contains("slot 8000 belongs"));
         assert!(err(&FILE.replace("\"127.0.0.1:7100\"", "\"nohost\"")).contains("ip:port"));
+        // Host names resolve when the file is read.
+        let named = ShardMap::parse(&FILE.replace("127.0.0.1:7100", "localhost:7100"), 0, me);
+        assert_eq!(named.unwrap().leader(1).port(), 7100);
         assert!(err(&FILE.replace("id = 1", "id = 0")).contains("twice"));
         assert!(ShardMap::parse(FILE, 5, me)
             .unwrap_err()
