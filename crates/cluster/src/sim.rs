@@ -12,9 +12,12 @@
 //!
 //! Checked after every event and at the end:
 //! - **exclusive service**: no slot is served by two groups at once;
-//! - **nothing acknowledged lost**: every read of a key returns its newest acknowledged
-//!   write or a later one, unless a total crash of the group that held that write dropped
-//!   it from the log's lazy suffix (then an older value is allowed);
+//! - **nothing acknowledged lost, nothing uncommitted seen**: every read of a key (by its
+//!   writer or by another client, a quarter of the writes being deletions) returns its
+//!   newest committed write or a later committed one, unless a total crash of the group that
+//!   held that write dropped it from the log's lazy suffix (then an older value is allowed);
+//!   never a write that did not commit; and never older than what an earlier read saw,
+//!   unless a total crash dropped that;
 //! - **progress**: once faults stop, every move finishes and every client operation
 //!   completes within a bounded time.
 
@@ -159,8 +162,14 @@ struct SimGroup {
 #[derive(Default)]
 struct KeyModel {
     issued: BTreeSet<u64>,
+    /// Writes committed (at some group), whether or not their client heard so.
     acked: BTreeSet<u64>,
+    /// Committed writes a total crash dropped from the lazy suffix of a group's log.
     lost: BTreeSet<u64>,
+    /// The writes that delete the key.
+    deletes: BTreeSet<u64>,
+    /// The newest value a read returned (0: none yet).
+    seen_max: u64,
 }
 
 impl KeyModel {
@@ -764,12 +773,23 @@ impl Sim {
             let req = if self.rng.chance(600) {
                 let tag = self.next_tag;
                 self.next_tag += 1;
-                self.keys.get_mut(&key).expect("known").issued.insert(tag);
+                // One write in four deletes the key.
+                let delete = self.rng.chance(250);
+                let m = self.keys.get_mut(&key).expect("known");
+                m.issued.insert(tag);
+                if delete {
+                    m.deletes.insert(tag);
+                }
                 Request::Put {
                     key,
-                    value: Some(tag.to_string().into_bytes()),
+                    value: (!delete).then(|| tag.to_string().into_bytes()),
                     tag,
                 }
+            } else if self.rng.chance(300) {
+                // Another client's key, perhaps while its owner's write is in flight: a
+                // read must never see a write that has not committed.
+                let i = self.rng.below(self.keys.len() as u64) as usize;
+                Request::Get(self.keys.keys().nth(i).expect("in range").clone())
             } else {
                 Request::Get(key)
             };
@@ -850,17 +870,34 @@ impl Sim {
                 }
             },
         };
-        let m = &self.keys[key];
+        let m = self.keys.get_mut(key).expect("a known key");
         let floor = m.floor();
-        let known = seen == 0 || m.issued.contains(&seen);
-        if !known || seen < floor {
-            let what = format!(
-                "group {group} answered {} for key {:?}, whose newest acknowledged write not \
-                 dropped by a total crash is {floor}",
-                seen,
+        let why = if seen == 0 {
+            // Absent: nothing committed and kept, or the newest such write deletes it.
+            (floor != 0 && !m.deletes.contains(&floor)).then(|| {
+                format!("nothing, where the newest write it must see ({floor}) is a value")
+            })
+        } else if !m.acked.contains(&seen) || m.deletes.contains(&seen) {
+            Some(format!("{seen}, a value no commit wrote"))
+        } else if seen < floor {
+            Some(format!(
+                "{seen}, older than its newest write it must see ({floor})"
+            ))
+        } else if seen < m.seen_max && !m.lost.contains(&m.seen_max) {
+            // Reads never go back, unless a total crash dropped what an earlier one saw.
+            Some(format!(
+                "{seen}, older than {} which an earlier read saw",
+                m.seen_max
+            ))
+        } else {
+            m.seen_max = m.seen_max.max(seen);
+            None
+        };
+        if let Some(why) = why {
+            self.fail(format!(
+                "group {group} answered {why}, for key {:?}",
                 lossy(key)
-            );
-            self.fail(what);
+            ));
         }
     }
 

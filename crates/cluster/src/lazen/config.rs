@@ -28,8 +28,8 @@ pub struct Config {
     epoch: u64,
     moves: BTreeMap<MoveId, ConfigMove>,
     next_id: MoveId,
-    /// A `Begin` appended and not yet committed.
-    beginning: Option<SlotSet>,
+    /// `Begin`s appended and not yet committed, by move id.
+    beginning: BTreeMap<MoveId, SlotSet>,
     out: Vec<Action<ConfigRecord>>,
 }
 
@@ -40,7 +40,7 @@ impl Default for Config {
             epoch: 0,
             moves: BTreeMap::new(),
             next_id: 1,
-            beginning: None,
+            beginning: BTreeMap::new(),
             out: Vec::new(),
         }
     }
@@ -85,7 +85,8 @@ impl Config {
             .count()
     }
 
-    /// Starts moving `slots` to `to`.
+    /// Starts moving `slots` to `to`: appends its `Begin` and returns its id. The move
+    /// exists once that record commits; a failover before then loses it (start it again).
     pub fn start_move(&mut self, slots: SlotSet, to: GroupId) -> Result<MoveId, MoveRefused> {
         let mut from = None;
         for s in slots.iter() {
@@ -104,15 +105,14 @@ impl Config {
             .moves
             .values()
             .any(|m| m.phase != Phase::Done && m.slots.intersects(&slots))
-            || self
-                .beginning
-                .as_ref()
-                .is_some_and(|b| b.intersects(&slots));
+            || self.beginning.values().any(|b| b.intersects(&slots));
         if busy {
             return Err(MoveRefused::Busy);
         }
+        // The id is taken now, so two moves begun before either commits differ.
         let id = self.next_id;
-        self.beginning = Some(slots.clone());
+        self.next_id += 1;
+        self.beginning.insert(id, slots.clone());
         self.out.push(Action::Append(ConfigRecord::Begin {
             id,
             slots,
@@ -137,7 +137,7 @@ impl Config {
                 to,
             } => {
                 self.next_id = self.next_id.max(id + 1);
-                self.beginning = None;
+                self.beginning.remove(id);
                 self.moves.entry(*id).or_insert(ConfigMove {
                     slots: slots.clone(),
                     from: *from,

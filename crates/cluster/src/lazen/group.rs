@@ -24,6 +24,9 @@ struct Sending {
     dirty: BTreeSet<Key>,
     /// The target said it sealed; `EndSend` is appended.
     ending: bool,
+    /// This attempt's snapshot is taken (`BeginSend` or `Restream` committed): until then
+    /// acknowledgements, perhaps of an attempt before a restart, mean nothing.
+    streaming: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -207,6 +210,7 @@ impl Group {
                             acked: 0,
                             dirty: BTreeSet::new(),
                             ending: false,
+                            streaming: false,
                         },
                     );
                 }
@@ -215,6 +219,7 @@ impl Group {
                 if let Some(s) = self.sending.get_mut(id) {
                     s.attempt = s.attempt.max(*attempt);
                     s.chunks.clear();
+                    s.streaming = false;
                 }
             }
             GroupRecord::Freeze { id } => {
@@ -385,6 +390,7 @@ impl Group {
         }
         s.acked = 0;
         s.dirty.clear();
+        s.streaming = true;
         self.send_chunks(id);
         self.freeze_if_streamed(id);
     }
@@ -395,7 +401,7 @@ impl Group {
         let Some(s) = self.sending.get_mut(&id) else {
             return;
         };
-        if s.acked as usize == s.chunks.len() && !s.frozen && !s.freezing {
+        if s.streaming && s.acked as usize == s.chunks.len() && !s.frozen && !s.freezing {
             s.freezing = true;
             self.append(GroupRecord::Freeze { id });
         }
@@ -574,7 +580,7 @@ impl Group {
             }
             return;
         }
-        if attempt != s.attempt {
+        if attempt != s.attempt || !s.streaming {
             return;
         }
         s.acked = s.acked.max(next_seq);

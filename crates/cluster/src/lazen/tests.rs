@@ -251,3 +251,59 @@ fn a_move_is_refused_when_it_cannot_be_one() {
     );
     assert!(w.config.start_move(SlotSet::range(0, 3), 1).is_ok());
 }
+
+#[test]
+fn moves_begun_before_either_commits_get_their_own_ids() {
+    let mut w = World::new(&SlotSet::range(0, 99));
+    let a = w.config.start_move(SlotSet::range(0, 9), 1).unwrap();
+    let b = w.config.start_move(SlotSet::range(50, 59), 1).unwrap();
+    assert_ne!(a, b);
+    assert_eq!(
+        w.config.start_move(SlotSet::range(55, 56), 1),
+        Err(MoveRefused::Busy),
+        "a slot of a move whose Begin has not committed yet"
+    );
+    w.settle();
+    assert_eq!(w.config.owner(5), Some(1));
+    assert_eq!(w.config.owner(55), Some(1));
+    assert_eq!(w.config.owner(20), Some(0));
+}
+
+#[test]
+fn a_late_acknowledgement_does_not_freeze_a_restarted_source() {
+    let key = b"{t3}k".to_vec();
+    let slot = key_slot(&key);
+    let mut slots = SlotSet::default();
+    slots.insert(slot);
+    let log = [
+        GroupRecord::Own {
+            slots: slots.clone(),
+        },
+        GroupRecord::BeginSend {
+            id: 7,
+            slots: slots.clone(),
+            to: 1,
+        },
+    ];
+    let mut g = Group::recover(0, Mistakes::default(), &log);
+    let appended = g.drain();
+    assert!(matches!(
+        appended.as_slice(),
+        [Action::Append(GroupRecord::Restream { id: 7, attempt: 1 })]
+    ));
+    // An acknowledgement of the attempt before the restart arrives before Restream commits.
+    g.on_message(
+        Node::Group(1),
+        &Message::ChunkAck {
+            id: 7,
+            attempt: 0,
+            next_seq: 0,
+            sealed: false,
+        },
+    );
+    assert!(
+        g.drain().is_empty(),
+        "no Freeze before the new snapshot streams"
+    );
+    assert!(g.serves(slot));
+}
