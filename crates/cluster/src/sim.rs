@@ -74,6 +74,22 @@ pub struct SimStats {
     pub end_time_ms: u64,
 }
 
+impl SimStats {
+    /// Adds another run's counts (the end time is the later one).
+    pub fn add(&mut self, o: &SimStats) {
+        self.moves_started += o.moves_started;
+        self.moves_done += o.moves_done;
+        self.ops_done += o.ops_done;
+        self.writes_acked += o.writes_acked;
+        self.writes_lost_to_total_crashes += o.writes_lost_to_total_crashes;
+        self.redirects += o.redirects;
+        self.try_agains += o.try_agains;
+        self.failovers += o.failovers;
+        self.total_crashes += o.total_crashes;
+        self.end_time_ms = self.end_time_ms.max(o.end_time_ms);
+    }
+}
+
 /// A broken invariant, with the virtual time it was seen at.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -948,17 +964,7 @@ pub fn run_seeds(first: u64, seeds: u64, mistakes: Mistakes) -> Result<SimStats,
     for seed in first..first + seeds {
         let mut opts = SimOptions::new(seed);
         opts.mistakes = mistakes;
-        let s = Sim::new(opts).run().map_err(|v| (seed, v))?;
-        total.moves_started += s.moves_started;
-        total.moves_done += s.moves_done;
-        total.ops_done += s.ops_done;
-        total.writes_acked += s.writes_acked;
-        total.writes_lost_to_total_crashes += s.writes_lost_to_total_crashes;
-        total.redirects += s.redirects;
-        total.try_agains += s.try_agains;
-        total.failovers += s.failovers;
-        total.total_crashes += s.total_crashes;
-        total.end_time_ms = total.end_time_ms.max(s.end_time_ms);
+        total.add(&Sim::new(opts).run().map_err(|v| (seed, v))?);
     }
     Ok(total)
 }

@@ -1,7 +1,6 @@
 //! `verso sim cluster`: the slot-move simulator (`verso_cluster::sim`) over many seeds, on
 //! every core, with a progress line.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -72,7 +71,6 @@ pub fn run(args: &ClusterSimArgs) -> ExitCode {
     let total = Mutex::new(SimStats::default());
     let failure: Mutex<Option<(u64, Violation)>> = Mutex::new(None);
     let began = Instant::now();
-    let tty = std::io::stderr().is_terminal();
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
@@ -88,15 +86,7 @@ pub fn run(args: &ClusterSimArgs) -> ExitCode {
                     opts.mistakes = mistakes;
                     match Sim::new(opts).run() {
                         Ok(o) => {
-                            let mut t = total.lock().unwrap_or_else(|p| p.into_inner());
-                            t.moves_done += o.moves_done;
-                            t.ops_done += o.ops_done;
-                            t.writes_acked += o.writes_acked;
-                            t.writes_lost_to_total_crashes += o.writes_lost_to_total_crashes;
-                            t.redirects += o.redirects;
-                            t.try_agains += o.try_agains;
-                            t.failovers += o.failovers;
-                            t.total_crashes += o.total_crashes;
+                            total.lock().unwrap_or_else(|p| p.into_inner()).add(&o);
                         }
                         Err(v) => {
                             stop.store(true, Ordering::Relaxed);
@@ -110,28 +100,7 @@ pub fn run(args: &ClusterSimArgs) -> ExitCode {
                 }
             });
         }
-        let mut last = Instant::now();
-        while done.load(Ordering::Relaxed) < args.seeds && !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            if last.elapsed().as_secs_f64() >= if tty { 0.2 } else { 5.0 } {
-                last = Instant::now();
-                let d = done.load(Ordering::Relaxed);
-                let rate = d as f64 / began.elapsed().as_secs_f64().max(1e-9);
-                let eta = (args.seeds - d.min(args.seeds)) as f64 / rate.max(1e-9);
-                let line = format!(
-                    "{d}/{} seeds  {rate:.0} seeds/s  eta {eta:.0} s",
-                    args.seeds
-                );
-                if tty {
-                    eprint!("\r{line}   ");
-                } else {
-                    eprintln!("{line}");
-                }
-            }
-        }
-        if tty {
-            eprint!("\r");
-        }
+        crate::sim_cmd::report_progress(&done, &stop, args.seeds, began);
     });
     if let Some((seed, v)) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
         eprintln!("FAILED seed {seed} at {} ms: {}", v.at_ms, v.what);

@@ -137,7 +137,6 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
     let crashes = AtomicU64::new(0);
     let total_crashes = AtomicU64::new(0);
     let began = Instant::now();
-    let tty = std::io::stderr().is_terminal();
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
@@ -180,34 +179,7 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
                 }
             });
         }
-        // Progress: a line that rewrites itself on a terminal, one every 5 s otherwise.
-        let mut last = Instant::now();
-        loop {
-            let d = done.load(Ordering::Relaxed);
-            if d >= args.seeds || stop.load(Ordering::Relaxed) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            let every = if tty { 0.2 } else { 5.0 };
-            if last.elapsed().as_secs_f64() >= every {
-                last = Instant::now();
-                let d = done.load(Ordering::Relaxed);
-                let rate = d as f64 / began.elapsed().as_secs_f64().max(1e-9);
-                let eta = (args.seeds - d.min(args.seeds)) as f64 / rate.max(1e-9);
-                let line = format!(
-                    "{d}/{} seeds  {:.0} seeds/s  eta {:.0} s",
-                    args.seeds, rate, eta
-                );
-                if tty {
-                    eprint!("\r{line}   ");
-                } else {
-                    eprintln!("{line}");
-                }
-            }
-        }
-        if tty {
-            eprint!("\r");
-        }
+        report_progress(&done, &stop, args.seeds, began);
     });
     let secs = began.elapsed().as_secs_f64();
     if let Some(f) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
@@ -244,4 +216,29 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
         .collect();
     println!("  per view led ({v} views): {}", per_view.join(", "));
     ExitCode::SUCCESS
+}
+
+/// Prints progress until `done` reaches `seeds` or `stop` is set: a line that rewrites
+/// itself on a terminal, one every 5 s otherwise. Shared by `sim vsr` and `sim cluster`.
+pub fn report_progress(done: &AtomicU64, stop: &AtomicBool, seeds: u64, began: Instant) {
+    let tty = std::io::stderr().is_terminal();
+    let mut last = Instant::now();
+    while done.load(Ordering::Relaxed) < seeds && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        if last.elapsed().as_secs_f64() >= if tty { 0.2 } else { 5.0 } {
+            last = Instant::now();
+            let d = done.load(Ordering::Relaxed);
+            let rate = d as f64 / began.elapsed().as_secs_f64().max(1e-9);
+            let eta = (seeds - d.min(seeds)) as f64 / rate.max(1e-9);
+            let line = format!("{d}/{seeds} seeds  {rate:.0} seeds/s  eta {eta:.0} s");
+            if tty {
+                eprint!("\r{line}   ");
+            } else {
+                eprintln!("{line}");
+            }
+        }
+    }
+    if tty {
+        eprint!("\r");
+    }
 }
