@@ -33,7 +33,7 @@ def port_free(p):
 
 
 class LocalCluster:
-    def __init__(self, groups, replicas):
+    def __init__(self, groups, replicas, on_exit="stop"):
         rng = random.Random()
         for _ in range(200):
             base = rng.randrange(20000, 50000, 100)
@@ -47,7 +47,7 @@ class LocalCluster:
         self.dir = tempfile.mkdtemp(prefix="verso-shards-")
         self.proc = subprocess.Popen(
             [VERSO, "cluster", "local", "--groups", str(groups), "--replicas", str(replicas),
-             "--base-port", str(base), "--dir", self.dir],
+             "--base-port", str(base), "--dir", self.dir, "--on-exit", on_exit],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         # `cluster local` prints its summary once every node listens.
@@ -220,6 +220,91 @@ def test_replicated_groups():
         with pytest.raises(redis.exceptions.MovedError, match=f"^{key_slot(b'r:0')} {primary}$"):
             g0.get("r:0")
         g0.close()
+        rc.close()
+    finally:
+        assert c.stop() == 0
+
+
+def key_of_group(g, groups, prefix="k"):
+    per = 16384 // groups
+    return next(f"{prefix}{i}" for i in range(100000) if key_slot(f"{prefix}{i}".encode()) // per == g)
+
+
+def pid_of(c, g, r):
+    node = redis.Redis(host="127.0.0.1", port=c.addr(g, r)[1], socket_timeout=5)
+    pid = int(node.info("server")["process_id"])
+    node.close()
+    return pid
+
+
+def test_a_group_without_a_primary_answers_clusterdown():
+    c = LocalCluster(2, 3, on_exit="keep")
+    try:
+        key0, key1 = key_of_group(0, 2), key_of_group(1, 2)
+        # Two of group 1's three replicas die: no majority, no primary.
+        for r in (0, 1):
+            os.kill(pid_of(c, 1, r), signal.SIGKILL)
+        survivor = redis.Redis(host="127.0.0.1", port=c.addr(1, 2)[1], socket_timeout=5)
+        deadline = time.time() + 30
+        while True:
+            try:
+                survivor.set(key1, "x")
+                seen = "ok"
+            except redis.exceptions.ClusterDownError as e:
+                assert "group 1 has no primary" in str(e)
+                break
+            except redis.exceptions.ConnectionError as e:
+                seen = repr(e)  # the old primary's relay closing while it dies
+            assert time.time() < deadline, f"never CLUSTERDOWN; last: {seen}"
+            time.sleep(0.1)
+        with pytest.raises(redis.exceptions.ClusterDownError):
+            survivor.get(key1)
+        # The other group is unaffected, and the survivor still redirects its keys.
+        with pytest.raises(redis.exceptions.MovedError):
+            survivor.get(key0)
+        g0 = redis.Redis(host="127.0.0.1", port=c.addr(0, 0)[1], socket_timeout=10)
+        g0.set(key0, "still here")
+        assert g0.get(key0) == b"still here"
+        g0.close()
+        survivor.close()
+    finally:
+        assert c.stop() == 0
+
+
+def test_a_killed_primary_restarts_and_its_group_recovers():
+    c = LocalCluster(2, 3, on_exit="restart")
+    try:
+        rc = RedisCluster(host="127.0.0.1", port=c.base, socket_timeout=10)
+        for i in range(100):
+            rc.set(f"p:{i}", i)
+        g1 = redis.Redis(host="127.0.0.1", port=c.addr(1, 0)[1], socket_timeout=5)
+        primary = g1.info("replication")["vsr_primary"]
+        g1.close()
+        port = int(primary.rsplit(":", 1)[1])
+        r = port - c.base - 10
+        old = pid_of(c, 1, r)
+        os.kill(old, signal.SIGKILL)
+        # `--on-exit restart` starts it again; a new primary is elected meanwhile.
+        deadline = time.time() + 30
+        while True:
+            try:
+                if pid_of(c, 1, r) != old:
+                    break
+            except redis.exceptions.RedisError:
+                pass
+            assert time.time() < deadline, "the killed node was not restarted"
+            time.sleep(0.1)
+        c.wait_writable(1)
+        # Every acknowledged write survived (two of three replicas kept them in memory).
+        deadline = time.time() + 30
+        while True:
+            try:
+                got = [rc.get(f"p:{i}") for i in range(100)]
+                break
+            except redis.exceptions.RedisError:
+                assert time.time() < deadline
+                time.sleep(0.2)
+        assert got == [str(i).encode() for i in range(100)]
         rc.close()
     finally:
         assert c.stop() == 0

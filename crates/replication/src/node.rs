@@ -510,7 +510,10 @@ impl Run {
             })
             .collect();
         let leader = view.leader();
-        let known_leader = view.counter > 0;
+        // Mid view change (candidate or elected) the view's leader is only a proposal: no
+        // one leads yet, so clients hear "no primary" (CLUSTERDOWN in a sharded cluster)
+        // rather than being relayed to a replica that cannot serve.
+        let known_leader = view.counter > 0 && matches!(r.role(), Role::Primary | Role::Backup);
         let mut s = self.shared.status.lock().unwrap_or_else(|e| e.into_inner());
         s.role = match r.role() {
             Role::Primary => "primary",

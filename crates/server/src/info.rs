@@ -121,8 +121,10 @@ fn section_text(shared: &Shared, name: &str, out: &mut String) {
         "server" => {
             let _ = write!(
                 out,
-                "# Server\r\nredis_version:7.0.0\r\nverso_version:{}\r\nconcurrency:{}\r\n",
+                "# Server\r\nredis_version:7.0.0\r\nverso_version:{}\r\nredis_mode:{}\r\nprocess_id:{}\r\nconcurrency:{}\r\n",
                 env!("CARGO_PKG_VERSION"),
+                if shared.shards.is_some() { "cluster" } else { "standalone" },
+                std::process::id(),
                 shared.db.concurrency()
             );
         }

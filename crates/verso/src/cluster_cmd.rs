@@ -2,7 +2,7 @@
 //! `--groups` replica groups of `--replicas` `verso serve` processes each, the slots split
 //! evenly between the groups. Writes the cluster files and the shards file into `--dir`,
 //! starts every process as a child, prints where clients connect, and stops them all on
-//! Ctrl-C (or when one exits on its own).
+//! Ctrl-C (or, by default, when one exits on its own: `--on-exit` restarts it or keeps going).
 
 use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpStream};
@@ -45,6 +45,21 @@ pub struct LocalArgs {
     /// sync).
     #[arg(long, default_value = "lazy", value_parser = ["none", "lazy", "sync"])]
     durability: String,
+    /// What happens when a node exits on its own (a crash, or kill -9 in a test): stop the
+    /// whole cluster, restart that node (as a process supervisor would; it recovers from
+    /// its data directory), or keep the others running without it.
+    #[arg(long, default_value = "stop", value_parser = ["stop", "restart", "keep"])]
+    on_exit: String,
+}
+
+/// One `verso serve` child and how to start it again.
+struct Node {
+    name: String,
+    group: u16,
+    replica: u16,
+    cluster_file: Option<PathBuf>,
+    /// `None` once it exited and is not restarted (`--on-exit keep`).
+    child: Option<Child>,
 }
 
 pub fn run(cmd: &Cluster) -> ExitCode {
@@ -115,7 +130,7 @@ fn local(args: &LocalArgs) -> Result<(), String> {
         signal_hook::flag::register(sig, stop.clone())
             .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
     }
-    let mut children: Vec<(String, Child)> = Vec::new();
+    let mut nodes: Vec<Node> = Vec::new();
     let started = (|| {
         for g in 0..groups {
             let cluster_file = if replicas > 1 {
@@ -127,13 +142,19 @@ fn local(args: &LocalArgs) -> Result<(), String> {
                 let name = format!("group {g} replica {r}");
                 let child = spawn(&exe, dir, &shards_path, cluster_file.as_deref(), args, g, r)
                     .map_err(|e| format!("cannot start {name}: {e}"))?;
-                children.push((name, child));
+                nodes.push(Node {
+                    name,
+                    group: g,
+                    replica: r,
+                    cluster_file: cluster_file.clone(),
+                    child: Some(child),
+                });
             }
         }
         wait_listening(args, &stop)
     })();
     if let Err(e) = started {
-        stop_all(&mut children);
+        stop_all(&mut nodes);
         return Err(e);
     }
     println!(
@@ -157,13 +178,46 @@ fn local(args: &LocalArgs) -> Result<(), String> {
     let mut exited = None;
     while !stop.load(Ordering::Relaxed) && exited.is_none() {
         std::thread::sleep(Duration::from_millis(100));
-        for (name, c) in &mut children {
-            if let Ok(Some(status)) = c.try_wait() {
-                exited = Some(format!("{name} exited ({status})"));
+        for node in &mut nodes {
+            let Some(c) = &mut node.child else { continue };
+            let Ok(Some(status)) = c.try_wait() else {
+                continue;
+            };
+            match args.on_exit.as_str() {
+                "restart" => {
+                    eprintln!(
+                        "verso cluster local: {} exited ({status}); restarting it",
+                        node.name
+                    );
+                    let again = spawn(
+                        &exe,
+                        dir,
+                        &shards_path,
+                        node.cluster_file.as_deref(),
+                        args,
+                        node.group,
+                        node.replica,
+                    );
+                    match again {
+                        Ok(child) => node.child = Some(child),
+                        Err(e) => {
+                            node.child = None;
+                            exited = Some(format!("{} could not be restarted: {e}", node.name));
+                        }
+                    }
+                }
+                "keep" => {
+                    eprintln!(
+                        "verso cluster local: {} exited ({status}); the others keep running",
+                        node.name
+                    );
+                    node.child = None;
+                }
+                _ => exited = Some(format!("{} exited ({status})", node.name)),
             }
         }
     }
-    stop_all(&mut children);
+    stop_all(&mut nodes);
     match exited {
         Some(why) => Err(format!(
             "{why}; stopped the others (logs in {})",
@@ -207,7 +261,11 @@ fn spawn(
     g: u16,
     r: u16,
 ) -> std::io::Result<Child> {
-    let log = std::fs::File::create(dir.join(format!("g{g}r{r}.log")))?;
+    // Appended to: a restarted node's log follows its earlier life's.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("g{g}r{r}.log")))?;
     let mut cmd = Command::new(exe);
     cmd.arg("serve")
         .arg("--data-dir")
@@ -256,8 +314,8 @@ fn wait_listening(args: &LocalArgs, stop: &AtomicBool) -> Result<(), String> {
     Ok(())
 }
 
-fn stop_all(children: &mut [(String, Child)]) {
-    for (_, c) in children.iter_mut() {
+fn stop_all(nodes: &mut [Node]) {
+    for c in nodes.iter_mut().filter_map(|n| n.child.as_mut()) {
         // SIGTERM first: each server stops cleanly (and flushes its log).
         // SAFETY: `kill` with a child's pid and SIGTERM has no memory effects.
         unsafe {
@@ -265,7 +323,7 @@ fn stop_all(children: &mut [(String, Child)]) {
         }
     }
     let deadline = Instant::now() + Duration::from_secs(10);
-    for (_, c) in children.iter_mut() {
+    for c in nodes.iter_mut().filter_map(|n| n.child.as_mut()) {
         while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -642,6 +642,11 @@ impl<'s> Session<'s> {
             (Reply::Error(e), Some(r)) if e.starts_with(NOT_PRIMARY) => {
                 match r.status().primary_client_addr {
                     Some(addr) => Reply::Error(format!("{e} The primary is {addr}.")),
+                    // A cluster client knows CLUSTERDOWN: it refreshes its map and retries.
+                    None if self.shared.shards.is_some() => Reply::Error(format!(
+                        "CLUSTERDOWN The cluster is down: group {} has no primary elected right now",
+                        self.shared.shards.as_ref().map_or(0, |m| m.my_group().id)
+                    )),
                     None => {
                         Reply::Error(format!("{e} No primary is elected right now; try again."))
                     }
