@@ -6,10 +6,14 @@
 #   verso          one `verso serve` (not sharded)
 #   verso-1g       `verso cluster local --groups 1 --replicas 1` (sharded: routing cost)
 #   verso-2g       2 groups of 1 server
+#   verso-3g       3 groups of 1 server
 #   verso-2g3r     2 groups of 3 replicas (Lazy VSR)
 #   redis-cluster  Redis Cluster 7: 3 primaries with one replica each
 # Persistence is off where it can be (Redis; Verso groups of 1); replicated Verso groups are
-# lazy (a majority in memory).
+# lazy (a majority in memory). Beside redis-benchmark, bench/kvload sends SETs routed by slot
+# from 50 connections: to Redis Cluster each followed by `WAIT 1 0` (a write held by a
+# primary and a replica, the nearest match to a Lazy VSR majority), to Verso's replicated
+# groups plain (every write is held by a majority before its reply).
 #
 #   bench/cluster-cpu.sh [RUNS] [N]      (defaults: 3 runs, 200000 requests)
 set -euo pipefail
@@ -21,6 +25,8 @@ if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/nu
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq redis-server redis-tools >/dev/null
 fi
 cargo build --release -q -p verso
+cargo build --release --manifest-path bench/kvload/Cargo.toml --quiet
+kvload=$PWD/bench/kvload/target/release/kvload
 out=$(mktemp -d)
 pids=""
 launcher=""
@@ -59,9 +65,10 @@ PY
       port=$base
       target/release/verso serve --port "$port" --durability none --data-dir "$out/single" >/dev/null 2>&1 &
       pids=$!; wait_port "$port" ;;
-    verso-1g|verso-2g|verso-2g3r)
+    verso-1g|verso-2g|verso-3g|verso-2g3r)
       local g=1 r=1 d=none
       [ "$1" = verso-2g ] && g=2
+      [ "$1" = verso-3g ] && g=3
       [ "$1" = verso-2g3r ] && { g=2; r=3; d=lazy; }
       rm -rf "$out/cl"
       target/release/verso cluster local --groups $g --replicas $r --durability $d \
@@ -96,16 +103,24 @@ stop() {
   pids=""
 }
 
-configs=${CONFIGS:-"verso verso-1g verso-2g verso-2g3r redis-cluster"}
+configs=${CONFIGS:-"verso verso-1g verso-2g verso-3g verso-2g3r redis-cluster"}
 echo "config,test,run,rps,cpu_us_per_req,processes" >"$out/runs.csv"
 for ((r = 1; r <= runs; r++)); do
   for c in $configs; do
     start "$c"
-    for test in set get; do
+    tests="set get"
+    [ "$c" = verso-2g3r ] && tests="$tests set-kvload"
+    [ "$c" = redis-cluster ] && tests="$tests set-wait1"
+    for test in $tests; do
       before=$(cpu_of "$pids")
-      line=$(redis-benchmark -p "$port" $cluster_flag -c 50 -n "$n" -r 1000000 -d 100 -t "$test" --csv 2>/dev/null | tail -1)
+      case $test in
+        set|get)
+          line=$(redis-benchmark -p "$port" $cluster_flag -c 50 -n "$n" -r 1000000 -d 100 -t "$test" --csv 2>/dev/null | tail -1)
+          rps=$(echo "$line" | cut -d, -f2 | tr -d '"') ;;
+        set-kvload) rps=$("$kvload" resp-cluster "127.0.0.1:$port" 50 "$n" 100 | cut -d' ' -f1) ;;
+        set-wait1) rps=$("$kvload" resp-cluster-wait1 "127.0.0.1:$port" 50 "$n" 100 | cut -d' ' -f1) ;;
+      esac
       after=$(cpu_of "$pids")
-      rps=$(echo "$line" | cut -d, -f2 | tr -d '"')
       cpu=$(python3 -c "print(round(($after - $before) / $tck * 1e6 / $n, 2))")
       echo "$c,$test,$r,$rps,$cpu,$(echo $pids | wc -w)" | tee -a "$out/runs.csv"
     done
@@ -130,5 +145,14 @@ for c in seen:
         cells.append(f"{statistics.median(float(r['rps']) for r in rs):,.0f}")
         cells.append(f"{statistics.median(float(r['cpu_us_per_req']) for r in rs):.2f}")
     print(f"| {c} | {procs} | " + " | ".join(cells) + " |")
+extra = [(c, t) for c in seen for t in ("set-kvload", "set-wait1") if any(r["config"] == c and r["test"] == t for r in rows)]
+if extra:
+    print()
+    print("| configuration | SET through kvload | rps | CPU µs/req |")
+    print("|---|---|---:|---:|")
+    for c, t in extra:
+        rs = [r for r in rows if r["config"] == c and r["test"] == t]
+        what = "SET + WAIT 1 0" if t == "set-wait1" else "SET (a majority holds it)"
+        print(f"| {c} | {what} | {statistics.median(float(r['rps']) for r in rs):,.0f} | {statistics.median(float(r['cpu_us_per_req']) for r in rs):.2f} |")
 PY
 echo "(medians of $runs; $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg); commit $(git rev-parse --short HEAD))"

@@ -1,12 +1,16 @@
 //! kvload: C connections (one thread each) issue puts back to back, one outstanding request
 //! per connection, until N puts have been sent between them; prints `rps p50_ms p99_ms`.
 //!
-//!   kvload etcd|resp HOST:PORT CLIENTS N VALUE [KEYSPACE=1000000]
+//!   kvload etcd|resp|resp-cluster|resp-cluster-wait1 HOST:PORT CLIENTS N VALUE [KEYSPACE=1000000]
 //!
 //! `etcd` speaks etcd's v3 gRPC-gateway JSON API over HTTP/1.1 keep-alive (`POST /v3/kv/put`
 //! with base64 key and value; etcd 3.4 serves it on the client port). `resp` sends Redis
 //! `SET key value`. Keys are like redis-benchmark's `-r KEYSPACE`: `key:` and 12 digits of a
 //! random number below KEYSPACE; values are VALUE bytes of `x`, as redis-benchmark sends.
+//! `resp-cluster` asks HOST:PORT for `CLUSTER SLOTS` and sends each SET to its slot's
+//! primary (one connection per primary per client); `resp-cluster-wait1` sends `WAIT 1 0`
+//! right behind each SET (one round trip) and counts the put once a replica acknowledged it:
+//! Redis Cluster's nearest match to a write held by a majority.
 //! Any answer other than HTTP 200 (etcd) or `+OK` (resp) aborts with a message.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -20,6 +24,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 enum Proto {
     Etcd,
     Resp,
+    /// Routed by hash slot; `true`: each SET followed by `WAIT 1 0`.
+    RespCluster(bool),
 }
 
 fn die(msg: &str) -> ! {
@@ -28,7 +34,7 @@ fn die(msg: &str) -> ! {
 }
 
 fn usage() -> ! {
-    die("usage: kvload etcd|resp HOST:PORT CLIENTS N VALUE [KEYSPACE=1000000]")
+    die("usage: kvload etcd|resp|resp-cluster|resp-cluster-wait1 HOST:PORT CLIENTS N VALUE [KEYSPACE=1000000]")
 }
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, default: Option<T>) -> T {
@@ -80,7 +86,7 @@ impl Conn {
         w.set_nodelay(true).ok();
         let r = BufReader::with_capacity(64 * 1024, w.try_clone().unwrap());
         let value = match proto {
-            Proto::Resp => value.to_vec(),
+            Proto::Resp | Proto::RespCluster(_) => value.to_vec(),
             Proto::Etcd => {
                 let mut v = Vec::new();
                 base64(value, &mut v);
@@ -93,16 +99,26 @@ impl Conn {
     fn put(&mut self, key: &[u8]) {
         self.req.clear();
         match self.proto {
-            Proto::Resp => {
+            Proto::Resp | Proto::RespCluster(_) => {
                 write!(self.req, "*3\r\n$3\r\nSET\r\n${}\r\n", key.len()).unwrap();
                 self.req.extend_from_slice(key);
                 write!(self.req, "\r\n${}\r\n", self.value.len()).unwrap();
                 self.req.extend_from_slice(&self.value);
                 self.req.extend_from_slice(b"\r\n");
+                let wait = self.proto == Proto::RespCluster(true);
+                if wait {
+                    self.req.extend_from_slice(b"*3\r\n$4\r\nWAIT\r\n$1\r\n1\r\n$1\r\n0\r\n");
+                }
                 self.send();
                 self.read_line();
                 if self.line != "+OK\r\n" {
                     die(&format!("SET answered {:?}", self.line.trim_end()));
+                }
+                if wait {
+                    self.read_line();
+                    if !self.line.starts_with(':') || self.line.starts_with(":0") {
+                        die(&format!("WAIT answered {:?}", self.line.trim_end()));
+                    }
                 }
             }
             Proto::Etcd => {
@@ -204,11 +220,75 @@ impl Conn {
     }
 }
 
+/// Redis Cluster's hash slot of a key without a `{hash tag}`: CRC16/XMODEM mod 16384.
+fn key_slot(key: &[u8]) -> usize {
+    let mut crc: u16 = 0;
+    for &b in key {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    usize::from(crc) % 16384
+}
+
+/// One RESP value, enough of it for `CLUSTER SLOTS`.
+enum Resp {
+    Int(i64),
+    Bulk(Vec<u8>),
+    Array(Vec<Resp>),
+}
+
+fn read_resp(c: &mut Conn) -> Resp {
+    c.read_line();
+    let line = c.line.trim_end().to_string();
+    let (kind, rest) = line.split_at(1);
+    let n: i64 = rest.parse().unwrap_or_else(|_| die(&format!("unexpected reply {line:?}")));
+    match kind {
+        ":" => Resp::Int(n),
+        "$" => {
+            c.read_exact(n as usize + 2);
+            Resp::Bulk(c.body[..n as usize].to_vec())
+        }
+        "*" => Resp::Array((0..n).map(|_| read_resp(c)).collect()),
+        _ => die(&format!("unexpected reply {line:?}")),
+    }
+}
+
+/// Each slot's primary (`ip:port`), from `CLUSTER SLOTS` asked of `addr`.
+fn slot_owners(addr: &str) -> Vec<String> {
+    let mut c = Conn::open(Proto::Resp, addr, b"");
+    c.req = b"*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n".to_vec();
+    c.send();
+    let mut owners = vec![String::new(); 16384];
+    let Resp::Array(ranges) = read_resp(&mut c) else { die("CLUSTER SLOTS: not an array") };
+    for range in ranges {
+        let Resp::Array(r) = range else { die("CLUSTER SLOTS: not an array") };
+        let (Some(Resp::Int(first)), Some(Resp::Int(last)), Some(Resp::Array(node))) = (r.first(), r.get(1), r.get(2))
+        else {
+            die("CLUSTER SLOTS: a range without a primary")
+        };
+        let (Some(Resp::Bulk(ip)), Some(Resp::Int(port))) = (node.first(), node.get(1)) else {
+            die("CLUSTER SLOTS: a node without an address")
+        };
+        let at = format!("{}:{port}", String::from_utf8_lossy(ip));
+        for s in *first as usize..=*last as usize {
+            owners[s] = at.clone();
+        }
+    }
+    if let Some(s) = owners.iter().position(String::is_empty) {
+        die(&format!("CLUSTER SLOTS: slot {s} has no owner"));
+    }
+    owners
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let proto = match args.get(1).map(String::as_str) {
         Some("etcd") => Proto::Etcd,
         Some("resp") => Proto::Resp,
+        Some("resp-cluster") => Proto::RespCluster(false),
+        Some("resp-cluster-wait1") => Proto::RespCluster(true),
         _ => usage(),
     };
     let addr: String = arg(&args, 2, None);
@@ -220,14 +300,31 @@ fn main() {
         usage();
     }
     let value = vec![b'x'; value_len];
+    let owners = Arc::new(match proto {
+        Proto::RespCluster(_) => slot_owners(&addr),
+        _ => Vec::new(),
+    });
     let sent = Arc::new(AtomicU64::new(0));
     let go = Arc::new(Barrier::new(clients + 1));
     let seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
     let threads: Vec<_> = (0..clients)
         .map(|i| {
             let (addr, value, sent, go) = (addr.clone(), value.clone(), sent.clone(), go.clone());
+            let owners = owners.clone();
             std::thread::spawn(move || {
-                let mut conn = Conn::open(proto, &addr, &value);
+                // Not clustered: one connection. Clustered: one per primary, by address.
+                let mut conns: Vec<(String, Conn)> = Vec::new();
+                let primaries: Vec<&String> = if owners.is_empty() {
+                    vec![&addr]
+                } else {
+                    let mut p: Vec<&String> = owners.iter().collect();
+                    p.sort();
+                    p.dedup();
+                    p
+                };
+                for p in primaries {
+                    conns.push((p.clone(), Conn::open(proto, p, &value)));
+                }
                 let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407));
                 let mut key = Vec::with_capacity(16);
                 let mut lat = Vec::with_capacity((n as usize / clients) + 16);
@@ -235,8 +332,14 @@ fn main() {
                 while sent.fetch_add(1, Ordering::Relaxed) < n {
                     key.clear();
                     write!(key, "key:{:012}", rng.next() % keyspace).unwrap();
+                    let i = if owners.is_empty() {
+                        0
+                    } else {
+                        let owner = &owners[key_slot(&key)];
+                        conns.iter().position(|(a, _)| a == owner).unwrap_or(0)
+                    };
                     let t = Instant::now();
-                    conn.put(&key);
+                    conns[i].1.put(&key);
                     lat.push(t.elapsed().as_nanos() as u64);
                 }
                 lat
