@@ -1,4 +1,7 @@
 //! A data group's part in moves, as source and as target, and its answers to clients.
+//!
+//! The group's data is behind [`SlotData`]: the simulator's model keeps a map
+//! ([`MapData`]), a server its engine. The protocol state here is the same for both.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -7,6 +10,101 @@ use super::{
     Value, CHUNK_ENTRIES,
 };
 use crate::slot::{key_slot, Slot, SlotSet};
+
+/// What a move reads of a group's data.
+pub trait SlotData {
+    /// A consistent snapshot of the keys of `slots` with their values, in chunks (each within
+    /// the transport's message limit), for move `id`'s new attempt; from now on the store
+    /// remembers which keys of `slots` are written, for [`SlotData::changes`].
+    fn snapshot(&mut self, id: MoveId, slots: &SlotSet) -> Vec<Entries>;
+    /// The keys of `slots` written since move `id`'s snapshot, with their values now (`None`:
+    /// deleted); it stops remembering. Called once the slots are frozen (nothing writes them).
+    fn changes(&mut self, id: MoveId, slots: &SlotSet) -> Entries;
+    /// Stops remembering writes for move `id` (its source ended, or restarted frozen).
+    fn forget(&mut self, id: MoveId);
+}
+
+/// The data effects of committed records, for a store the group applies them to itself (the
+/// model). A server applies each record's effect in the transaction that logs it instead
+/// ([`Group::data_effect`], [`Group::committed_applied`]), so a crash never separates them.
+pub trait SlotWrites {
+    /// Writes `entries` (a chunk at the target, or the model's client write).
+    fn apply(&mut self, entries: &[(Key, Option<Value>)]);
+    /// Deletes every key of `slots` (the source after `EndSend`; the target when a new
+    /// attempt replaces what an earlier one sent).
+    fn drop_slots(&mut self, slots: &SlotSet);
+}
+
+/// The model's data: a map, and the keys written since each move's snapshot.
+#[derive(Default)]
+pub struct MapData {
+    data: BTreeMap<Key, Value>,
+    dirty: BTreeMap<MoveId, (SlotSet, BTreeSet<Key>)>,
+}
+
+impl MapData {
+    pub fn get(&self, key: &[u8]) -> Option<&Value> {
+        self.data.get(key)
+    }
+}
+
+impl SlotData for MapData {
+    fn snapshot(&mut self, id: MoveId, slots: &SlotSet) -> Vec<Entries> {
+        self.dirty.insert(id, (slots.clone(), BTreeSet::new()));
+        let all: Entries = self
+            .data
+            .iter()
+            .filter(|(k, _)| slots.contains(key_slot(k)))
+            .map(|(k, v)| (k.clone(), Some(v.clone())))
+            .collect();
+        all.chunks(CHUNK_ENTRIES).map(<[_]>::to_vec).collect()
+    }
+
+    fn forget(&mut self, id: MoveId) {
+        self.dirty.remove(&id);
+    }
+
+    fn changes(&mut self, id: MoveId, _slots: &SlotSet) -> Entries {
+        let keys = self.dirty.remove(&id).map(|(_, k)| k).unwrap_or_default();
+        keys.into_iter()
+            .map(|k| {
+                let v = self.data.get(&k).cloned();
+                (k, v)
+            })
+            .collect()
+    }
+}
+
+impl SlotWrites for MapData {
+    fn apply(&mut self, entries: &[(Key, Option<Value>)]) {
+        for (k, v) in entries {
+            match v {
+                Some(v) => self.data.insert(k.clone(), v.clone()),
+                None => self.data.remove(k),
+            };
+            let slot = key_slot(k);
+            for (slots, keys) in self.dirty.values_mut() {
+                if slots.contains(slot) {
+                    keys.insert(k.clone());
+                }
+            }
+        }
+    }
+
+    fn drop_slots(&mut self, slots: &SlotSet) {
+        self.data.retain(|k, _| !slots.contains(key_slot(k)));
+    }
+}
+
+/// How a group answers a request for one slot, before looking at the data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Serve it from this group's data.
+    Serve,
+    Moved(GroupId),
+    Ask(GroupId),
+    TryAgain,
+}
 
 #[derive(Clone, Debug)]
 struct Sending {
@@ -20,8 +118,6 @@ struct Sending {
     chunks: Vec<(Entries, bool)>,
     /// Chunks the target has logged.
     acked: u32,
-    /// Keys of the slots written since this attempt's snapshot.
-    dirty: BTreeSet<Key>,
     /// The target said it sealed; `EndSend` is appended.
     ending: bool,
     /// This attempt's snapshot is taken (`BeginSend` or `Restream` committed): until then
@@ -42,10 +138,10 @@ struct Receiving {
 }
 
 /// One data group: its data and its part in moves, folded from its log.
-pub struct Group {
+pub struct Group<D = MapData> {
     id: GroupId,
     mistakes: Mistakes,
-    data: BTreeMap<Key, Value>,
+    data: D,
     owned: SlotSet,
     sending: BTreeMap<MoveId, Sending>,
     receiving: BTreeMap<MoveId, Receiving>,
@@ -61,12 +157,78 @@ pub struct Group {
     out: Vec<Action<GroupRecord>>,
 }
 
-impl Group {
-    pub fn new(id: GroupId, mistakes: Mistakes) -> Group {
+impl Group<MapData> {
+    pub fn new(id: GroupId, mistakes: Mistakes) -> Group<MapData> {
+        Group::with_data(id, mistakes, MapData::default())
+    }
+
+    /// Rebuilds the model group from its committed log, data included (what survived a
+    /// failover or a total crash), then redoes what the log began and did not finish.
+    pub fn recover(id: GroupId, mistakes: Mistakes, log: &[GroupRecord]) -> Group<MapData> {
+        let mut g = Group::new(id, mistakes);
+        for r in log {
+            g.apply_data(r);
+            g.apply(r);
+        }
+        g.redo();
+        g
+    }
+
+    /// The value of `key` in this group's data, whether or not it serves it (for checkers).
+    pub fn peek(&self, key: &[u8]) -> Option<&Value> {
+        self.data.get(key)
+    }
+
+    pub fn request(&mut self, req: &Request, asking: bool) -> Reply {
+        let key = match req {
+            Request::Get(k) | Request::Put { key: k, .. } => k,
+        };
+        match self.answer(key_slot(key), asking) {
+            Answer::Serve => match req {
+                Request::Get(k) => Reply::Value(self.data.get(k).cloned()),
+                Request::Put { key, value, tag } => {
+                    self.out.push(Action::Append(GroupRecord::Put {
+                        key: key.clone(),
+                        value: value.clone(),
+                        tag: *tag,
+                    }));
+                    Reply::Appended
+                }
+            },
+            Answer::Moved(g) => Reply::Moved(g),
+            Answer::Ask(g) => Reply::Ask(g),
+            Answer::TryAgain => Reply::TryAgain,
+        }
+    }
+}
+
+impl<D: SlotData + SlotWrites> Group<D> {
+    /// A record this group appended has committed: applies its effect on the data, then
+    /// folds it in.
+    pub fn committed(&mut self, r: &GroupRecord) {
+        self.apply_data(r);
+        self.committed_applied(r);
+    }
+
+    fn apply_data(&mut self, r: &GroupRecord) {
+        if let GroupRecord::Put { key, value, .. } = r {
+            self.data.apply(&[(key.clone(), value.clone())]);
+            return;
+        }
+        let (empty, entries) = self.data_effect(r);
+        if let Some(slots) = empty {
+            self.data.drop_slots(&slots);
+        }
+        self.data.apply(entries);
+    }
+}
+
+impl<D: SlotData> Group<D> {
+    pub fn with_data(id: GroupId, mistakes: Mistakes, data: D) -> Group<D> {
         Group {
             id,
             mistakes,
-            data: BTreeMap::new(),
+            data,
             owned: SlotSet::default(),
             sending: BTreeMap::new(),
             receiving: BTreeMap::new(),
@@ -79,36 +241,71 @@ impl Group {
         }
     }
 
-    /// Rebuilds the group from its committed log (what survived a failover or a total
-    /// crash), then redoes what the log began and did not finish.
-    pub fn recover(id: GroupId, mistakes: Mistakes, log: &[GroupRecord]) -> Group {
-        let mut g = Group::new(id, mistakes);
+    /// Rebuilds the group's part in moves from its committed log over `data`, which
+    /// recovered with the log (a server's engine replays its own), then redoes what the log
+    /// began and did not finish.
+    pub fn resume(id: GroupId, mistakes: Mistakes, log: &[GroupRecord], data: D) -> Group<D> {
+        let mut g = Group::with_data(id, mistakes, data);
         for r in log {
             g.apply(r);
         }
-        g.out.clear();
+        g.redo();
+        g
+    }
+
+    /// After recovery: what the log began and did not finish.
+    fn redo(&mut self) {
+        self.out.clear();
         // Each unfinished send streams again from a fresh snapshot, once a new attempt is
         // logged (a frozen source has lost its record of what changed since its snapshot,
         // so it sends everything; nothing changes while it is frozen).
-        let restarts: Vec<(MoveId, u32)> = g
+        let restarts: Vec<(MoveId, u32)> = self
             .sending
             .iter()
             .map(|(id, s)| (*id, s.attempt + 1))
             .collect();
         for (id, attempt) in restarts {
-            g.append(GroupRecord::Restream { id, attempt });
+            self.append(GroupRecord::Restream { id, attempt });
         }
         // A target that logged the last chunk and not `EndRecv` seals now.
-        let sealing: Vec<MoveId> = g
+        let sealing: Vec<MoveId> = self
             .receiving
             .iter()
             .filter(|(_, r)| r.last_logged)
             .map(|(id, _)| *id)
             .collect();
         for id in sealing {
-            g.seal(id);
+            self.seal(id);
         }
-        g
+    }
+
+    pub fn data(&self) -> &D {
+        &self.data
+    }
+
+    pub fn data_mut(&mut self) -> &mut D {
+        &mut self.data
+    }
+
+    /// The slots this group owns (it may not serve them all: see [`Group::answer`]).
+    pub fn owned(&self) -> &SlotSet {
+        &self.owned
+    }
+
+    /// Every slot in a move this group takes part in, as source or target.
+    pub fn moving(&self) -> SlotSet {
+        let mut all = SlotSet::default();
+        let slots = self
+            .sending
+            .values()
+            .map(|s| &s.slots)
+            .chain(self.receiving.values().map(|r| &r.slots));
+        for set in slots {
+            for slot in set.iter() {
+                all.insert(slot);
+            }
+        }
+        all
     }
 
     pub fn id(&self) -> GroupId {
@@ -127,47 +324,30 @@ impl Group {
         })
     }
 
-    /// The value of `key` in this group's data, whether or not it serves it (for checkers).
-    pub fn peek(&self, key: &[u8]) -> Option<&Value> {
-        self.data.get(key)
-    }
-
-    pub fn request(&mut self, req: &Request, asking: bool) -> Reply {
-        let key = match req {
-            Request::Get(k) | Request::Put { key: k, .. } => k,
-        };
-        let slot = key_slot(key);
+    /// How this group answers a request for `slot` right now (`asking`: the client sent
+    /// ASKING, following an ASK redirect).
+    pub fn answer(&self, slot: Slot, asking: bool) -> Answer {
         if self.serves(slot) {
-            return match req {
-                Request::Get(k) => Reply::Value(self.data.get(k).cloned()),
-                Request::Put { key, value, tag } => {
-                    self.out.push(Action::Append(GroupRecord::Put {
-                        key: key.clone(),
-                        value: value.clone(),
-                        tag: *tag,
-                    }));
-                    Reply::Appended
-                }
-            };
+            return Answer::Serve;
         }
         if self.owned.contains(slot) {
             // Frozen for a move: TRYAGAIN until the target has sealed, then ASK it (the
             // target serves; `EndSend` here is on its way), then MOVED once that commits.
             return match self.sending.values().find(|s| s.slots.contains(slot)) {
-                Some(s) if s.ending => Reply::Ask(s.to),
-                _ => Reply::TryAgain,
+                Some(s) if s.ending => Answer::Ask(s.to),
+                _ => Answer::TryAgain,
             };
         }
         if let Some(r) = self.receiving.values().find(|r| r.slots.contains(slot)) {
             return if asking {
-                Reply::TryAgain
+                Answer::TryAgain
             } else {
-                Reply::Moved(r.from)
+                Answer::Moved(r.from)
             };
         }
         match self.moved_to.get(&slot) {
-            Some(&g) => Reply::Moved(g),
-            None => Reply::TryAgain, // no knowledge: the client asks the map again
+            Some(&g) => Answer::Moved(g),
+            None => Answer::TryAgain, // no knowledge: the client asks the map again
         }
     }
 
@@ -175,21 +355,11 @@ impl Group {
         self.out.push(Action::Append(r));
     }
 
-    /// Folds one committed record into the state (shared by recovery and live commits).
+    /// Folds one committed record into the protocol state (shared by recovery and live
+    /// commits); its effect on the data is applied apart ([`Group::data_effect`]).
     fn apply(&mut self, r: &GroupRecord) {
         match r {
-            GroupRecord::Put { key, value, .. } => {
-                match value {
-                    Some(v) => self.data.insert(key.clone(), v.clone()),
-                    None => self.data.remove(key),
-                };
-                let slot = key_slot(key);
-                for s in self.sending.values_mut() {
-                    if s.slots.contains(slot) {
-                        s.dirty.insert(key.clone());
-                    }
-                }
-            }
+            GroupRecord::Put { .. } => {}
             GroupRecord::Own { slots } => {
                 for s in slots.iter() {
                     self.owned.insert(s);
@@ -208,7 +378,6 @@ impl Group {
                             freezing: false,
                             chunks: Vec::new(),
                             acked: 0,
-                            dirty: BTreeSet::new(),
                             ending: false,
                             streaming: false,
                         },
@@ -228,12 +397,12 @@ impl Group {
                 }
             }
             GroupRecord::EndSend { id } => {
+                self.data.forget(*id);
                 if let Some(s) = self.sending.remove(id) {
                     for slot in s.slots.iter() {
                         self.owned.remove(slot);
                         self.moved_to.insert(slot, s.to);
                     }
-                    self.data.retain(|k, _| !s.slots.contains(key_slot(k)));
                 }
                 self.sent.insert(*id);
             }
@@ -259,16 +428,14 @@ impl Group {
                     r.next_seq = 0;
                     r.last_logged = false;
                     r.appending = false;
-                    let slots = r.slots.clone();
-                    self.data.retain(|k, _| !slots.contains(key_slot(k)));
                 }
             }
             GroupRecord::Chunk {
                 id,
                 attempt,
                 seq,
-                entries,
                 last,
+                ..
             } => {
                 let Some(r) = self.receiving.get_mut(id) else {
                     return;
@@ -279,12 +446,6 @@ impl Group {
                 }
                 r.next_seq += 1;
                 r.last_logged = *last;
-                for (k, v) in entries {
-                    match v {
-                        Some(v) => self.data.insert(k.clone(), v.clone()),
-                        None => self.data.remove(k),
-                    };
-                }
             }
             GroupRecord::EndRecv { id } => {
                 if let Some(r) = self.receiving.remove(id) {
@@ -299,8 +460,35 @@ impl Group {
         }
     }
 
-    /// A record this group appended has committed.
-    pub fn committed(&mut self, r: &GroupRecord) {
+    /// What committing `r` does to the data, given this group's state before it commits:
+    /// slots to empty, then entries to write. A chunk that repeats one already logged (a
+    /// duplicate) does nothing.
+    pub fn data_effect<'r>(
+        &self,
+        r: &'r GroupRecord,
+    ) -> (Option<SlotSet>, &'r [(Key, Option<Value>)]) {
+        match r {
+            GroupRecord::Chunk {
+                id,
+                attempt,
+                seq,
+                entries,
+                ..
+            } => match self.receiving.get(id) {
+                Some(rc) if rc.attempt == *attempt && rc.next_seq == *seq => (None, entries),
+                _ => (None, &[]),
+            },
+            GroupRecord::EndSend { id } => (self.sending.get(id).map(|s| s.slots.clone()), &[]),
+            GroupRecord::RecvReset { id, .. } => {
+                (self.receiving.get(id).map(|r| r.slots.clone()), &[])
+            }
+            _ => (None, &[]),
+        }
+    }
+
+    /// A record this group appended has committed, and the host applied its effect on the
+    /// data ([`Group::data_effect`]) in the same transaction.
+    pub fn committed_applied(&mut self, r: &GroupRecord) {
         self.apply(r);
         match r {
             // Each is committed once (an append lost to a failover never commits).
@@ -310,13 +498,7 @@ impl Group {
             GroupRecord::Freeze { id } => {
                 if let Some(s) = self.sending.get_mut(id) {
                     // The last chunk: everything written since the snapshot.
-                    let entries = std::mem::take(&mut s.dirty)
-                        .into_iter()
-                        .map(|k| {
-                            let v = self.data.get(&k).cloned();
-                            (k, v)
-                        })
-                        .collect();
+                    let entries = self.data.changes(*id, &s.slots);
                     s.chunks.push((entries, true));
                     self.send_chunks(*id);
                 }
@@ -375,21 +557,18 @@ impl Group {
         let Some(s) = self.sending.get_mut(&id) else {
             return;
         };
-        let snapshot: Entries = self
+        s.chunks = self
             .data
-            .iter()
-            .filter(|(k, _)| s.slots.contains(key_slot(k)))
-            .map(|(k, v)| (k.clone(), Some(v.clone())))
-            .collect();
-        s.chunks = snapshot
-            .chunks(CHUNK_ENTRIES)
-            .map(|c| (c.to_vec(), false))
+            .snapshot(id, &s.slots)
+            .into_iter()
+            .map(|c| (c, false))
             .collect();
         if s.frozen {
+            // Nothing writes frozen slots: the snapshot is the whole of it.
             s.chunks.push((Vec::new(), true));
+            self.data.forget(id);
         }
         s.acked = 0;
-        s.dirty.clear();
         s.streaming = true;
         self.send_chunks(id);
         self.freeze_if_streamed(id);

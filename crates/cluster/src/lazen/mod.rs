@@ -36,7 +36,7 @@ mod config;
 mod group;
 
 pub use config::{Config, MoveRefused};
-pub use group::Group;
+pub use group::{Answer, Group, MapData, SlotData};
 
 use crate::slot::SlotSet;
 
