@@ -34,6 +34,7 @@
 
 mod config;
 mod group;
+pub mod wire;
 
 pub use config::{Config, MoveRefused};
 pub use group::{Answer, Group, MapData, SlotData};
