@@ -79,7 +79,7 @@ pub const TAG_MEMBER: u8 = 2;
 /// Sorted sets' score index: `id ‖ 0x03 ‖ score (order-preserving) ‖ member`.
 pub const TAG_SCORE: u8 = 3;
 const STRIPES: u64 = 8;
-const ID_LEN: usize = 8;
+pub(crate) const ID_LEN: usize = 8;
 
 fn wrongtype() -> CmdError {
     CmdError::Reply(Reply::Error(WRONGTYPE.into()))
@@ -137,7 +137,7 @@ fn splitmix64(x: u64) -> u64 {
 /// A fresh id: random (the transaction's timestamp, a per-thread sequence and the thread's
 /// stack address mixed), and checked absent from the registry inside the transaction, so
 /// two transactions that drew the same id cannot both commit.
-fn new_id(txn: &Txn<'_>, s: Space<'_>) -> Result<u64, CmdError> {
+pub(crate) fn new_id(txn: &Txn<'_>, s: Space<'_>) -> Result<u64, CmdError> {
     let local = 0u8;
     let salt = std::ptr::addr_of!(local) as u64;
     loop {

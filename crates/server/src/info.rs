@@ -177,7 +177,7 @@ fn section_text(shared: &Shared, name: &str, out: &mut String) {
                     out,
                     "verso_group:{}\r\nverso_slots_owned:{}\r\n",
                     m.my_group().id,
-                    m.my_group().slots.len()
+                    m.slots_of(m.my_group_index()).len()
                 );
             }
         }
@@ -415,7 +415,7 @@ pub fn prometheus(shared: &Shared) -> String {
              # TYPE verso_cluster_slots_owned gauge\n\
              verso_cluster_slots_owned{{group=\"{}\"}} {}\n",
             m.my_group().id,
-            m.my_group().slots.len()
+            m.slots_of(m.my_group_index()).len()
         );
     }
     for (i, t) in shared.tables.iter().enumerate() {

@@ -27,6 +27,7 @@ pub mod keys;
 pub mod keyspace;
 pub mod lists;
 pub mod metrics;
+pub mod moves;
 pub mod persistence;
 pub mod resp;
 pub mod server;

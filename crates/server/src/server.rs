@@ -210,6 +210,13 @@ pub fn serve(listener: TcpListener, shared: &Shared, cfg: &ServerConfig, stop: &
                 stop.store(true, Ordering::Relaxed);
                 return;
             }
+            let mover = std::thread::Builder::new()
+                .name("verso-mover".into())
+                .spawn_scoped(s, move || crate::moves::mover::run(shared, stop));
+            if mover.is_err() {
+                stop.store(true, Ordering::Relaxed);
+                return;
+            }
         }
         let mut events = Events::with_capacity(16);
         let mut next = 0usize;

@@ -2,13 +2,19 @@
 //! cluster ([`crate::shards::ShardMap::set_leader`]): MOVED and CLUSTER then name primaries,
 //! so clients reach them directly instead of through a backup's relay. Its own group's
 //! primary comes from this node's replication state; another group's from `INFO
-//! replication` (`vsr_primary`) asked of that group's nodes. The only I/O is here: short
-//! blocking connections with timeouts, from one background thread.
+//! replication` (`vsr_primary`) asked of that group's nodes.
+//!
+//! It also learns the slot map as slots move: from the configuration group's primary
+//! (`CLUSTER VERSO-MAP`), except for this group's own slots, which only its own log
+//! decides (`crate::moves`). The only I/O is here: short blocking connections with
+//! timeouts, from one background thread.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+use verso_cluster::SlotSet;
 
 use crate::session::Shared;
 
@@ -49,12 +55,58 @@ pub fn run(shared: &Shared, stop: &AtomicBool) {
                 }
             }
         }
+        learn_map(shared, map);
         std::thread::sleep(PROBE_INTERVAL);
+    }
+}
+
+/// Asks the configuration group for the map, and takes what it says of other groups.
+fn learn_map(shared: &Shared, map: &crate::shards::ShardMap) {
+    let config = crate::moves::mover::config_group(map);
+    let Some(owned) = shared.moves.as_ref().and_then(|m| m.owned()) else {
+        return; // the mover has not read this group's log yet
+    };
+    if config == map.my_group_index() {
+        return; // the mover keeps the configuration group's map
+    }
+    let request = b"*2\r\n$7\r\nCLUSTER\r\n$9\r\nVERSO-MAP\r\n";
+    let Some(text) = ask(map.leader(config), shared.password.as_deref(), request) else {
+        return;
+    };
+    let me = map.my_group_index();
+    for line in text.lines().skip(1) {
+        let Some((id, ranges)) = line.split_once(' ') else {
+            continue;
+        };
+        let (Some(gi), Ok(slots)) = (
+            id.parse().ok().and_then(|id| map.group_index(id)),
+            SlotSet::parse(ranges),
+        ) else {
+            continue;
+        };
+        if gi == me {
+            continue; // this group's log decides which slots are its own
+        }
+        let mut theirs = SlotSet::default();
+        for s in slots.iter().filter(|&s| !owned.contains(s)) {
+            theirs.insert(s);
+        }
+        map.set_owner(&theirs, gi);
     }
 }
 
 /// The primary `node` names in its `INFO replication`, if it answers and knows one.
 fn ask_primary(node: SocketAddr, password: Option<&str>) -> Option<SocketAddr> {
+    let text = ask(
+        node,
+        password,
+        b"*2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n",
+    )?;
+    primary_in(&text)
+}
+
+/// Sends `request` (after AUTH) and reads its bulk string answer.
+fn ask(node: SocketAddr, password: Option<&str>, command: &[u8]) -> Option<String> {
     let stream = TcpStream::connect_timeout(&node, PROBE_TIMEOUT).ok()?;
     stream.set_read_timeout(Some(PROBE_TIMEOUT)).ok()?;
     stream.set_write_timeout(Some(PROBE_TIMEOUT)).ok()?;
@@ -63,7 +115,7 @@ fn ask_primary(node: SocketAddr, password: Option<&str>) -> Option<SocketAddr> {
         request
             .extend_from_slice(format!("*2\r\n$4\r\nAUTH\r\n${}\r\n{p}\r\n", p.len()).as_bytes());
     }
-    request.extend_from_slice(b"*2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n");
+    request.extend_from_slice(command);
     (&stream).write_all(&request).ok()?;
     let mut reader = BufReader::new(&stream);
     let mut line = String::new();
@@ -81,7 +133,7 @@ fn ask_primary(node: SocketAddr, password: Option<&str>) -> Option<SocketAddr> {
     }
     let mut body = vec![0u8; len];
     reader.read_exact(&mut body).ok()?;
-    primary_in(&String::from_utf8_lossy(&body))
+    Some(String::from_utf8_lossy(&body).into_owned())
 }
 
 /// The `vsr_primary` address in an INFO replication text.

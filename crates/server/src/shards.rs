@@ -3,9 +3,10 @@
 //! another group's slots with `MOVED slot host:port`, as a Redis Cluster node does, so
 //! `redis-cli -c` and cluster clients (redis-py's `RedisCluster`) find their way.
 //!
-//! This is the routing half of issue 17: the map is read from a file at start and never
-//! changes; the configuration group that will hold it and the online moves between groups
-//! are `verso-cluster`'s state machines, not yet wired here.
+//! The file gives the map at start; online slot moves (`crate::moves`) change it while the
+//! servers run: a group's own log is the authority over its slots (the mover sets this
+//! node's table as its group sends and receives them), and other groups' changes are
+//! learned from their primaries (`crate::shard_prober`).
 //!
 //! Which keys a request names comes from the command table's key specifications
 //! (`crate::commands`), as clients compute it. A request whose keys live in more than one
@@ -14,10 +15,11 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use serde::Deserialize;
+use verso_cluster::lazen::Answer;
 use verso_cluster::{key_slot, Slot, SlotSet, SLOTS};
 
 use crate::commands;
@@ -44,7 +46,8 @@ struct GroupEntry {
 #[derive(Clone, Debug)]
 pub struct ShardGroup {
     pub id: u16,
-    pub slots: SlotSet,
+    /// Its slots in the file: where the cluster started (moves change the map since).
+    pub initial_slots: SlotSet,
     pub nodes: Vec<SocketAddr>,
 }
 
@@ -52,8 +55,11 @@ pub struct ShardGroup {
 #[derive(Clone, Debug)]
 pub struct ShardMap {
     pub groups: Vec<ShardGroup>,
-    /// For each slot, the index in `groups` of its owner.
-    owner: Vec<u16>,
+    /// For each slot, the index in `groups` of its owner as this node knows it (shared by
+    /// clones: the mover and the prober keep it current).
+    owner: Arc<Vec<AtomicU16>>,
+    /// Bumped at every change of `owner`.
+    epoch: Arc<AtomicU64>,
     /// This node's group (index in `groups`) and its index among the group's nodes.
     me: usize,
     my_node: usize,
@@ -72,6 +78,10 @@ pub enum Route {
     Moved { slot: Slot, to: SocketAddr },
     /// They span groups.
     CrossSlot,
+    /// A slot is frozen for a move: `TRYAGAIN`.
+    TryAgain,
+    /// A slot's move has sealed at its target, which serves it: `ASK`.
+    Ask { slot: Slot, to: SocketAddr },
 }
 
 /// A node's id in cluster answers: 40 hex digits, stable for (group, replica).
@@ -119,7 +129,7 @@ impl ShardMap {
                 .collect::<Result<Vec<_>, _>>()?;
             groups.push(ShardGroup {
                 id: g.id,
-                slots,
+                initial_slots: slots,
                 nodes,
             });
         }
@@ -142,7 +152,13 @@ impl ShardMap {
         Ok(ShardMap {
             leaders,
             groups,
-            owner: owner.into_iter().map(|o| o.unwrap_or(0)).collect(),
+            owner: Arc::new(
+                owner
+                    .into_iter()
+                    .map(|o| AtomicU16::new(o.unwrap_or(0)))
+                    .collect(),
+            ),
+            epoch: Arc::new(AtomicU64::new(1)),
             me: me_group,
             my_node,
         })
@@ -190,14 +206,59 @@ impl ShardMap {
             .collect()
     }
 
+    /// The index in `groups` of the group that owns `slot`, as this node knows it.
+    pub fn owner_index(&self, slot: Slot) -> usize {
+        usize::from(self.owner[usize::from(slot)].load(Ordering::Relaxed))
+    }
+
     /// The group that owns `slot`.
     pub fn owner(&self, slot: Slot) -> &ShardGroup {
-        &self.groups[usize::from(self.owner[usize::from(slot)])]
+        &self.groups[self.owner_index(slot)]
+    }
+
+    /// The index in `groups` of group `id`.
+    pub fn group_index(&self, id: u16) -> Option<usize> {
+        self.groups.iter().position(|g| g.id == id)
+    }
+
+    /// The slots group `gi` owns, as this node knows it.
+    pub fn slots_of(&self, gi: usize) -> SlotSet {
+        let mut s = SlotSet::default();
+        for (slot, o) in self.owner.iter().enumerate() {
+            if usize::from(o.load(Ordering::Relaxed)) == gi {
+                s.insert(slot as Slot);
+            }
+        }
+        s
+    }
+
+    /// Records that group `gi` owns `slots`. Returns whether anything changed.
+    pub fn set_owner(&self, slots: &SlotSet, gi: usize) -> bool {
+        let mut changed = false;
+        for slot in slots.iter() {
+            let o = &self.owner[usize::from(slot)];
+            changed |= o.swap(gi as u16, Ordering::Relaxed) != gi as u16;
+        }
+        if changed {
+            self.epoch.fetch_add(1, Ordering::Relaxed);
+        }
+        changed
+    }
+
+    /// Counts the changes of the map this node has seen (CLUSTER INFO's epochs).
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Relaxed)
     }
 
     /// Where `args` (a whole request) goes. Requests that name no keys, or whose keys cannot
     /// be found (wrong arguments: the command itself reports that), stay here.
     pub fn route(&self, args: &[Vec<u8>]) -> Route {
+        self.route_with(args, |_| None)
+    }
+
+    /// As [`ShardMap::route`], where `moving` overrides the map for the slots in a move this
+    /// group takes part in (its own log decides those: `crate::moves`).
+    pub fn route_with(&self, args: &[Vec<u8>], moving: impl Fn(Slot) -> Option<Answer>) -> Route {
         let Some(spec) = commands::table().lookup(args) else {
             return Route::Local;
         };
@@ -207,30 +268,86 @@ impl ShardMap {
         let Ok(keys) = spec.keys(args) else {
             return Route::Local;
         };
-        let mut first: Option<(Slot, u16)> = None;
+        // Each key's group (`usize::MAX`: served here), and the first slot of any redirect.
+        let mut first: Option<(Slot, usize)> = None;
+        let mut retry = false;
+        let mut ask: Option<(Slot, usize)> = None;
         for k in keys {
             let slot = key_slot(&args[k.index]);
-            let owner = self.owner[usize::from(slot)];
+            let group = match moving(slot) {
+                None => self.owner_index(slot),
+                Some(Answer::Serve) => self.me,
+                Some(Answer::TryAgain) => {
+                    retry = true;
+                    self.me
+                }
+                Some(Answer::Ask(g)) => {
+                    let gi = self.group_index(g).unwrap_or(self.me);
+                    ask.get_or_insert((slot, gi));
+                    gi
+                }
+                Some(Answer::Moved(g)) => self.group_index(g).unwrap_or(self.me),
+            };
             match first {
-                None => first = Some((slot, owner)),
-                Some((_, o)) if o != owner => return Route::CrossSlot,
+                None => first = Some((slot, group)),
+                Some((_, o)) if o != group => return Route::CrossSlot,
                 Some(_) => {}
             }
         }
-        match first {
-            Some((slot, owner)) if usize::from(owner) != self.me => Route::Moved {
+        if retry {
+            return Route::TryAgain;
+        }
+        if let Some((slot, gi)) = ask {
+            return Route::Ask {
                 slot,
-                to: self.leader(usize::from(owner)),
+                to: self.leader(gi),
+            };
+        }
+        match first {
+            Some((slot, owner)) if owner != self.me => Route::Moved {
+                slot,
+                to: self.leader(owner),
             },
             _ => Route::Local,
         }
     }
 
+    /// Whether a request names keys (by its command's key specifications).
+    pub fn names_keys(args: &[Vec<u8>]) -> bool {
+        commands::table()
+            .lookup(args)
+            .is_some_and(|spec| !spec.key_specs.is_empty())
+    }
+
+    /// The keys a write command names (all of them: over-approximating costs a resent key
+    /// at most); none for other commands.
+    pub fn written_keys(args: &[Vec<u8>]) -> Vec<&[u8]> {
+        let Some(spec) = commands::table().lookup(args) else {
+            return Vec::new();
+        };
+        if !spec.flags.iter().any(|f| f == "write") {
+            return Vec::new();
+        }
+        spec.keys(args)
+            .map(|ks| ks.iter().map(|k| args[k.index].as_slice()).collect())
+            .unwrap_or_default()
+    }
+
     /// The error reply for a request that is not this group's, if it is not.
     pub fn redirect(&self, args: &[Vec<u8>]) -> Option<Reply> {
-        match self.route(args) {
+        Self::redirect_reply(self.route(args))
+    }
+
+    /// The reply a route calls for, if it is not [`Route::Local`].
+    pub fn redirect_reply(route: Route) -> Option<Reply> {
+        match route {
             Route::Local => None,
             Route::Moved { slot, to } => Some(Reply::Error(format!("MOVED {slot} {to}"))),
+            Route::Ask { slot, to } => Some(Reply::Error(format!("ASK {slot} {to}"))),
+            Route::TryAgain => Some(Reply::Error(
+                "TRYAGAIN A slot of this request is moving between groups; try again shortly"
+                    .into(),
+            )),
             Route::CrossSlot => Some(Reply::Error(
                 "CROSSSLOT Keys in request don't hash to slots of one group".into(),
             )),
@@ -241,8 +358,8 @@ impl ShardMap {
     /// (named master; any node of a group serves, a backup by relaying to its primary).
     pub fn slots_reply(&self) -> Reply {
         let mut runs: Vec<(Slot, Slot, usize)> = Vec::new();
-        for (gi, g) in self.groups.iter().enumerate() {
-            runs.extend(g.slots.ranges().map(|(a, b)| (a, b, gi)));
+        for gi in 0..self.groups.len() {
+            runs.extend(self.slots_of(gi).ranges().map(|(a, b)| (a, b, gi)));
         }
         runs.sort_unstable();
         Reply::Array(
@@ -273,8 +390,8 @@ impl ShardMap {
                 .enumerate()
                 .map(|(gi, g)| {
                     let leader = self.leader_index(gi);
-                    let slots = g
-                        .slots
+                    let slots = self
+                        .slots_of(gi)
                         .ranges()
                         .flat_map(|(a, b)| [Reply::Integer(a.into()), Reply::Integer(b.into())])
                         .collect();
@@ -306,8 +423,8 @@ impl ShardMap {
     pub fn nodes_text(&self) -> String {
         let mut out = String::new();
         for (gi, g) in self.groups.iter().enumerate() {
-            let ranges: Vec<String> = g
-                .slots
+            let ranges: Vec<String> = self
+                .slots_of(gi)
                 .ranges()
                 .map(|(a, b)| {
                     if a == b {
@@ -356,10 +473,11 @@ impl ShardMap {
         format!(
             "cluster_state:ok\r\ncluster_slots_assigned:{SLOTS}\r\ncluster_slots_ok:{SLOTS}\r\n\
              cluster_slots_pfail:0\r\ncluster_slots_fail:0\r\ncluster_known_nodes:{nodes}\r\n\
-             cluster_size:{}\r\ncluster_current_epoch:1\r\ncluster_my_epoch:1\r\n\
+             cluster_size:{}\r\ncluster_current_epoch:{epoch}\r\ncluster_my_epoch:{epoch}\r\n\
              cluster_stats_messages_sent:0\r\ncluster_stats_messages_received:0\r\n\
              total_cluster_links_buffer_limit_exceeded:0\r\n",
-            self.groups.len()
+            self.groups.len(),
+            epoch = self.epoch()
         )
     }
 }

@@ -22,6 +22,10 @@ pub enum Cluster {
     /// `redis-cli -c -p BASE-PORT` then follows MOVED between groups.
     #[command(verbatim_doc_comment)]
     Local(LocalArgs),
+    /// Move slots to another group online (Lazen): the source keeps serving while it
+    /// streams a snapshot, then stops them for the writes since; follows the move to its
+    /// end with a progress line. Groups of one server only, so far.
+    Move(crate::cluster_move::MoveArgs),
 }
 
 #[derive(Args, Debug)]
@@ -63,8 +67,11 @@ struct Node {
 }
 
 pub fn run(cmd: &Cluster) -> ExitCode {
-    let Cluster::Local(args) = cmd;
-    match local(args) {
+    let done = match cmd {
+        Cluster::Local(args) => local(args),
+        Cluster::Move(args) => crate::cluster_move::run(args),
+    };
+    match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

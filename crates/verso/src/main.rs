@@ -12,6 +12,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod churn_cmd;
 mod cluster_cmd;
+mod cluster_move;
 mod durability_cmd;
 mod persist_args;
 mod results_cmd;
@@ -50,6 +51,53 @@ enum Command {
     /// Sharded clusters: `verso cluster local` starts one on loopback.
     #[command(subcommand)]
     Cluster(cluster_cmd::Cluster),
+    /// Check a recorded history with Verso's checker (`verso-check`).
+    #[command(subcommand)]
+    Check(Check),
+}
+
+#[derive(Subcommand, Debug)]
+enum Check {
+    /// Linearizability of single-key registers: FILE holds one JSON object per line,
+    /// `{"key": [bytes], "start": ns, "end": ns, "kind": {"Get": {"observed": v|null}} |
+    /// {"Put": {"value": v}} | "Remove"}`, every Put of a key with a distinct value. Exits
+    /// 1 with the violation when there is one.
+    #[command(verbatim_doc_comment)]
+    Registers { file: std::path::PathBuf },
+}
+
+fn check_registers(file: &std::path::Path) -> ExitCode {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", file.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut ops = Vec::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        match serde_json::from_str::<verso_check::RegisterOp>(line) {
+            Ok(op) => ops.push(op),
+            Err(e) => {
+                eprintln!("error: {}:{}: {e}", file.display(), i + 1);
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    match verso_check::check_linearizable_registers(&ops) {
+        Ok(()) => {
+            println!("linearizable: {} operations", ops.len());
+            ExitCode::SUCCESS
+        }
+        Err(v) => {
+            eprintln!("{v}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -304,6 +352,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Churn(args)) => churn_cmd::run(&args),
         Command::Sim(sim) => sim_cmd::run_sim(&sim),
         Command::Cluster(c) => cluster_cmd::run(&c),
+        Command::Check(Check::Registers { file }) => check_registers(&file),
         Command::Bench(Bench::Index(args)) => bench_index(&args),
         Command::Bench(Bench::Compare(args)) => results_cmd::run_compare(&args),
         Command::Bench(Bench::Plot(args)) => results_cmd::run_plot(&args),

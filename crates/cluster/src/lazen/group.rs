@@ -292,6 +292,21 @@ impl<D: SlotData> Group<D> {
         &self.owned
     }
 
+    /// The slots this group sent away, with the group each went to.
+    pub fn moved_away(&self) -> impl Iterator<Item = (Slot, GroupId)> + '_ {
+        self.moved_to.iter().map(|(&s, &g)| (s, g))
+    }
+
+    /// Move `id`'s slots and the other group, while this group sends them.
+    pub fn sending(&self, id: MoveId) -> Option<(&SlotSet, GroupId)> {
+        self.sending.get(&id).map(|s| (&s.slots, s.to))
+    }
+
+    /// Move `id`'s slots and the other group, while this group receives them.
+    pub fn receiving(&self, id: MoveId) -> Option<(&SlotSet, GroupId)> {
+        self.receiving.get(&id).map(|r| (&r.slots, r.from))
+    }
+
     /// Every slot in a move this group takes part in, as source or target.
     pub fn moving(&self) -> SlotSet {
         let mut all = SlotSet::default();

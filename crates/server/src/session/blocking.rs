@@ -156,6 +156,23 @@ impl<'s> Session<'s> {
         let epoch = self.shared.blocking.epoch();
         if epoch != p.seen {
             p.seen = epoch;
+            // A slot of its keys may have frozen or moved while it waited: it answers as a
+            // new request would, holding the moves' view while it runs (`crate::moves`).
+            let shared = self.shared;
+            let view = shared.moves.as_ref().and_then(|m| m.enter());
+            if let (Some(v), Some(shards)) = (&view, &shared.shards) {
+                let route = shards.route_with(&p.args, |slot| v.answer(slot, false));
+                if let Some(redirect) = crate::shards::ShardMap::redirect_reply(route) {
+                    self.blocked = None;
+                    return Some(redirect);
+                }
+                let keys = crate::shards::ShardMap::written_keys(&p.args);
+                if keys.iter().any(|k| v.tracks(verso_cluster::key_slot(k))) {
+                    if let Some(m) = &shared.moves {
+                        m.track(keys.into_iter());
+                    }
+                }
+            }
             let selected = std::mem::replace(&mut self.db_index, p.db);
             let reply = self.run_single(&p.name, &p.args);
             self.db_index = selected;

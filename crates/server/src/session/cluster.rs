@@ -1,12 +1,18 @@
 //! CLUSTER and ASKING: a sharded node's answers about the slot map ([`crate::shards`]); a
 //! server that is not sharded answers as Redis with cluster support disabled.
 
-use verso_cluster::{key_slot, Slot, SLOTS};
+use verso_cluster::lazen::{Message, Node};
+use verso_cluster::{key_slot, Slot, SlotSet, SLOTS};
 
 use super::{engine_error, Session};
 use crate::keyspace::parse_i64;
+use crate::moves::{Request, View};
 use crate::resp::Reply;
+use crate::shards::ShardMap;
 use crate::stored::Stored;
+
+/// How long CLUSTER MOVESLOTS waits for the configuration machine to take the move.
+const START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 const DISABLED: &str = "ERR This instance has cluster support disabled";
 
@@ -30,6 +36,30 @@ impl Session<'_> {
             (b"INFO", 2) => Reply::Verbatim(map.info_text()),
             (b"MYID", 2) => Reply::Bulk(map.my_id().into_bytes()),
             (b"KEYSLOT", 3) => Reply::Integer(key_slot(&args[2]).into()),
+            (b"MOVESLOTS", 4) => self.move_slots(&args[2], &args[3]),
+            (b"MOVES", 2) => match &self.shared.moves {
+                Some(m) => Reply::Array(
+                    m.status()
+                        .into_iter()
+                        .map(|l| Reply::Bulk(l.into_bytes()))
+                        .collect(),
+                ),
+                None => Reply::Array(Vec::new()),
+            },
+            // The map this node knows, for other nodes' probers: `epoch` then a line per
+            // group, `id first-last,...`.
+            (b"VERSO-MAP", 2) => {
+                let mut text = format!("{}\n", map.epoch());
+                for gi in 0..map.groups.len() {
+                    let ranges: Vec<String> = map
+                        .slots_of(gi)
+                        .ranges()
+                        .map(|(a, b)| format!("{a}-{b}"))
+                        .collect();
+                    text += &format!("{} {}\n", map.groups[gi].id, ranges.join(","));
+                }
+                Reply::Bulk(text.into_bytes())
+            }
             (b"COUNTKEYSINSLOT", 3) => match slot_arg(&args[2]) {
                 Some(slot) => match self.keys_in_slot(slot, usize::MAX) {
                     Ok(keys) => Reply::Integer(keys.len() as i64),
@@ -61,11 +91,107 @@ impl Session<'_> {
 
     /// `ASKING`: accepted on a sharded node (no slot is ever importing while the map is
     /// fixed, so it changes nothing yet).
-    pub(super) fn asking(&self) -> Reply {
+    pub(super) fn asking(&mut self) -> Reply {
         if self.shared.shards.is_none() {
             return Reply::Error(DISABLED.into());
         }
+        self.asking = true;
         Reply::ok()
+    }
+
+    /// While this node's group moves slots (`view`): records the keys a write names in
+    /// slots whose snapshot is streaming, and at EXEC routes the queued commands again (a
+    /// slot may have frozen or moved since they were queued; the block is then discarded).
+    /// Commands that touch every key (FLUSHALL, FLUSHDB, SWAPDB) wait until moves end.
+    pub(super) fn moving_slots_check(
+        &mut self,
+        name: &[u8],
+        args: &[Vec<u8>],
+        view: &View,
+        asking: bool,
+    ) -> Option<Reply> {
+        let shared = self.shared;
+        let (shards, moves) = (shared.shards.as_ref()?, shared.moves.as_ref()?);
+        if matches!(name, b"FLUSHALL" | b"FLUSHDB" | b"SWAPDB") {
+            return Some(Reply::err(
+                "TRYAGAIN this group is moving slots; commands on the whole keyspace wait until it is done",
+            ));
+        }
+        if name == b"EXEC" {
+            let queue = self.queue.as_ref()?;
+            for q in queue {
+                let route = shards.route_with(q, |slot| view.answer(slot, asking));
+                if let Some(refused) = ShardMap::redirect_reply(route) {
+                    let _ = self.discard();
+                    return Some(refused);
+                }
+            }
+            for q in queue {
+                let keys = ShardMap::written_keys(q);
+                if keys.iter().any(|k| view.tracks(key_slot(k))) {
+                    moves.track(keys.into_iter());
+                }
+            }
+            return None;
+        }
+        if self.queue.is_some() {
+            return None; // queued, not run: EXEC looks again
+        }
+        let keys = ShardMap::written_keys(args);
+        if keys.iter().any(|k| view.tracks(key_slot(k))) {
+            moves.track(keys.into_iter());
+        }
+        None
+    }
+
+    /// `VERSO.LAZEN from message`: a slot-move message from another group's mover.
+    pub(super) fn lazen_message(&self, args: &[Vec<u8>]) -> Reply {
+        let Some(moves) = &self.shared.moves else {
+            return Reply::Error(DISABLED.into());
+        };
+        match (Node::decode(&args[1]), Message::decode(&args[2])) {
+            (Ok(from), Ok(msg)) => {
+                moves.post(Request::Message(from, msg));
+                Reply::ok()
+            }
+            (Err(e), _) | (_, Err(e)) => Reply::err(e.to_string()),
+        }
+    }
+
+    /// `CLUSTER MOVESLOTS slots group`: starts moving `slots` (`A-B,C,...`) to `group`; on
+    /// any node but the configuration group's, an error naming that node.
+    fn move_slots(&self, slots: &[u8], group: &[u8]) -> Reply {
+        let (Some(map), Some(moves)) = (&self.shared.shards, &self.shared.moves) else {
+            return Reply::Error(DISABLED.into());
+        };
+        let Ok(slots) = SlotSet::parse(&String::from_utf8_lossy(slots)) else {
+            return Reply::err("invalid slots: give A-B,C,... within 0-16383");
+        };
+        if slots.is_empty() {
+            return Reply::err("no slots to move");
+        }
+        let Some(to) = std::str::from_utf8(group).ok().and_then(|g| g.parse().ok()) else {
+            return Reply::err("invalid group id");
+        };
+        let config = crate::moves::mover::config_group(map);
+        if map.my_group_index() != config || self.shared.replication.is_some() {
+            return Reply::Error(format!(
+                "CONFIG moves start at the configuration group (group {}): {}",
+                map.groups[config].id,
+                map.leader(config)
+            ));
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        moves.post(Request::Start {
+            slots,
+            to,
+            reply: tx,
+        });
+        match rx.recv_timeout(START_TIMEOUT) {
+            Ok(Ok(id)) => Reply::Integer(id as i64),
+            Ok(Err(e)) => Reply::err(format!("cannot start the move: {e}")),
+            Err(_) => Reply::err("the mover did not answer; is this node stopping?"),
+        }
     }
 
     /// Up to `limit` keys of database 0 in `slot`, in key order. Verso keeps no index by

@@ -42,6 +42,7 @@ use verso_engine::{Db, DurabilityTicket, Error, Table, Txn};
 use verso_replication::{Replication, TicketState};
 
 use crate::resp::{Reply, Version};
+use crate::shards::ShardMap;
 
 mod blocking;
 mod cluster;
@@ -93,6 +94,8 @@ pub struct Shared {
     /// Set in a sharded cluster (`--shards`): requests for other groups' slots are
     /// redirected ([`crate::shards`]).
     pub shards: Option<crate::shards::ShardMap>,
+    /// Set with `shards`: the slot moves this node's group takes part in ([`crate::moves`]).
+    pub moves: Option<Arc<crate::moves::Moves>>,
     next_client: AtomicU64,
 }
 
@@ -167,13 +170,19 @@ impl Shared {
             persistence: crate::persistence::Persistence::new(policy),
             limits: SessionLimits::default(),
             shards: None,
+            moves: None,
             next_client: AtomicU64::new(1),
         })
     }
 
     /// The same, serving one group's slots of a sharded cluster.
     pub fn with_shards(self, shards: Option<crate::shards::ShardMap>) -> Shared {
-        Shared { shards, ..self }
+        let moves = shards.as_ref().map(|_| Arc::default());
+        Shared {
+            shards,
+            moves,
+            ..self
+        }
     }
 
     /// The same, as a replica of a VSR group.
@@ -244,6 +253,9 @@ pub struct Session<'s> {
     sync: bool,
     /// Replicated: the client sent READONLY, so a backup serves its reads (possibly stale).
     backup_reads: bool,
+    /// The client sent ASKING: its next command may be served for a slot this group is
+    /// receiving (Redis Cluster's one-shot flag).
+    asking: bool,
     /// This connection comes from another replica's relay (`crate::forward`): it is never
     /// relayed on.
     relayed: bool,
@@ -347,6 +359,7 @@ impl<'s> Session<'s> {
             wrote: false,
             sync: shared.db.durability() == verso_engine::Durability::Sync,
             backup_reads: false,
+            asking: false,
             relayed: false,
             last_write: None,
             blocked: None,
@@ -680,6 +693,7 @@ impl<'s> Session<'s> {
             return Reply::Array(Vec::new()); // an empty request gets no reply in Redis
         }
         self.commands_pending += 1;
+        let view;
         let mut name_buf = [0u8; NAME_LEN_MAX];
         let name = upper(&args[0], &mut name_buf);
         if !self.authenticated && !matches!(name, b"AUTH" | b"HELLO" | b"QUIT") {
@@ -704,12 +718,34 @@ impl<'s> Session<'s> {
                     if name == b"MOVE" { "MOVE" } else { "Copying" }
                 ));
             }
-            if let Some(redirect) = shards.redirect(args) {
+            let asking = std::mem::take(&mut self.asking);
+            let shared: &'s Shared = self.shared;
+            // While this group moves slots, the view decides them; held until this request
+            // has committed, so a freeze waits for it (`crate::moves`).
+            // Only requests that touch keys take it: CLUSTER MOVESLOTS waits for the mover,
+            // which may be waiting for the write lock.
+            let touches_keys = ShardMap::names_keys(args)
+                || matches!(name, b"EXEC" | b"FLUSHALL" | b"FLUSHDB" | b"SWAPDB");
+            view = if touches_keys {
+                shared.moves.as_ref().and_then(|m| m.enter())
+            } else {
+                None
+            };
+            let route = match &view {
+                Some(v) => shards.route_with(args, |slot| v.answer(slot, asking)),
+                None => shards.route(args),
+            };
+            if let Some(redirect) = ShardMap::redirect_reply(route) {
                 // As in Redis Cluster, a redirect while queueing fails the block.
                 if self.queue.is_some() && !matches!(name, b"EXEC" | b"DISCARD" | b"MULTI") {
                     self.fail_queue();
                 }
                 return redirect;
+            }
+            if let Some(v) = &view {
+                if let Some(refused) = self.moving_slots_check(name, args, v, asking) {
+                    return refused;
+                }
             }
         }
         if self.queue.is_some()
@@ -756,6 +792,7 @@ impl<'s> Session<'s> {
             b"COMMAND" => command::command(args),
             b"CLUSTER" if args.len() >= 2 => self.cluster(args),
             b"ASKING" if args.len() == 1 => self.asking(),
+            b"VERSO.LAZEN" if args.len() == 3 => self.lazen_message(args),
             b"CONFIG" if args.len() >= 3 => self.config(args),
             b"SAVE" if args.len() == 1 => self.save(),
             b"BGSAVE" => self.bgsave(),

@@ -1,0 +1,192 @@
+//! Online slot moves in a sharded cluster (issue 17): `verso-cluster`'s Lazen state machines
+//! ([`verso_cluster::lazen`]) run by a mover thread on each node ([`mover`]) over the
+//! engine ([`data`]), and what the request path needs of them (this module).
+//!
+//! The request path. While this node's group takes part in a move, the slots in it are
+//! answered by the group's own state ([`Group::answer`]: serve, TRYAGAIN, ASK or MOVED),
+//! which the mover publishes as a [`View`]. A request on such a slot holds the view's read
+//! lock from its routing until its commit; the mover changes the view under the write lock,
+//! so once it holds that lock no request it did not see is still running. Two steps rely on
+//! it:
+//! - **Tracking.** Before the source takes its snapshot of the slots it starts recording the
+//!   keys that write requests name in them ([`Moves::track`]); the snapshot begins after
+//!   the write lock, so a write is either in the snapshot or recorded.
+//! - **Freezing.** When the source freezes the slots it publishes TRYAGAIN for them under
+//!   the write lock; after that no request writes them, so the keys recorded since the
+//!   snapshot, read again, are the whole change.
+//!
+//! Every request of a sharded node takes the read lock, moves or not: a fast path that
+//! skipped it while no move was under way would let a request that checked just before a
+//! move began commit after its snapshot, untracked (the history test found that). The lock
+//! is uncontended between moves: two atomic operations per request. Until the mover has
+//! read its group's log at start, every request with keys gets TRYAGAIN: the file's map may
+//! give this group slots it has since sent away.
+//!
+//! [`Group::answer`]: verso_cluster::lazen::Group::answer
+
+pub mod data;
+pub mod mover;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Condvar, Mutex, RwLock, RwLockReadGuard};
+use std::time::Duration;
+
+use verso_cluster::lazen::{Answer, Message, MoveId, Node};
+use verso_cluster::{key_slot, Slot, SlotSet};
+
+/// How this node's group answers for the slots in its moves.
+#[derive(Default, Debug)]
+pub struct View {
+    /// Per slot in a move: the answer without and with ASKING.
+    answers: HashMap<Slot, (Answer, Answer)>,
+    /// Slots whose written keys are recorded (their snapshot is streaming).
+    tracking: SlotSet,
+    /// The mover has read the group's log: until then no slot is served.
+    ready: bool,
+}
+
+impl View {
+    /// The answer for `slot`, if a move decides it.
+    pub fn answer(&self, slot: Slot, asking: bool) -> Option<Answer> {
+        if !self.ready {
+            return Some(Answer::TryAgain);
+        }
+        if self.answers.is_empty() {
+            return None;
+        }
+        self.answers
+            .get(&slot)
+            .map(|&(plain, asked)| if asking { asked } else { plain })
+    }
+
+    pub fn tracks(&self, slot: Slot) -> bool {
+        self.tracking.contains(slot)
+    }
+}
+
+/// A move's slots and the keys written in them since its snapshot.
+type Tracked = (SlotSet, BTreeSet<Vec<u8>>);
+
+/// A request for the mover from a session (CLUSTER commands).
+pub enum Request {
+    /// A message from another group's mover (`VERSO.LAZEN`).
+    Message(Node, Message),
+    /// Start moving `slots` to group `to` (on the configuration group's primary).
+    Start {
+        slots: SlotSet,
+        to: u16,
+        reply: std::sync::mpsc::Sender<Result<MoveId, String>>,
+    },
+}
+
+/// What sessions and the mover share.
+#[derive(Default)]
+pub struct Moves {
+    view: RwLock<View>,
+    /// Keys written per move since its snapshot.
+    tracked: Mutex<BTreeMap<MoveId, Tracked>>,
+    inbox: Mutex<Vec<Request>>,
+    wake: Condvar,
+    /// The status line of each move this node's group takes part in, for CLUSTER MOVES.
+    status: Mutex<Vec<String>>,
+    /// The slots this group's log says it owns: the map learned from the configuration
+    /// group never overrides them (`crate::shard_prober`).
+    owned: Mutex<Option<SlotSet>>,
+}
+
+impl Moves {
+    /// The view, read-locked: hold it until the request has committed.
+    pub fn enter(&self) -> Option<RwLockReadGuard<'_, View>> {
+        Some(self.view.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Records `keys` as written, for the moves whose snapshot of their slots is streaming.
+    /// Called with the view's read lock held, before the request runs.
+    pub fn track<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) {
+        let mut tracked = self.tracked.lock().unwrap_or_else(|e| e.into_inner());
+        for k in keys {
+            let slot = key_slot(k);
+            for (slots, written) in tracked.values_mut() {
+                if slots.contains(slot) {
+                    written.insert(k.to_vec());
+                }
+            }
+        }
+    }
+
+    /// Publishes how the group answers for the slots in its moves (the mover, after every
+    /// change of its state). Waits for the requests running under the previous view.
+    pub(crate) fn publish(&self, answers: HashMap<Slot, (Answer, Answer)>) {
+        let mut view = self.view.write().unwrap_or_else(|e| e.into_inner());
+        view.answers = answers;
+        view.ready = true;
+    }
+
+    /// Starts recording the keys written in `slots` for move `id`: once this returns, every
+    /// request that writes them either committed before or records its keys.
+    pub(crate) fn start_tracking(&self, id: MoveId, slots: &SlotSet) {
+        let mut view = self.view.write().unwrap_or_else(|e| e.into_inner());
+        self.tracked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, (slots.clone(), BTreeSet::new()));
+        for s in slots.iter() {
+            view.tracking.insert(s);
+        }
+    }
+
+    /// Stops recording for move `id` and returns what it recorded.
+    pub(crate) fn stop_tracking(&self, id: MoveId) -> BTreeSet<Vec<u8>> {
+        let mut view = self.view.write().unwrap_or_else(|e| e.into_inner());
+        let mut tracked = self.tracked.lock().unwrap_or_else(|e| e.into_inner());
+        let keys = tracked.remove(&id).map(|(_, k)| k).unwrap_or_default();
+        let mut still = SlotSet::default();
+        for (slots, _) in tracked.values() {
+            for s in slots.iter() {
+                still.insert(s);
+            }
+        }
+        view.tracking = still;
+        keys
+    }
+
+    /// Hands a request to the mover.
+    pub fn post(&self, r: Request) {
+        self.inbox.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+        self.wake.notify_one();
+    }
+
+    /// The mover waits for requests (or `timeout`).
+    pub(crate) fn take(&self, timeout: Duration) -> Vec<Request> {
+        let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        if inbox.is_empty() {
+            inbox = self
+                .wake
+                .wait_timeout(inbox, timeout)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        std::mem::take(&mut *inbox)
+    }
+
+    pub(crate) fn set_owned(&self, owned: &SlotSet) {
+        *self.owned.lock().unwrap_or_else(|e| e.into_inner()) = Some(owned.clone());
+    }
+
+    /// The slots this group's log says it owns (`None` until the mover has read its log).
+    pub fn owned(&self) -> Option<SlotSet> {
+        self.owned.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(crate) fn set_status(&self, lines: Vec<String>) {
+        *self.status.lock().unwrap_or_else(|e| e.into_inner()) = lines;
+    }
+
+    /// One line per move this node's group takes part in.
+    pub fn status(&self) -> Vec<String> {
+        self.status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}

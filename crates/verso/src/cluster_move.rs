@@ -1,0 +1,256 @@
+//! `verso cluster move`: starts an online slot move at the configuration group and follows
+//! it to the end, with a progress line (the source's chunks acknowledged by the target).
+
+use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+#[derive(Args, Debug)]
+pub struct MoveArgs {
+    /// The slots to move: `A-B,C,...` (all of one group).
+    #[arg(long)]
+    slots: String,
+    /// The group that takes them.
+    #[arg(long)]
+    to: u16,
+    /// Any node of the cluster (the configuration group's node is found from it).
+    #[arg(long, default_value = "127.0.0.1:7000")]
+    node: String,
+    /// AUTH password, if the servers require one.
+    #[arg(long)]
+    password: Option<String>,
+    /// Seconds to wait for the move to finish (it goes on in the cluster after that).
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+}
+
+/// One RESP reply, as much as these commands need.
+#[derive(Debug)]
+enum Resp {
+    Simple,
+    Error(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Vec<Resp>),
+}
+
+struct Conn {
+    reader: BufReader<TcpStream>,
+}
+
+impl Conn {
+    fn open(addr: &str, password: Option<&str>) -> Result<Conn, String> {
+        let target: SocketAddr = verso_replication::config::resolve(addr)?;
+        let s = TcpStream::connect_timeout(&target, Duration::from_secs(3))
+            .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        let mut c = Conn {
+            reader: BufReader::new(s),
+        };
+        if let Some(p) = password {
+            if let Resp::Error(e) = c.call(&["AUTH", p])? {
+                return Err(format!("AUTH: {e}"));
+            }
+        }
+        Ok(c)
+    }
+
+    fn call(&mut self, args: &[&str]) -> Result<Resp, String> {
+        let mut req = format!("*{}\r\n", args.len());
+        for a in args {
+            req += &format!("${}\r\n{a}\r\n", a.len());
+        }
+        self.reader
+            .get_mut()
+            .write_all(req.as_bytes())
+            .map_err(|e| format!("send: {e}"))?;
+        self.read()
+    }
+
+    fn read(&mut self) -> Result<Resp, String> {
+        let mut line = String::new();
+        self.reader
+            .read_line(&mut line)
+            .map_err(|e| format!("read: {e}"))?;
+        let line = line.trim_end();
+        let (kind, rest) = line
+            .split_at_checked(1)
+            .ok_or("the server closed the connection")?;
+        Ok(match kind {
+            "+" => Resp::Simple,
+            "-" => Resp::Error(rest.into()),
+            ":" => Resp::Int(rest.parse().map_err(|_| "bad integer")?),
+            "$" => {
+                let n: i64 = rest.parse().map_err(|_| "bad length")?;
+                if n < 0 {
+                    Resp::Bulk(None)
+                } else {
+                    let mut b = vec![0u8; n as usize + 2];
+                    self.reader
+                        .read_exact(&mut b)
+                        .map_err(|e| format!("read: {e}"))?;
+                    b.truncate(n as usize);
+                    Resp::Bulk(Some(b))
+                }
+            }
+            "*" => {
+                let n: i64 = rest.parse().map_err(|_| "bad length")?;
+                (0..n.max(0))
+                    .map(|_| self.read())
+                    .collect::<Result<_, _>>()
+                    .map(Resp::Array)?
+            }
+            _ => return Err(format!("unexpected reply {line:?}")),
+        })
+    }
+
+    /// CLUSTER MOVES's lines.
+    fn moves(&mut self) -> Result<Vec<String>, String> {
+        match self.call(&["CLUSTER", "MOVES"])? {
+            Resp::Array(lines) => Ok(lines
+                .into_iter()
+                .filter_map(|l| match l {
+                    Resp::Bulk(Some(b)) => Some(String::from_utf8_lossy(&b).into_owned()),
+                    _ => None,
+                })
+                .collect()),
+            other => Err(format!("CLUSTER MOVES answered {other:?}")),
+        }
+    }
+}
+
+/// The client address of the primary that serves `slot`, from CLUSTER SLOTS.
+fn owner_of(c: &mut Conn, slot: u16) -> Result<String, String> {
+    let Resp::Array(runs) = c.call(&["CLUSTER", "SLOTS"])? else {
+        return Err("CLUSTER SLOTS did not answer an array".into());
+    };
+    for run in runs {
+        if let Resp::Array(r) = run {
+            if let (Some(Resp::Int(a)), Some(Resp::Int(b)), Some(Resp::Array(node))) =
+                (r.first(), r.get(1), r.get(2))
+            {
+                if (*a..=*b).contains(&i64::from(slot)) {
+                    if let (Some(Resp::Bulk(Some(ip))), Some(Resp::Int(port))) =
+                        (node.first(), node.get(1))
+                    {
+                        return Ok(format!("{}:{port}", String::from_utf8_lossy(ip)));
+                    }
+                }
+            }
+        }
+    }
+    Err(format!("no group serves slot {slot}"))
+}
+
+/// `chunks=N acked=M` of move `id` in a source's status line.
+fn chunk_progress(lines: &[String], id: i64) -> Option<(u64, u64)> {
+    let line = lines
+        .iter()
+        .find(|l| l.contains(&format!("sending {id} ")))?;
+    let part = line.split(&format!("sending {id} ")).nth(1)?;
+    let field = |name: &str| -> Option<u64> {
+        part.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|v| v.trim_end_matches(';').parse().ok())
+    };
+    Some((field("acked=")?, field("chunks=")?))
+}
+
+pub fn run(args: &MoveArgs) -> Result<(), String> {
+    let pw = args.password.as_deref();
+    let mut conn = Conn::open(&args.node, pw)?;
+    let first: u16 = args
+        .slots
+        .split(['-', ','])
+        .next()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or("--slots must look like A-B,C,...")?;
+    let source = owner_of(&mut conn, first)?;
+    let to = args.to.to_string();
+    let mut reply = conn.call(&["CLUSTER", "MOVESLOTS", &args.slots, &to])?;
+    let mut config_addr = args.node.clone();
+    if let Resp::Error(e) = &reply {
+        // Another node: the error names the configuration group's.
+        if let Some(addr) = e
+            .strip_prefix("CONFIG ")
+            .and_then(|r| r.rsplit(": ").next())
+        {
+            config_addr = addr.to_string();
+            conn = Conn::open(&config_addr, pw)?;
+            reply = conn.call(&["CLUSTER", "MOVESLOTS", &args.slots, &to])?;
+        }
+    }
+    let id = match reply {
+        Resp::Int(id) => id,
+        Resp::Error(e) => return Err(e),
+        other => return Err(format!("unexpected answer {other:?}")),
+    };
+    eprintln!(
+        "move {id}: slots {} from {source} to group {} (configuration at {config_addr})",
+        args.slots, args.to
+    );
+    let mut src = Conn::open(&source, pw).ok();
+    let tty = std::io::stderr().is_terminal();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(args.timeout);
+    let mut last = String::new();
+    loop {
+        let config_lines = conn.moves()?;
+        let pending = config_lines
+            .iter()
+            .any(|l| l.contains(&format!("move {id} ")));
+        if !pending {
+            if tty {
+                eprintln!();
+            }
+            eprintln!(
+                "move {id}: done in {:.2} s",
+                started.elapsed().as_secs_f64()
+            );
+            return Ok(());
+        }
+        let phase = if config_lines.iter().any(|l| l.contains("Ended")) {
+            "ended at the target; the source is deleting its copy"
+        } else {
+            "streaming"
+        };
+        let progress = src
+            .as_mut()
+            .and_then(|s| s.moves().ok())
+            .and_then(|l| chunk_progress(&l, id));
+        let line = match progress {
+            Some((acked, total)) => {
+                let width = 30u64;
+                let done = (acked * width)
+                    .checked_div(total)
+                    .unwrap_or(width)
+                    .min(width);
+                format!(
+                    "move {id}: [{}{}] {acked}/{total} chunks, {phase}, {:.1} s",
+                    "#".repeat(done as usize),
+                    ".".repeat((width - done) as usize),
+                    started.elapsed().as_secs_f64()
+                )
+            }
+            None => format!(
+                "move {id}: {phase}, {:.1} s",
+                started.elapsed().as_secs_f64()
+            ),
+        };
+        if tty {
+            eprint!("\r{line:<100}");
+        } else if line.split(',').next() != last.split(',').next() {
+            eprintln!("{line}");
+        }
+        last = line;
+        if Instant::now() > deadline {
+            return Err(format!(
+                "move {id} has not finished after {} s; it goes on in the cluster (CLUSTER MOVES shows it)",
+                args.timeout
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
