@@ -33,7 +33,7 @@ def port_free(p):
 
 
 class LocalCluster:
-    def __init__(self, groups, replicas, on_exit="stop"):
+    def __init__(self, groups, replicas, on_exit="stop", durability="lazy"):
         rng = random.Random()
         for _ in range(200):
             base = rng.randrange(20000, 50000, 100)
@@ -47,7 +47,8 @@ class LocalCluster:
         self.dir = tempfile.mkdtemp(prefix="verso-shards-")
         self.proc = subprocess.Popen(
             [VERSO, "cluster", "local", "--groups", str(groups), "--replicas", str(replicas),
-             "--base-port", str(base), "--dir", self.dir, "--on-exit", on_exit],
+             "--base-port", str(base), "--dir", self.dir, "--on-exit", on_exit,
+             "--durability", durability],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         # `cluster local` prints its summary once every node listens.

@@ -109,6 +109,7 @@ impl Conn {
     /// CLUSTER MOVES's lines.
     fn moves(&mut self) -> Result<Vec<String>, String> {
         match self.call(&["CLUSTER", "MOVES"])? {
+            Resp::Error(e) => Err(e),
             Resp::Array(lines) => Ok(lines
                 .into_iter()
                 .filter_map(|l| match l {
@@ -197,7 +198,21 @@ pub fn run(args: &MoveArgs) -> Result<(), String> {
     let deadline = started + Duration::from_secs(args.timeout);
     let mut last = String::new();
     loop {
-        let config_lines = conn.moves()?;
+        // The configuration group's node may restart meanwhile: the move goes on in the
+        // cluster, and this follows it again once the node answers.
+        let config_lines = match conn.moves() {
+            Ok(lines) => lines,
+            Err(e) => {
+                if Instant::now() > deadline {
+                    return Err(format!("lost the configuration group's node: {e}"));
+                }
+                std::thread::sleep(Duration::from_millis(200));
+                if let Ok(c) = Conn::open(&config_addr, pw) {
+                    conn = c;
+                }
+                continue;
+            }
+        };
         let pending = config_lines
             .iter()
             .any(|l| l.contains(&format!("move {id} ")));
@@ -220,6 +235,9 @@ pub fn run(args: &MoveArgs) -> Result<(), String> {
             .as_mut()
             .and_then(|s| s.moves().ok())
             .and_then(|l| chunk_progress(&l, id));
+        if progress.is_none() && src.is_none() {
+            src = Conn::open(&source, pw).ok();
+        }
         let line = match progress {
             Some((acked, total)) => {
                 let width = 30u64;

@@ -87,8 +87,9 @@ pub struct Moves {
     tracked: Mutex<BTreeMap<MoveId, Tracked>>,
     inbox: Mutex<Vec<Request>>,
     wake: Condvar,
-    /// The status line of each move this node's group takes part in, for CLUSTER MOVES.
-    status: Mutex<Vec<String>>,
+    /// The status line of each move this node's group takes part in, for CLUSTER MOVES
+    /// (`None` until the mover has read its logs).
+    status: Mutex<Option<Vec<String>>>,
     /// The slots this group's log says it owns: the map learned from the configuration
     /// group never overrides them (`crate::shard_prober`).
     owned: Mutex<Option<SlotSet>>,
@@ -179,11 +180,11 @@ impl Moves {
     }
 
     pub(crate) fn set_status(&self, lines: Vec<String>) {
-        *self.status.lock().unwrap_or_else(|e| e.into_inner()) = lines;
+        *self.status.lock().unwrap_or_else(|e| e.into_inner()) = Some(lines);
     }
 
-    /// One line per move this node's group takes part in.
-    pub fn status(&self) -> Vec<String> {
+    /// One line per move this node's group takes part in (`None`: the mover is starting).
+    pub fn status(&self) -> Option<Vec<String>> {
         self.status
             .lock()
             .unwrap_or_else(|e| e.into_inner())

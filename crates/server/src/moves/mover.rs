@@ -167,7 +167,7 @@ struct Mover<'s> {
     links: HashMap<SocketAddr, BufReader<TcpStream>>,
     /// What was published last (`None`: nothing yet, so no slot is served).
     published: Option<HashMap<Slot, (Answer, Answer)>>,
-    status: Vec<String>,
+    status: Option<Vec<String>>,
 }
 
 impl<'s> Mover<'s> {
@@ -221,6 +221,22 @@ impl<'s> Mover<'s> {
         } else {
             None
         };
+        // Keys of slots this group neither owns nor receives are what a crash left behind
+        // between `EndSend` and their deletion: they go now (one pass over the keys).
+        if !fresh {
+            let mut keep = group.owned().clone();
+            for s in group.moving().iter() {
+                keep.insert(s);
+            }
+            let mut stale = SlotSet::default();
+            for s in (0..SLOTS as Slot).filter(|&s| !keep.contains(s)) {
+                stale.insert(s);
+            }
+            let n = data::drop_slots(shared, &stale)?;
+            if n > 0 {
+                tracing::info!("slot moves: deleted {n} keys of slots sent away before a restart");
+            }
+        }
         let mover = Mover {
             shared,
             map,
@@ -231,7 +247,7 @@ impl<'s> Mover<'s> {
             config,
             links: HashMap::new(),
             published: None,
-            status: Vec::new(),
+            status: None,
         };
         mover.sync_map_from_config();
         Ok(mover)
@@ -444,7 +460,8 @@ impl<'s> Mover<'s> {
         expect_ok(link)
     }
 
-    /// Publishes the group's answers for the slots in its moves, when they changed.
+    /// Publishes the group's answers for the slots in its moves (and the status lines),
+    /// when they changed.
     fn publish(&mut self) {
         if self.moves.owned().as_ref() != Some(self.group.owned()) {
             self.moves.set_owned(self.group.owned());
@@ -470,9 +487,9 @@ impl<'s> Mover<'s> {
                 status.push(format!("config: {d}"));
             }
         }
-        if status != self.status {
+        if Some(&status) != self.status.as_ref() {
             self.moves.set_status(status.clone());
-            self.status = status;
+            self.status = Some(status);
         }
     }
 }

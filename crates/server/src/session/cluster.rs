@@ -37,13 +37,14 @@ impl Session<'_> {
             (b"MYID", 2) => Reply::Bulk(map.my_id().into_bytes()),
             (b"KEYSLOT", 3) => Reply::Integer(key_slot(&args[2]).into()),
             (b"MOVESLOTS", 4) => self.move_slots(&args[2], &args[3]),
-            (b"MOVES", 2) => match &self.shared.moves {
-                Some(m) => Reply::Array(
-                    m.status()
+            (b"MOVES", 2) => match self.shared.moves.as_ref().map(|m| m.status()) {
+                Some(Some(lines)) => Reply::Array(
+                    lines
                         .into_iter()
                         .map(|l| Reply::Bulk(l.into_bytes()))
                         .collect(),
                 ),
+                Some(None) => Reply::Error("LOADING the slot mover is reading its logs".into()),
                 None => Reply::Array(Vec::new()),
             },
             // The map this node knows, for other nodes' probers: `epoch` then a line per
