@@ -12,6 +12,15 @@
 //! right behind each SET (one round trip) and counts the put once a replica acknowledged it:
 //! Redis Cluster's nearest match to a write held by a majority.
 //! Any answer other than HTTP 200 (etcd) or `+OK` (resp) aborts with a message.
+//!
+//!   kvload follow HOST:PORT CLIENTS SECONDS VALUE KEYSPACE TIMELINE_FILE
+//!
+//! `follow` is a cluster client for slot moves: SETs routed by slot for SECONDS, following
+//! `MOVED` (the slot's owner changes), `ASK` (`ASKING` then the SET at the named node) and
+//! `TRYAGAIN` (again after 1 ms) as cluster clients do. It writes the SETs completed in each
+//! 100 ms to TIMELINE_FILE (`ms count` per line) and prints `rps redirects asks tryagain_requests
+//! tryagain_p99_ms tryagain_max_ms`: how long a request kept getting TRYAGAIN before it
+//! succeeded.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -282,8 +291,149 @@ fn slot_owners(addr: &str) -> Vec<String> {
     owners
 }
 
+/// One SET at a slot's owner, following redirects; returns how long it met TRYAGAIN.
+fn follow_set(
+    conns: &mut std::collections::HashMap<String, Conn>,
+    owners: &mut [String],
+    key: &[u8],
+    value: &[u8],
+    counts: &mut (u64, u64),
+) -> Option<std::time::Duration> {
+    let slot = key_slot(key);
+    let mut addr = owners[slot].clone();
+    let mut asking = false;
+    let mut retry_since: Option<Instant> = None;
+    loop {
+        let conn = conns
+            .entry(addr.clone())
+            .or_insert_with(|| Conn::open(Proto::Resp, &addr, value));
+        conn.req.clear();
+        if asking {
+            conn.req.extend_from_slice(b"*1\r\n$6\r\nASKING\r\n");
+        }
+        write!(conn.req, "*3\r\n$3\r\nSET\r\n${}\r\n", key.len()).unwrap();
+        conn.req.extend_from_slice(key);
+        write!(conn.req, "\r\n${}\r\n", value.len()).unwrap();
+        conn.req.extend_from_slice(value);
+        conn.req.extend_from_slice(b"\r\n");
+        conn.send();
+        if asking {
+            conn.read_line();
+            asking = false;
+        }
+        conn.read_line();
+        let line = conn.line.trim_end().to_string();
+        if line == "+OK" {
+            return retry_since.map(|t| t.elapsed());
+        }
+        let mut words = line.split_whitespace();
+        match words.next() {
+            Some("-MOVED") => {
+                counts.0 += 1;
+                let to = words.nth(1).unwrap_or_else(|| die(&format!("bad redirect {line:?}")));
+                owners[slot] = to.to_string();
+                addr = to.to_string();
+            }
+            Some("-ASK") => {
+                counts.1 += 1;
+                addr = words.nth(1).unwrap_or_else(|| die(&format!("bad redirect {line:?}"))).to_string();
+                asking = true;
+            }
+            Some("-TRYAGAIN") => {
+                retry_since.get_or_insert_with(Instant::now);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                addr = owners[slot].clone();
+            }
+            _ => die(&format!("SET answered {line:?}")),
+        }
+    }
+}
+
+fn follow(args: &[String]) {
+    let addr: String = arg(args, 2, None);
+    let clients: usize = arg(args, 3, None);
+    let seconds: f64 = arg(args, 4, None);
+    let value = vec![b'x'; arg::<usize>(args, 5, None)];
+    let keyspace: u64 = arg(args, 6, None);
+    let timeline: String = arg(args, 7, None);
+    let owners = slot_owners(&addr);
+    let go = Arc::new(Barrier::new(clients + 1));
+    let start = Arc::new(std::sync::OnceLock::<Instant>::new());
+    let seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+    let threads: Vec<_> = (0..clients)
+        .map(|i| {
+            let (mut owners, value, go, start) = (owners.clone(), value.clone(), go.clone(), start.clone());
+            std::thread::spawn(move || {
+                let mut conns = std::collections::HashMap::new();
+                let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407));
+                let mut key = Vec::with_capacity(16);
+                let mut buckets: Vec<u64> = Vec::new();
+                let mut waits: Vec<u64> = Vec::new();
+                let mut counts = (0u64, 0u64);
+                go.wait();
+                let t0 = *start.get().expect("set before the barrier");
+                while t0.elapsed().as_secs_f64() < seconds {
+                    key.clear();
+                    write!(key, "key:{:012}", rng.next() % keyspace).unwrap();
+                    if let Some(w) = follow_set(&mut conns, &mut owners, &key, &value, &mut counts) {
+                        waits.push(w.as_micros() as u64);
+                    }
+                    let b = (t0.elapsed().as_millis() / 100) as usize;
+                    if buckets.len() <= b {
+                        buckets.resize(b + 1, 0);
+                    }
+                    buckets[b] += 1;
+                }
+                (buckets, waits, counts)
+            })
+        })
+        .collect();
+    let _ = start.set(Instant::now());
+    go.wait();
+    let (mut buckets, mut waits, mut counts) = (Vec::<u64>::new(), Vec::new(), (0, 0));
+    for t in threads {
+        let (b, w, c) = t.join().unwrap_or_else(|_| die("a client thread panicked"));
+        if buckets.len() < b.len() {
+            buckets.resize(b.len(), 0);
+        }
+        for (i, x) in b.into_iter().enumerate() {
+            buckets[i] += x;
+        }
+        waits.extend(w);
+        counts.0 += c.0;
+        counts.1 += c.1;
+    }
+    let total: u64 = buckets.iter().sum();
+    let mut out = String::new();
+    for (i, b) in buckets.iter().enumerate() {
+        out += &format!("{} {b}\n", i * 100);
+    }
+    std::fs::write(&timeline, out).unwrap_or_else(|e| die(&format!("write {timeline}: {e}")));
+    waits.sort_unstable();
+    let pct = |p: f64| {
+        if waits.is_empty() {
+            0.0
+        } else {
+            waits[((waits.len() as f64 * p).ceil() as usize).clamp(1, waits.len()) - 1] as f64 / 1e3
+        }
+    };
+    println!(
+        "{:.0} {} {} {} {:.1} {:.1}",
+        total as f64 / seconds,
+        counts.0,
+        counts.1,
+        waits.len(),
+        pct(0.99),
+        pct(1.0)
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("follow") {
+        follow(&args);
+        return;
+    }
     let proto = match args.get(1).map(String::as_str) {
         Some("etcd") => Proto::Etcd,
         Some("resp") => Proto::Resp,
