@@ -17,9 +17,18 @@ pub trait SlotData {
     /// the transport's message limit), for move `id`'s new attempt; from now on the store
     /// remembers which keys of `slots` are written, for [`SlotData::changes`].
     fn snapshot(&mut self, id: MoveId, slots: &SlotSet) -> Vec<Entries>;
-    /// The keys of `slots` written since move `id`'s snapshot, with their values now (`None`:
-    /// deleted); it stops remembering. Called once the slots are frozen (nothing writes them).
-    fn changes(&mut self, id: MoveId, slots: &SlotSet) -> Entries;
+    /// The keys of `slots` written since move `id`'s snapshot (or its last
+    /// [`SlotData::drain_changes`]), with their values now (`None`: deleted), in chunks; it
+    /// stops remembering. Called once the slots are frozen (nothing writes them).
+    fn changes(&mut self, id: MoveId, slots: &SlotSet) -> Vec<Entries>;
+    /// How many keys of move `id`'s slots were written since its snapshot or last drain.
+    fn changed(&self, id: MoveId) -> usize;
+    /// As [`SlotData::changes`], while the slots are still served: the writes go on being
+    /// remembered from here (a catch-up round before the freeze).
+    fn drain_changes(&mut self, id: MoveId, slots: &SlotSet) -> Vec<Entries>;
+    /// The source freezes once at most this many keys changed since the last round (so the
+    /// slots are refused only while that many keys go over).
+    const FREEZE_AT: usize;
     /// Stops remembering writes for move `id` (its source ended, or restarted frozen).
     fn forget(&mut self, id: MoveId);
 }
@@ -46,6 +55,17 @@ impl MapData {
     pub fn get(&self, key: &[u8]) -> Option<&Value> {
         self.data.get(key)
     }
+
+    fn read(&self, keys: BTreeSet<Key>) -> Vec<Entries> {
+        let all: Entries = keys
+            .into_iter()
+            .map(|k| {
+                let v = self.data.get(&k).cloned();
+                (k, v)
+            })
+            .collect();
+        all.chunks(CHUNK_ENTRIES).map(<[_]>::to_vec).collect()
+    }
 }
 
 impl SlotData for MapData {
@@ -64,15 +84,26 @@ impl SlotData for MapData {
         self.dirty.remove(&id);
     }
 
-    fn changes(&mut self, id: MoveId, _slots: &SlotSet) -> Entries {
+    fn changes(&mut self, id: MoveId, _slots: &SlotSet) -> Vec<Entries> {
         let keys = self.dirty.remove(&id).map(|(_, k)| k).unwrap_or_default();
-        keys.into_iter()
-            .map(|k| {
-                let v = self.data.get(&k).cloned();
-                (k, v)
-            })
-            .collect()
+        self.read(keys)
     }
+
+    fn changed(&self, id: MoveId) -> usize {
+        self.dirty.get(&id).map_or(0, |(_, k)| k.len())
+    }
+
+    fn drain_changes(&mut self, id: MoveId, _slots: &SlotSet) -> Vec<Entries> {
+        let keys = self
+            .dirty
+            .get_mut(&id)
+            .map(|(_, k)| std::mem::take(k))
+            .unwrap_or_default();
+        self.read(keys)
+    }
+
+    // Small, so the simulator's moves take catch-up rounds.
+    const FREEZE_AT: usize = 2;
 }
 
 impl SlotWrites for MapData {
@@ -96,6 +127,9 @@ impl SlotWrites for MapData {
     }
 }
 
+/// Catch-up rounds before a source freezes, at most (`Group::freeze_if_streamed`).
+pub const CATCH_UP_ROUNDS_MAX: u32 = 8;
+
 /// How a group answers a request for one slot, before looking at the data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Answer {
@@ -118,6 +152,8 @@ struct Sending {
     chunks: Vec<(Entries, bool)>,
     /// Chunks the target has logged.
     acked: u32,
+    /// Catch-up rounds sent in this attempt (each the keys written since the last).
+    rounds: u32,
     /// The target said it sealed; `EndSend` is appended.
     ending: bool,
     /// This attempt's snapshot is taken (`BeginSend` or `Restream` committed): until then
@@ -393,6 +429,7 @@ impl<D: SlotData> Group<D> {
                             freezing: false,
                             chunks: Vec::new(),
                             acked: 0,
+                            rounds: 0,
                             ending: false,
                             streaming: false,
                         },
@@ -512,9 +549,15 @@ impl<D: SlotData> Group<D> {
             }
             GroupRecord::Freeze { id } => {
                 if let Some(s) = self.sending.get_mut(id) {
-                    // The last chunk: everything written since the snapshot.
-                    let entries = self.data.changes(*id, &s.slots);
-                    s.chunks.push((entries, true));
+                    // The last chunks: everything written since the snapshot (or the last
+                    // catch-up round); the final one is flagged.
+                    let mut last = self.data.changes(*id, &s.slots);
+                    if last.is_empty() {
+                        last.push(Vec::new());
+                    }
+                    let n = last.len();
+                    s.chunks
+                        .extend(last.into_iter().enumerate().map(|(i, c)| (c, i + 1 == n)));
                     self.send_chunks(*id);
                 }
             }
@@ -584,21 +627,32 @@ impl<D: SlotData> Group<D> {
             self.data.forget(id);
         }
         s.acked = 0;
+        s.rounds = 0;
         s.streaming = true;
         self.send_chunks(id);
         self.freeze_if_streamed(id);
     }
 
-    /// Once the target holds the whole snapshot (at once, for slots without data), the
-    /// source freezes the slots to send what changed since.
+    /// Once the target holds everything sent (at once, for slots without data): while more
+    /// than `FREEZE_AT` keys changed since, another catch-up round of them goes while the
+    /// slots are still served (at most [`CATCH_UP_ROUNDS_MAX`], so writes that outpace the
+    /// move cannot hold it off); then the source freezes the slots to send the rest.
     fn freeze_if_streamed(&mut self, id: MoveId) {
         let Some(s) = self.sending.get_mut(&id) else {
             return;
         };
-        if s.streaming && s.acked as usize == s.chunks.len() && !s.frozen && !s.freezing {
-            s.freezing = true;
-            self.append(GroupRecord::Freeze { id });
+        if !s.streaming || s.acked as usize != s.chunks.len() || s.frozen || s.freezing {
+            return;
         }
+        if s.rounds < CATCH_UP_ROUNDS_MAX && self.data.changed(id) > D::FREEZE_AT {
+            let round = self.data.drain_changes(id, &s.slots);
+            s.rounds += 1;
+            s.chunks.extend(round.into_iter().map(|c| (c, false)));
+            self.send_chunks(id);
+            return;
+        }
+        s.freezing = true;
+        self.append(GroupRecord::Freeze { id });
     }
 
     /// (Re)sends the chunks the target has not acknowledged; once it has them all, the last

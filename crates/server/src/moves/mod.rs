@@ -151,6 +151,24 @@ impl Moves {
         keys
     }
 
+    /// Takes what was recorded for move `id` so far and goes on recording. Waits for the
+    /// requests running under the view: a write recorded in what it returns has committed,
+    /// so a read begun after this sees it.
+    pub(crate) fn drain_tracking(&self, id: MoveId) -> BTreeSet<Vec<u8>> {
+        let _view = self.view.write().unwrap_or_else(|e| e.into_inner());
+        let mut tracked = self.tracked.lock().unwrap_or_else(|e| e.into_inner());
+        tracked
+            .get_mut(&id)
+            .map(|(_, keys)| std::mem::take(keys))
+            .unwrap_or_default()
+    }
+
+    /// How many keys move `id` has recorded since its snapshot or last drain.
+    pub(crate) fn tracked_count(&self, id: MoveId) -> usize {
+        let tracked = self.tracked.lock().unwrap_or_else(|e| e.into_inner());
+        tracked.get(&id).map_or(0, |(_, keys)| keys.len())
+    }
+
     /// Hands a request to the mover.
     pub fn post(&self, r: Request) {
         self.inbox.lock().unwrap_or_else(|e| e.into_inner()).push(r);
