@@ -114,6 +114,14 @@ def test_slots_move_back_and_forth_under_clients():
             print("\n".join(errors[:2]))
         assert not errors, errors[:5]
         assert len(history) > 500, len(history)
+        # Nothing in flight, as CLUSTER INFO and INFO cluster say.
+        for g in range(2):
+            n = redis.Redis(host="127.0.0.1", port=c.addr(g, 0)[1], socket_timeout=5)
+            info = n.execute_command("CLUSTER", "INFO")
+            info = info.decode() if isinstance(info, bytes) else info
+            assert "verso_moves_in_flight:0" in info, info
+            assert n.info("cluster")["verso_moves_in_flight"] == 0
+            n.close()
         # Back where it started: each node reports the same map.
         maps = owners(c)
         assert maps[0] == maps[1], maps

@@ -180,6 +180,13 @@ fn section_text(shared: &Shared, name: &str, out: &mut String) {
                     m.slots_of(m.my_group_index()).len()
                 );
             }
+            if let Some(moves) = &shared.moves {
+                let (n, acked, total) = moves.progress();
+                let _ = write!(
+                    out,
+                    "verso_moves_in_flight:{n}\r\nverso_move_chunks_logged:{acked}\r\nverso_move_chunks:{total}\r\n"
+                );
+            }
         }
         "keyspace" => {
             out.push_str("# Keyspace\r\n");
@@ -416,6 +423,19 @@ pub fn prometheus(shared: &Shared) -> String {
              verso_cluster_slots_owned{{group=\"{}\"}} {}\n",
             m.my_group().id,
             m.slots_of(m.my_group_index()).len()
+        );
+    }
+    if let Some(moves) = &shared.moves {
+        let (n, acked, total) = moves.progress();
+        let _ = write!(
+            out,
+            "# HELP verso_cluster_moves_in_flight Slot moves this node's group takes part in now.\n\
+             # TYPE verso_cluster_moves_in_flight gauge\n\
+             verso_cluster_moves_in_flight {n}\n\
+             # HELP verso_cluster_move_chunks Chunks of this group's outgoing moves, sent and logged by their target.\n\
+             # TYPE verso_cluster_move_chunks gauge\n\
+             verso_cluster_move_chunks{{state=\"logged\"}} {acked}\n\
+             verso_cluster_move_chunks{{state=\"total\"}} {total}\n"
         );
     }
     for (i, t) in shared.tables.iter().enumerate() {

@@ -328,6 +328,15 @@ impl<D: SlotData> Group<D> {
         &self.owned
     }
 
+    /// Moves this group takes part in now (as source or target), and of those it sends,
+    /// the chunks the targets have logged and the chunks so far.
+    pub fn progress(&self) -> (usize, u64, u64) {
+        let (acked, total) = self.sending.values().fold((0, 0), |(a, t), s| {
+            (a + u64::from(s.acked), t + s.chunks.len() as u64)
+        });
+        (self.sending.len() + self.receiving.len(), acked, total)
+    }
+
     /// The slots this group sent away, with the group each went to.
     pub fn moved_away(&self) -> impl Iterator<Item = (Slot, GroupId)> + '_ {
         self.moved_to.iter().map(|(&s, &g)| (s, g))

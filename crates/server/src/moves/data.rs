@@ -195,6 +195,7 @@ impl EngineData<'_> {
         let all = txn
             .range(s.data, (Bound::<&[u8]>::Unbounded, Bound::Unbounded))
             .map_err(engine)?;
+        let mut piece = std::time::Instant::now();
         for (k, _) in all {
             if !slots.contains(key_slot(k)) {
                 continue;
@@ -207,6 +208,9 @@ impl EngineData<'_> {
             if bytes >= CHUNK_BYTES {
                 chunks.push(std::mem::take(&mut chunk));
                 bytes = 0;
+                // The snapshot stays readable meanwhile (MVCC): pausing costs nothing but time.
+                std::thread::sleep(piece.elapsed() * super::PAUSE_PER_WORK);
+                piece = std::time::Instant::now();
             }
         }
         if !chunk.is_empty() {

@@ -34,6 +34,12 @@ use std::time::Duration;
 use verso_cluster::lazen::{Answer, Message, MoveId, Node};
 use verso_cluster::{key_slot, Slot, SlotSet};
 
+/// After each piece of a move's bulk work (exporting or importing a chunk of the snapshot or
+/// of a catch-up round) the mover pauses this many times as long as the piece took: the
+/// move uses at most half of a core, and clients keep the rest (BENCHMARKS.md, "A slot move
+/// under load"). Never while the slots are frozen: the last chunks go at full speed.
+pub const PAUSE_PER_WORK: u32 = 1;
+
 /// How this node's group answers for the slots in its moves.
 #[derive(Default, Debug)]
 pub struct View {
@@ -90,6 +96,8 @@ pub struct Moves {
     /// The status line of each move this node's group takes part in, for CLUSTER MOVES
     /// (`None` until the mover has read its logs).
     status: Mutex<Option<Vec<String>>>,
+    /// Moves in flight at this group, and the chunks its sends have had logged / have.
+    progress: Mutex<(usize, u64, u64)>,
     /// The slots this group's log says it owns: the map learned from the configuration
     /// group never overrides them (`crate::shard_prober`).
     owned: Mutex<Option<SlotSet>>,
@@ -195,6 +203,15 @@ impl Moves {
     /// The slots this group's log says it owns (`None` until the mover has read its log).
     pub fn owned(&self) -> Option<SlotSet> {
         self.owned.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(crate) fn set_progress(&self, p: (usize, u64, u64)) {
+        *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = p;
+    }
+
+    /// Moves in flight at this group; chunks its sends have had logged, and have so far.
+    pub fn progress(&self) -> (usize, u64, u64) {
+        *self.progress.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn set_status(&self, lines: Vec<String>) {

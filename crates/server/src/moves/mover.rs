@@ -360,9 +360,14 @@ impl<'s> Mover<'s> {
                 .and_then(|(s, to)| self.map.group_index(to).map(|gi| (s.clone(), gi))),
             _ => None,
         };
+        let started = Instant::now();
         self.group_log.append(shared, &encoded(&logged), |txn| {
             data::import_all(txn, shared, &entries)
         })?;
+        if let GroupRecord::Chunk { last: false, .. } = &r {
+            // Bulk work is paced; the last chunks (the slots are frozen) are not.
+            std::thread::sleep(started.elapsed() * super::PAUSE_PER_WORK);
+        }
         self.group.committed_applied(&r);
         if let Some((slots, gi)) = owner_change {
             self.map.set_owner(&slots, gi);
@@ -476,6 +481,7 @@ impl<'s> Mover<'s> {
             self.moves.publish(answers.clone());
             self.published = Some(answers);
         }
+        self.moves.set_progress(self.group.progress());
         let mut status: Vec<String> = Vec::new();
         let g = self.group.describe();
         if g.contains("sending") || g.contains("receiving") {

@@ -33,7 +33,16 @@ impl Session<'_> {
             (b"SLOTS", 2) => map.slots_reply(),
             (b"SHARDS", 2) => map.shards_reply(),
             (b"NODES", 2) => Reply::Verbatim(map.nodes_text()),
-            (b"INFO", 2) => Reply::Verbatim(map.info_text()),
+            (b"INFO", 2) => {
+                let mut text = map.info_text();
+                if let Some(moves) = &self.shared.moves {
+                    let (n, acked, total) = moves.progress();
+                    text += &format!(
+                        "verso_moves_in_flight:{n}\r\nverso_move_chunks_logged:{acked}\r\nverso_move_chunks:{total}\r\n"
+                    );
+                }
+                Reply::Verbatim(text)
+            }
             (b"MYID", 2) => Reply::Bulk(map.my_id().into_bytes()),
             (b"KEYSLOT", 3) => Reply::Integer(key_slot(&args[2]).into()),
             (b"MOVESLOTS", 4) => self.move_slots(&args[2], &args[3]),
