@@ -48,6 +48,26 @@ def owners(c):
     return seen
 
 
+def check_history(history):
+    """Runs Verso's checker over the recorded operations; returns its summary line."""
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        for op in history:
+            f.write(json.dumps(op) + "\n")
+        path = f.name
+    out = subprocess.run([VERSO, "check", "registers", path], capture_output=True, text=True)
+    os.unlink(path)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def assert_each_group_holds_its_own_keys(c):
+    g0 = redis.Redis(host="127.0.0.1", port=c.addr(0, 0)[1], socket_timeout=5)
+    g1 = redis.Redis(host="127.0.0.1", port=c.addr(1, 0)[1], socket_timeout=5)
+    assert all(key_slot(k) < 8192 for k in g0.keys("*")), g0.keys("*")
+    assert all(key_slot(k) >= 8192 for k in g1.keys("*")), g1.keys("*")
+    return g0, g1
+
+
 def test_slots_move_back_and_forth_under_clients():
     c = LocalCluster(2, 1)
     history = []
@@ -133,21 +153,12 @@ def test_slots_move_back_and_forth_under_clients():
         assert rc.zrange("{b}z", 0, -1, withscores=True) == [(b"a", 1.5), (b"b", 2.5)]
         assert 900 < rc.ttl("{b}ttl") <= 1000
         # Each group holds only its own keys: the source deleted what it sent.
-        g0 = redis.Redis(host="127.0.0.1", port=c.addr(0, 0)[1], socket_timeout=5)
-        g1 = redis.Redis(host="127.0.0.1", port=c.addr(1, 0)[1], socket_timeout=5)
-        assert all(key_slot(k) < 8192 for k in g0.keys("*")), g0.keys("*")
-        assert all(key_slot(k) >= 8192 for k in g1.keys("*")), g1.keys("*")
+        g0, g1 = assert_each_group_holds_its_own_keys(c)
         g0.close()
         g1.close()
         rc.close()
-        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-            for op in history:
-                f.write(json.dumps(op) + "\n")
-            path = f.name
-        out = subprocess.run([VERSO, "check", "registers", path], capture_output=True, text=True)
-        os.unlink(path)
-        assert out.returncode == 0, out.stderr
-        print(f"moves took {[round(t, 2) for t in took]} s; {len(history)} operations; {out.stdout.strip()}")
+        checked = check_history(history)
+        print(f"moves took {[round(t, 2) for t in took]} s; {len(history)} operations; {checked}")
     finally:
         stop.set()
         assert c.stop() == 0
@@ -273,10 +284,7 @@ def test_moves_finish_and_lose_nothing_when_nodes_are_killed():
         maps = owners(c)
         assert maps[0] == maps[1], maps
         assert [(a, b) for a, b, _ in maps[0]] == [(0, 8191), (8192, 16383)]
-        g0 = redis.Redis(host="127.0.0.1", port=c.addr(0, 0)[1], socket_timeout=5)
-        g1 = redis.Redis(host="127.0.0.1", port=c.addr(1, 0)[1], socket_timeout=5)
-        assert all(key_slot(k) < 8192 for k in g0.keys("*"))
-        assert all(key_slot(k) >= 8192 for k in g1.keys("*"))
+        g0, g1 = assert_each_group_holds_its_own_keys(c)
         # Every key's last word: read once more after the clients stopped.
         now = time.monotonic_ns()
         for k in keys:
@@ -286,14 +294,7 @@ def test_moves_finish_and_lose_nothing_when_nodes_are_killed():
                             "kind": {"Get": {"observed": None if got is None else int(got)}}})
         g0.close()
         g1.close()
-        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-            for op in history:
-                f.write(json.dumps(op) + "\n")
-            path = f.name
-        out = subprocess.run([VERSO, "check", "registers", path], capture_output=True, text=True)
-        os.unlink(path)
-        assert out.returncode == 0, out.stderr
-        print(f"{kills} kills; {len(history)} operations; {out.stdout.strip()}")
+        print(f"{kills} kills; {len(history)} operations; {check_history(history)}")
     finally:
         stop.set()
         assert c.stop() == 0

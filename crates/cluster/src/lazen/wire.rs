@@ -53,6 +53,20 @@ impl Writer<'_> {
             self.u16(b);
         }
     }
+    /// A move's id, slots and other group (BeginSend and BeginRecv, as message or record).
+    fn move_of(&mut self, id: u64, slots: &SlotSet, group: u16) {
+        self.u64(id);
+        self.slots(slots);
+        self.u16(group);
+    }
+    /// A chunk's fields (as message or record).
+    fn chunk(&mut self, id: u64, attempt: u32, seq: u32, entries: &Entries, last: bool) {
+        self.u64(id);
+        self.u32(attempt);
+        self.u32(seq);
+        self.entries(entries);
+        self.bool(last);
+    }
     fn entries(&mut self, e: &Entries) {
         self.u32(e.len() as u32);
         for (k, v) in e {
@@ -67,6 +81,9 @@ impl Writer<'_> {
         }
     }
 }
+
+/// A chunk's id, attempt, sequence number, entries and `last` flag.
+type ChunkFields = (u64, u32, u32, Entries, bool);
 
 /// Reads from a byte slice.
 struct Reader<'a>(&'a [u8]);
@@ -144,6 +161,18 @@ impl<'a> Reader<'a> {
         }
         Ok(e)
     }
+    fn move_of(&mut self) -> Result<(u64, SlotSet, u16), DecodeError> {
+        Ok((self.u64()?, self.slots()?, self.u16()?))
+    }
+    fn chunk(&mut self) -> Result<ChunkFields, DecodeError> {
+        Ok((
+            self.u64()?,
+            self.u32()?,
+            self.u32()?,
+            self.entries()?,
+            self.bool()?,
+        ))
+    }
     fn end(self) -> Result<(), DecodeError> {
         if self.0.is_empty() {
             Ok(())
@@ -159,15 +188,11 @@ impl Message {
         match self {
             Message::BeginSend { id, slots, to } => {
                 w.u8(0);
-                w.u64(*id);
-                w.slots(slots);
-                w.u16(*to);
+                w.move_of(*id, slots, *to);
             }
             Message::BeginRecv { id, slots, from } => {
                 w.u8(1);
-                w.u64(*id);
-                w.slots(slots);
-                w.u16(*from);
+                w.move_of(*id, slots, *from);
             }
             Message::SendStatus { id, ended } => {
                 w.u8(2);
@@ -187,11 +212,7 @@ impl Message {
                 last,
             } => {
                 w.u8(4);
-                w.u64(*id);
-                w.u32(*attempt);
-                w.u32(*seq);
-                w.entries(entries);
-                w.bool(*last);
+                w.chunk(*id, *attempt, *seq, entries, *last);
             }
             Message::ChunkAck {
                 id,
@@ -211,16 +232,14 @@ impl Message {
     pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
         let mut r = Reader(bytes);
         let m = match r.u8()? {
-            0 => Message::BeginSend {
-                id: r.u64()?,
-                slots: r.slots()?,
-                to: r.u16()?,
-            },
-            1 => Message::BeginRecv {
-                id: r.u64()?,
-                slots: r.slots()?,
-                from: r.u16()?,
-            },
+            0 => {
+                let (id, slots, to) = r.move_of()?;
+                Message::BeginSend { id, slots, to }
+            }
+            1 => {
+                let (id, slots, from) = r.move_of()?;
+                Message::BeginRecv { id, slots, from }
+            }
             2 => Message::SendStatus {
                 id: r.u64()?,
                 ended: r.bool()?,
@@ -229,13 +248,16 @@ impl Message {
                 id: r.u64()?,
                 sealed: r.bool()?,
             },
-            4 => Message::Chunk {
-                id: r.u64()?,
-                attempt: r.u32()?,
-                seq: r.u32()?,
-                entries: r.entries()?,
-                last: r.bool()?,
-            },
+            4 => {
+                let (id, attempt, seq, entries, last) = r.chunk()?;
+                Message::Chunk {
+                    id,
+                    attempt,
+                    seq,
+                    entries,
+                    last,
+                }
+            }
             5 => Message::ChunkAck {
                 id: r.u64()?,
                 attempt: r.u32()?,
@@ -296,9 +318,7 @@ impl GroupRecord {
             }
             GroupRecord::BeginSend { id, slots, to } => {
                 w.u8(2);
-                w.u64(*id);
-                w.slots(slots);
-                w.u16(*to);
+                w.move_of(*id, slots, *to);
             }
             GroupRecord::Restream { id, attempt } => {
                 w.u8(3);
@@ -315,9 +335,7 @@ impl GroupRecord {
             }
             GroupRecord::BeginRecv { id, slots, from } => {
                 w.u8(6);
-                w.u64(*id);
-                w.slots(slots);
-                w.u16(*from);
+                w.move_of(*id, slots, *from);
             }
             GroupRecord::RecvReset { id, attempt } => {
                 w.u8(7);
@@ -332,11 +350,7 @@ impl GroupRecord {
                 last,
             } => {
                 w.u8(8);
-                w.u64(*id);
-                w.u32(*attempt);
-                w.u32(*seq);
-                w.entries(entries);
-                w.bool(*last);
+                w.chunk(*id, *attempt, *seq, entries, *last);
             }
             GroupRecord::EndRecv { id } => {
                 w.u8(9);
@@ -354,33 +368,34 @@ impl GroupRecord {
                 tag: r.u64()?,
             },
             1 => GroupRecord::Own { slots: r.slots()? },
-            2 => GroupRecord::BeginSend {
-                id: r.u64()?,
-                slots: r.slots()?,
-                to: r.u16()?,
-            },
+            2 => {
+                let (id, slots, to) = r.move_of()?;
+                GroupRecord::BeginSend { id, slots, to }
+            }
             3 => GroupRecord::Restream {
                 id: r.u64()?,
                 attempt: r.u32()?,
             },
             4 => GroupRecord::Freeze { id: r.u64()? },
             5 => GroupRecord::EndSend { id: r.u64()? },
-            6 => GroupRecord::BeginRecv {
-                id: r.u64()?,
-                slots: r.slots()?,
-                from: r.u16()?,
-            },
+            6 => {
+                let (id, slots, from) = r.move_of()?;
+                GroupRecord::BeginRecv { id, slots, from }
+            }
             7 => GroupRecord::RecvReset {
                 id: r.u64()?,
                 attempt: r.u32()?,
             },
-            8 => GroupRecord::Chunk {
-                id: r.u64()?,
-                attempt: r.u32()?,
-                seq: r.u32()?,
-                entries: r.entries()?,
-                last: r.bool()?,
-            },
+            8 => {
+                let (id, attempt, seq, entries, last) = r.chunk()?;
+                GroupRecord::Chunk {
+                    id,
+                    attempt,
+                    seq,
+                    entries,
+                    last,
+                }
+            }
             9 => GroupRecord::EndRecv { id: r.u64()? },
             _ => return Err(DecodeError("unknown group record")),
         };
