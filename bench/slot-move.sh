@@ -10,7 +10,8 @@
 # Per run: how long the move took, the SET throughput before it (median of the 100 ms
 # windows of the first 3 s), the worst 500 ms window from the move's start to its end plus
 # 0.5 s, as a share of that, and how long a request kept getting TRYAGAIN (p99, max).
-# Timelines (SETs per 100 ms) are kept in bench/results/slot-move-*.txt for plotting.
+# Timelines (SETs per 100 ms) are kept in results/slot-move/, and run 1 of each is drawn
+# in results/slot-move/timeline.svg (bench/plot-timeline.py).
 #
 #   bench/slot-move.sh [RUNS] [KEYS] [CLIENTS] [SECONDS]   (defaults: 3 300000 16 10)
 set -euo pipefail
@@ -27,7 +28,7 @@ cargo build --release -q -p verso
 cargo build --release --manifest-path bench/kvload/Cargo.toml --quiet
 kvload=$PWD/bench/kvload/target/release/kvload
 out=$(mktemp -d)
-mkdir -p bench/results
+mkdir -p results/slot-move
 launcher=""; pids=""
 cleanup() {
   [ -n "$launcher" ] && kill -INT "$launcher" 2>/dev/null && wait "$launcher" 2>/dev/null
@@ -102,7 +103,7 @@ windows = [sum(counts[i:i + 5]) * 2 for i in range(lo, max(lo + 1, hi - 4))]
 worst = min(windows) if windows else 0
 print(f"{system},{run},{move_s},{line[1]},{line[2]},{line[3]},{line[4]},{line[5]},{line[6]},{before:.0f},{worst},{worst / before:.2f}")
 PY
-  cp "$out/timeline" "bench/results/slot-move-$1-$2.txt"
+  cp "$out/timeline" "results/slot-move/slot-move-$1-$2.txt"
 }
 
 for ((r = 1; r <= runs; r++)); do
@@ -155,3 +156,7 @@ for s in ("verso", "redis-cluster"):
     print(f"| {s} | {m('move_s'):.2f} | {m('before_rps'):,.0f} | {m('worst_500ms_rps'):,.0f} | {m('worst_share'):.2f} | {m('tryagain_requests'):.0f} | {m('tryagain_p99_ms'):.1f} / {m('tryagain_max_ms'):.1f} |")
 PY
 echo "(medians of $runs; $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg); commit $(git rev-parse --short HEAD))"
+python3 bench/plot-timeline.py results/slot-move/timeline.svg \
+  "Verso: verso cluster move=results/slot-move/slot-move-verso-1.txt" \
+  "Redis Cluster: redis-cli --cluster reshard=results/slot-move/slot-move-redis-cluster-1.txt" --mark 3
+echo "timeline: results/slot-move/timeline.svg"
