@@ -25,6 +25,8 @@ const READ_CHUNK_BYTES: usize = 64 << 10;
 /// The primary's side of a relayed connection.
 pub(crate) struct Upstream {
     pub(crate) stream: TcpStream,
+    /// The primary it was opened to: once another replica leads, the relay is stale.
+    pub(crate) primary: SocketAddr,
     /// Requests not yet written to the primary, from `out[written..]`.
     out: Vec<u8>,
     written: usize,
@@ -56,6 +58,7 @@ impl Upstream {
         }
         Ok(Upstream {
             stream,
+            primary,
             out,
             written: 0,
             skip: setup.len(),

@@ -229,6 +229,17 @@ impl<'s> Conn<'s> {
     /// Sends the request in `args` to the primary if this connection is a relay, or becomes
     /// one now (`Session::forward_target`). Returns whether it went.
     fn relay(&mut self, cfg: &ServerConfig) -> bool {
+        if let Some(u) = &self.upstream {
+            // Its primary was deposed (this replica or another leads now): a MULTI or WATCH
+            // it held there is gone, and replies may still be on their way, so the
+            // connection closes, as when a ticket's generation ends; the client's next one
+            // goes where it should. Found by a test that kills a primary and restarts it
+            // at once: the relay stayed on it while it was a backup, refusing every write.
+            if self.session.relay_is_stale(u.primary) {
+                self.closing = true;
+                return true;
+            }
+        }
         if self.upstream.is_none() {
             let Some(primary) = self.session.forward_target(self.args.as_slice()) else {
                 return false;

@@ -545,6 +545,19 @@ impl<'s> Session<'s> {
         r.status().primary_client_addr?.parse().ok()
     }
 
+    /// Whether a relay opened to `primary` is stale: this replica leads now, or knows that
+    /// another one does.
+    pub fn relay_is_stale(&self, primary: std::net::SocketAddr) -> bool {
+        let Some(r) = &self.shared.replication else {
+            return false;
+        };
+        r.is_primary()
+            || r.status()
+                .primary_client_addr
+                .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
+                .is_some_and(|a| a != primary)
+    }
+
     /// The commands that give a relayed connection this one's state on the primary.
     pub fn relay_setup(&self) -> Vec<Vec<Vec<u8>>> {
         let mut setup = Vec::new();
