@@ -235,6 +235,7 @@ mod tests {
         for cut in 0..=stream_bytes.len() {
             let mut u = Upstream {
                 stream: dummy_stream(),
+                primary: "127.0.0.1:1".parse().expect("an address"),
                 out: Vec::new(),
                 written: 0,
                 skip: 2,
