@@ -298,3 +298,30 @@ def test_moves_finish_and_lose_nothing_when_nodes_are_killed():
     finally:
         stop.set()
         assert c.stop() == 0
+
+
+def test_rebalance_spreads_the_slots_evenly():
+    c = LocalCluster(3, 1)
+    try:
+        rc = RedisCluster(host="127.0.0.1", port=c.base, socket_timeout=10)
+        for i in range(300):
+            rc.set(f"r{i}", i)
+        move(c, "0-4000", 1)
+        move(c, "10923-12000", 1)
+        out = subprocess.run(
+            [VERSO, "cluster", "rebalance", "--node", f"127.0.0.1:{c.base}", "--timeout", "60"],
+            capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        n = redis.Redis(host="127.0.0.1", port=c.base, socket_timeout=5)
+        text = n.execute_command("CLUSTER", "VERSO-MAP").decode()
+        n.close()
+        sizes = []
+        for line in text.splitlines()[1:]:
+            ranges = line.split(" ", 1)[1]
+            sizes.append(sum(int(b) - int(a) + 1 for a, b in
+                             (r.split("-") if "-" in r else (r, r) for r in ranges.split(",") if r)))
+        assert sum(sizes) == 16384 and max(sizes) - min(sizes) <= 1, (sizes, out.stderr)
+        assert [int(rc.get(f"r{i}")) for i in range(300)] == list(range(300))
+        rc.close()
+    finally:
+        assert c.stop() == 0

@@ -26,6 +26,9 @@ pub enum Cluster {
     /// streams a snapshot, then stops them for the writes since; follows the move to its
     /// end with a progress line. Groups of one server only, so far.
     Move(crate::cluster_move::MoveArgs),
+    /// Spread the slots evenly over the groups, one `move` at a time (each with its
+    /// progress line). Groups of one server only, so far.
+    Rebalance(crate::cluster_move::RebalanceArgs),
 }
 
 #[derive(Args, Debug)]
@@ -70,6 +73,7 @@ pub fn run(cmd: &Cluster) -> ExitCode {
     let done = match cmd {
         Cluster::Local(args) => local(args),
         Cluster::Move(args) => crate::cluster_move::run(args),
+        Cluster::Rebalance(args) => crate::cluster_move::rebalance(args),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,

@@ -160,18 +160,148 @@ fn chunk_progress(lines: &[String], id: i64) -> Option<(u64, u64)> {
 }
 
 pub fn run(args: &MoveArgs) -> Result<(), String> {
+    move_slots(
+        &args.node,
+        args.password.as_deref(),
+        &args.slots,
+        args.to,
+        args.timeout,
+    )
+}
+
+/// `verso cluster rebalance`: spreads the slots evenly over the groups, one move at a time.
+#[derive(Args, Debug)]
+pub struct RebalanceArgs {
+    /// Any node of the cluster.
+    #[arg(long, default_value = "127.0.0.1:7000")]
+    node: String,
+    /// AUTH password, if the servers require one.
+    #[arg(long)]
+    password: Option<String>,
+    /// Seconds each move may take.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+}
+
+/// Each group's slots as the configuration group's node knows them (`CLUSTER VERSO-MAP`:
+/// empty groups included, which CLUSTER SLOTS leaves out).
+fn group_slots(c: &mut Conn) -> Result<Vec<(u16, Vec<u16>)>, String> {
+    let Resp::Bulk(Some(text)) = c.call(&["CLUSTER", "VERSO-MAP"])? else {
+        return Err("CLUSTER VERSO-MAP did not answer a map".into());
+    };
+    let text = String::from_utf8_lossy(&text);
+    let mut groups = Vec::new();
+    for line in text.lines().skip(1) {
+        let (id, ranges) = line.split_once(' ').unwrap_or((line, ""));
+        let id: u16 = id.parse().map_err(|_| format!("bad map line {line:?}"))?;
+        let mut slots = Vec::new();
+        for r in ranges.split(',').filter(|r| !r.is_empty()) {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            let (a, b): (u16, u16) = (
+                a.parse().map_err(|_| format!("bad range {r:?}"))?,
+                b.parse().map_err(|_| format!("bad range {r:?}"))?,
+            );
+            slots.extend(a..=b);
+        }
+        groups.push((id, slots));
+    }
+    Ok(groups)
+}
+
+/// The next move that brings the map closer to even: the group with the most slots above
+/// its share gives its highest ones to the group with the fewest below its share.
+pub fn next_rebalance_move(groups: &[(u16, Vec<u16>)]) -> Option<(Vec<u16>, u16)> {
+    let n = groups.len();
+    if n < 2 {
+        return None;
+    }
+    let total: usize = groups.iter().map(|(_, s)| s.len()).sum();
+    // The first `total % n` groups in id order take one slot more.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| groups[i].0);
+    let share = |i: usize| {
+        let rank = order
+            .iter()
+            .position(|&j| j == i)
+            .expect("every group ranked");
+        total / n + usize::from(rank < total % n)
+    };
+    let donor = (0..n)
+        .filter(|&i| groups[i].1.len() > share(i))
+        .max_by_key(|&i| groups[i].1.len() - share(i))?;
+    let taker = (0..n)
+        .filter(|&i| groups[i].1.len() < share(i))
+        .max_by_key(|&i| share(i) - groups[i].1.len())?;
+    let count = (groups[donor].1.len() - share(donor)).min(share(taker) - groups[taker].1.len());
+    let mut slots = groups[donor].1.clone();
+    slots.sort_unstable();
+    Some((slots[slots.len() - count..].to_vec(), groups[taker].0))
+}
+
+/// `A-B,C` for a sorted list of slots.
+fn ranges_text(slots: &[u16]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < slots.len() {
+        let mut j = i;
+        while j + 1 < slots.len() && slots[j + 1] == slots[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            slots[i].to_string()
+        } else {
+            format!("{}-{}", slots[i], slots[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+pub fn rebalance(args: &RebalanceArgs) -> Result<(), String> {
     let pw = args.password.as_deref();
     let mut conn = Conn::open(&args.node, pw)?;
-    let first: u16 = args
-        .slots
+    let mut done = 0;
+    // Each move changes two groups by their whole difference to their share: at most one
+    // move per group, so this ends.
+    for _ in 0..64 {
+        let groups = group_slots(&mut conn)?;
+        let Some((slots, to)) = next_rebalance_move(&groups) else {
+            eprintln!(
+                "rebalance: even after {done} moves ({} groups)",
+                groups.len()
+            );
+            return Ok(());
+        };
+        eprintln!(
+            "rebalance: move {}: {} slots to group {to}",
+            done + 1,
+            slots.len()
+        );
+        move_slots(&args.node, pw, &ranges_text(&slots), to, args.timeout)?;
+        done += 1;
+        // The map reaches this node within the prober's interval.
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    Err("rebalance did not converge in 64 moves".into())
+}
+
+fn move_slots(
+    node: &str,
+    pw: Option<&str>,
+    slots: &str,
+    to_group: u16,
+    timeout: u64,
+) -> Result<(), String> {
+    let mut conn = Conn::open(node, pw)?;
+    let first: u16 = slots
         .split(['-', ','])
         .next()
         .and_then(|s| s.trim().parse().ok())
         .ok_or("--slots must look like A-B,C,...")?;
     let source = owner_of(&mut conn, first)?;
-    let to = args.to.to_string();
-    let mut reply = conn.call(&["CLUSTER", "MOVESLOTS", &args.slots, &to])?;
-    let mut config_addr = args.node.clone();
+    let to = to_group.to_string();
+    let mut reply = conn.call(&["CLUSTER", "MOVESLOTS", slots, &to])?;
+    let mut config_addr = node.to_string();
     if let Resp::Error(e) = &reply {
         // Another node: the error names the configuration group's.
         if let Some(addr) = e
@@ -180,7 +310,7 @@ pub fn run(args: &MoveArgs) -> Result<(), String> {
         {
             config_addr = addr.to_string();
             conn = Conn::open(&config_addr, pw)?;
-            reply = conn.call(&["CLUSTER", "MOVESLOTS", &args.slots, &to])?;
+            reply = conn.call(&["CLUSTER", "MOVESLOTS", slots, &to])?;
         }
     }
     let id = match reply {
@@ -188,14 +318,11 @@ pub fn run(args: &MoveArgs) -> Result<(), String> {
         Resp::Error(e) => return Err(e),
         other => return Err(format!("unexpected answer {other:?}")),
     };
-    eprintln!(
-        "move {id}: slots {} from {source} to group {} (configuration at {config_addr})",
-        args.slots, args.to
-    );
+    eprintln!("move {id}: slots {slots} from {source} to group {to_group} (configuration at {config_addr})");
     let mut src = Conn::open(&source, pw).ok();
     let tty = std::io::stderr().is_terminal();
     let started = Instant::now();
-    let deadline = started + Duration::from_secs(args.timeout);
+    let deadline = started + Duration::from_secs(timeout);
     let mut last = String::new();
     loop {
         // The configuration group's node may restart meanwhile: the move goes on in the
@@ -265,10 +392,59 @@ pub fn run(args: &MoveArgs) -> Result<(), String> {
         last = line;
         if Instant::now() > deadline {
             return Err(format!(
-                "move {id} has not finished after {} s; it goes on in the cluster (CLUSTER MOVES shows it)",
-                args.timeout
+                "move {id} has not finished after {timeout} s; it goes on in the cluster (CLUSTER MOVES shows it)"
             ));
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Applies the plan until it stops: every group ends within one slot of the others,
+    /// nothing is lost or doubled, and it takes at most one move per group.
+    #[test]
+    fn rebalance_plans_even_out_any_map() {
+        let mut seed = 7u64;
+        for case in 0..200 {
+            let n = 2 + case % 5;
+            let mut groups: Vec<(u16, Vec<u16>)> =
+                (0..n).map(|g| (g as u16 * 3, Vec::new())).collect();
+            for slot in 0..16384u16 {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                // Skewed: the first group takes most slots in some cases.
+                let g = if case % 3 == 0 && seed % 4 != 0 {
+                    0
+                } else {
+                    (seed >> 33) as usize % n
+                };
+                groups[g].1.push(slot);
+            }
+            let mut moves = 0;
+            while let Some((slots, to)) = next_rebalance_move(&groups) {
+                for (_, s) in groups.iter_mut() {
+                    s.retain(|x| !slots.contains(x));
+                }
+                groups
+                    .iter_mut()
+                    .find(|(id, _)| *id == to)
+                    .unwrap()
+                    .1
+                    .extend(&slots);
+                moves += 1;
+                assert!(moves < n, "case {case}: {moves} moves for {n} groups");
+            }
+            let sizes: Vec<usize> = groups.iter().map(|(_, s)| s.len()).collect();
+            assert_eq!(sizes.iter().sum::<usize>(), 16384);
+            assert!(
+                sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1,
+                "case {case}: {sizes:?}"
+            );
+        }
+        assert_eq!(ranges_text(&[1, 2, 3, 7, 9, 10]), "1-3,7,9-10");
     }
 }
