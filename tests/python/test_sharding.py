@@ -108,6 +108,7 @@ class LocalCluster:
                 self.proc.kill()
                 self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+        self.proc.stdout.close()
         return self.proc.returncode
 
 
