@@ -215,6 +215,10 @@ def test_replicated_groups():
                 node.get("bar")
             node.close()
         assert len(ids) == 3
+        # Replicated groups do not move slots yet, and say so.
+        with pytest.raises(redis.exceptions.ResponseError, match="replicated groups cannot move"):
+            redis.Redis(host="127.0.0.1", port=c.base, socket_timeout=10).execute_command(
+                "CLUSTER", "MOVESLOTS", "0-10", "1")
         # Every node learns each group's primary: CLUSTER SLOTS lists it first and MOVED
         # names it, so clients skip the backups' relay.
         g1 = redis.Redis(host="127.0.0.1", port=c.base + 10, socket_timeout=10)

@@ -183,8 +183,13 @@ impl Session<'_> {
         let Some(to) = std::str::from_utf8(group).ok().and_then(|g| g.parse().ok()) else {
             return Reply::err("invalid group id");
         };
+        if self.shared.replication.is_some() {
+            return Reply::err(
+                "slot moves need groups of one server so far: replicated groups cannot move slots yet",
+            );
+        }
         let config = crate::moves::mover::config_group(map);
-        if map.my_group_index() != config || self.shared.replication.is_some() {
+        if map.my_group_index() != config {
             return Reply::Error(format!(
                 "CONFIG moves start at the configuration group (group {}): {}",
                 map.groups[config].id,
