@@ -181,11 +181,7 @@ fn section_text(shared: &Shared, name: &str, out: &mut String) {
                 );
             }
             if let Some(moves) = &shared.moves {
-                let (n, acked, total) = moves.progress();
-                let _ = write!(
-                    out,
-                    "verso_moves_in_flight:{n}\r\nverso_move_chunks_logged:{acked}\r\nverso_move_chunks:{total}\r\n"
-                );
+                out.push_str(&moves.info_lines());
             }
         }
         "keyspace" => {

@@ -15,13 +15,20 @@ pub struct MoveArgs {
     /// The group that takes them.
     #[arg(long)]
     to: u16,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
+/// Where `move` and `rebalance` reach the cluster.
+#[derive(Args, Debug)]
+pub struct ClusterArgs {
     /// Any node of the cluster (the configuration group's node is found from it).
     #[arg(long, default_value = "127.0.0.1:7000")]
     node: String,
     /// AUTH password, if the servers require one.
     #[arg(long)]
     password: Option<String>,
-    /// Seconds to wait for the move to finish (it goes on in the cluster after that).
+    /// Seconds each move may take (it goes on in the cluster after that).
     #[arg(long, default_value_t = 600)]
     timeout: u64,
 }
@@ -161,26 +168,19 @@ fn chunk_progress(lines: &[String], id: i64) -> Option<(u64, u64)> {
 
 pub fn run(args: &MoveArgs) -> Result<(), String> {
     move_slots(
-        &args.node,
-        args.password.as_deref(),
+        &args.cluster.node,
+        args.cluster.password.as_deref(),
         &args.slots,
         args.to,
-        args.timeout,
+        args.cluster.timeout,
     )
 }
 
 /// `verso cluster rebalance`: spreads the slots evenly over the groups, one move at a time.
 #[derive(Args, Debug)]
 pub struct RebalanceArgs {
-    /// Any node of the cluster.
-    #[arg(long, default_value = "127.0.0.1:7000")]
-    node: String,
-    /// AUTH password, if the servers require one.
-    #[arg(long)]
-    password: Option<String>,
-    /// Seconds each move may take.
-    #[arg(long, default_value_t = 600)]
-    timeout: u64,
+    #[command(flatten)]
+    cluster: ClusterArgs,
 }
 
 /// Each group's slots as the configuration group's node knows them (`CLUSTER VERSO-MAP`:
@@ -258,8 +258,13 @@ fn ranges_text(slots: &[u16]) -> String {
 }
 
 pub fn rebalance(args: &RebalanceArgs) -> Result<(), String> {
-    let pw = args.password.as_deref();
-    let mut conn = Conn::open(&args.node, pw)?;
+    let ClusterArgs {
+        node,
+        password,
+        timeout,
+    } = &args.cluster;
+    let pw = password.as_deref();
+    let mut conn = Conn::open(node, pw)?;
     // Each move brings its donor or its taker (or both) to its share for good: fewer moves
     // than groups, so this ends well within the bound.
     for done in 0..64 {
@@ -276,7 +281,7 @@ pub fn rebalance(args: &RebalanceArgs) -> Result<(), String> {
             done + 1,
             slots.len()
         );
-        move_slots(&args.node, pw, &ranges_text(&slots), to, args.timeout)?;
+        move_slots(node, pw, &ranges_text(&slots), to, *timeout)?;
         // The map reaches this node within the prober's interval.
         std::thread::sleep(Duration::from_millis(700));
     }

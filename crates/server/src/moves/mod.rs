@@ -214,6 +214,14 @@ impl Moves {
         *self.progress.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The `field:value` lines INFO cluster and CLUSTER INFO show for moves.
+    pub fn info_lines(&self) -> String {
+        let (n, acked, total) = self.progress();
+        format!(
+            "verso_moves_in_flight:{n}\r\nverso_move_chunks_logged:{acked}\r\nverso_move_chunks:{total}\r\n"
+        )
+    }
+
     pub(crate) fn set_status(&self, lines: Vec<String>) {
         *self.status.lock().unwrap_or_else(|e| e.into_inner()) = Some(lines);
     }

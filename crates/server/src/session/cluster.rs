@@ -36,10 +36,7 @@ impl Session<'_> {
             (b"INFO", 2) => {
                 let mut text = map.info_text();
                 if let Some(moves) = &self.shared.moves {
-                    let (n, acked, total) = moves.progress();
-                    text += &format!(
-                        "verso_moves_in_flight:{n}\r\nverso_move_chunks_logged:{acked}\r\nverso_move_chunks:{total}\r\n"
-                    );
+                    text += &moves.info_lines();
                 }
                 Reply::Verbatim(text)
             }
