@@ -194,6 +194,30 @@ def test_redis_cli_follows_moved(two_groups):
     assert out.stdout.strip() == "from-cli", out
 
 
+def test_redis_benchmark_runs_in_cluster_mode(two_groups):
+    """`redis-benchmark --cluster` (issue 17's third target): it reads CLUSTER NODES, sends
+    each primary keys of its own slots, and exits non-zero on any error reply."""
+    c = two_groups
+    n = 2000
+    out = subprocess.run(
+        ["redis-benchmark", "--cluster", "-p", str(c.base), "-n", str(n), "-c", "4",
+         "-r", "100000", "-t", "set,get,incr", "-q"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out
+    text = out.stdout.replace("\r", "\n")
+    for test in ("SET", "GET", "INCR"):
+        assert any(l.startswith(f"{test}: ") and "requests per second" in l
+                   for l in text.splitlines()), text
+    assert "error" not in (text + out.stderr).lower(), text + out.stderr
+    # The SETs landed in both groups (each primary got keys of its own slots).
+    for g in range(2):
+        node = redis.Redis(host="127.0.0.1", port=c.addr(g, 0)[1], socket_timeout=5)
+        keys = [k for k in node.scan_iter("key:*", count=1000)]
+        node.close()
+        assert keys and all((key_slot(k) >= 8192) == (g == 1) for k in keys), (g, keys[:5])
+
+
 def test_replicated_groups():
     c = LocalCluster(2, 3)
     try:
@@ -215,10 +239,15 @@ def test_replicated_groups():
                 node.get("bar")
             node.close()
         assert len(ids) == 3
-        # Replicated groups do not move slots yet, and say so.
-        with pytest.raises(redis.exceptions.ResponseError, match="replicated groups cannot move"):
-            redis.Redis(host="127.0.0.1", port=c.base, socket_timeout=10).execute_command(
-                "CLUSTER", "MOVESLOTS", "0-10", "1")
+        # Moves start at the configuration group's primary: its backups name it, as do
+        # the other group's nodes (a moves' caller follows them).
+        for r in range(3):
+            node = redis.Redis(host="127.0.0.1", port=c.base + r, socket_timeout=10)
+            if node.info("replication")["vsr_role"] != "primary":
+                with pytest.raises(redis.exceptions.ResponseError,
+                                   match="^CONFIG moves start at the configuration group's primary: 127.0.0.1:"):
+                    node.execute_command("CLUSTER", "MOVESLOTS", "0-10", "1")
+            node.close()
         # Every node learns each group's primary: CLUSTER SLOTS lists it first and MOVED
         # names it, so clients skip the backups' relay.
         g1 = redis.Redis(host="127.0.0.1", port=c.base + 10, socket_timeout=10)

@@ -15,5 +15,5 @@ pub mod transport;
 
 pub use config::{ClusterConfig, ReplicaAddr};
 pub use node::{Node, NodeOptions};
-pub use shared::{Replication, Ticket, TicketState};
+pub use shared::{Replication, SyncHold, Ticket, TicketState};
 pub use status::{PeerStatus, Status};

@@ -400,7 +400,7 @@ impl Run {
                 client,
                 seq: self.seq,
                 op: batch,
-                sync: self.sync_replies,
+                sync: self.sync_replies || self.shared.sync_held(),
             };
             let ev = self.replica.view();
             let now = self.now();

@@ -88,6 +88,18 @@ pub struct Replication {
     /// primary learned (`WAIT`). Only grows (slots are numbered across generations).
     disk_slots: Box<[AtomicU64]>,
     me: u8,
+    /// While above zero, every batch proposed is synchronous (durable on a majority's disks
+    /// before VSR replies), whatever `--durability` says: [`Replication::hold_sync`].
+    sync_holders: AtomicU64,
+}
+
+/// Makes the batches proposed while it lives synchronous ([`Replication::hold_sync`]).
+pub struct SyncHold<'r>(&'r Replication);
+
+impl Drop for SyncHold<'_> {
+    fn drop(&mut self) {
+        self.0.sync_holders.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -100,6 +112,7 @@ impl Replication {
         Replication {
             disk_slots: (0..replicas).map(|_| AtomicU64::new(0)).collect(),
             me: status.replica,
+            sync_holders: AtomicU64::new(0),
             origin,
             word: AtomicU64::new(CLOSED | 1),
             slots: Mutex::new(BTreeMap::new()),
@@ -178,6 +191,32 @@ impl Replication {
             .filter(|&i| self.disk_slots[i].load(Ordering::Acquire) >= t.end)
             .count();
         (self.generation.load(Ordering::Acquire) == t.generation).then_some(n)
+    }
+
+    /// Whether a majority of the group's replicas, this one included, hold every slot below
+    /// `t.end` on disk; `None` if the ticket's generation ended.
+    pub fn majority_on_disk(&self, t: Ticket) -> Option<bool> {
+        let n = self
+            .disk_slots
+            .iter()
+            .filter(|d| d.load(Ordering::Acquire) >= t.end)
+            .count();
+        (self.generation.load(Ordering::Acquire) == t.generation)
+            .then_some(n > self.disk_slots.len() / 2)
+    }
+
+    /// Makes every batch proposed from now until the guard drops synchronous: take it
+    /// before a commit whose record must survive any crash a majority survives (the slot
+    /// moves' transfer records, issue 17). Batches of other commits proposed meanwhile wait
+    /// for the disk too; the records that need it are few and short.
+    pub fn hold_sync(&self) -> SyncHold<'_> {
+        self.sync_holders.fetch_add(1, Ordering::AcqRel);
+        SyncHold(self)
+    }
+
+    /// Whether batches proposed now must be synchronous.
+    pub(crate) fn sync_held(&self) -> bool {
+        self.sync_holders.load(Ordering::Acquire) > 0
     }
 
     /// The number of replicas besides this one.

@@ -60,15 +60,21 @@ pub fn run(shared: &Shared, stop: &AtomicBool) {
     }
 }
 
-/// Asks the configuration group for the map, and takes what it says of other groups.
+/// Asks the configuration group for the map, and takes what it says of other groups. A
+/// backup, whose mover does not run, takes its own group's slots from it too (it serves
+/// none of them; its map only says where to send clients).
 fn learn_map(shared: &Shared, map: &crate::shards::ShardMap) {
     let config = crate::moves::mover::config_group(map);
-    let Some(owned) = shared.moves.as_ref().and_then(|m| m.owned()) else {
-        return; // the mover has not read this group's log yet
+    let backup = shared.replication.as_ref().is_some_and(|r| !r.is_primary());
+    let owned = shared.moves.as_ref().and_then(|m| m.owned());
+    let owned = match owned {
+        Some(_) if config == map.my_group_index() => {
+            return; // the mover keeps the configuration group's map
+        }
+        Some(owned) => owned,
+        None if backup => SlotSet::default(),
+        None => return, // the mover has not read this group's log yet
     };
-    if config == map.my_group_index() {
-        return; // the mover keeps the configuration group's map
-    }
     let request = b"*2\r\n$7\r\nCLUSTER\r\n$9\r\nVERSO-MAP\r\n";
     let Some(text) = ask(map.leader(config), shared.password.as_deref(), request) else {
         return;
@@ -84,7 +90,7 @@ fn learn_map(shared: &Shared, map: &crate::shards::ShardMap) {
         ) else {
             continue;
         };
-        if gi == me {
+        if gi == me && !backup {
             continue; // this group's log decides which slots are its own
         }
         let mut theirs = SlotSet::default();

@@ -24,10 +24,10 @@ pub enum Cluster {
     Local(LocalArgs),
     /// Move slots to another group online (Lazen): the source keeps serving while it
     /// streams a snapshot, then stops them for the writes since; follows the move to its
-    /// end with a progress line. Groups of one server only, so far.
+    /// end with a progress line.
     Move(crate::cluster_move::MoveArgs),
     /// Spread the slots evenly over the groups, one `move` at a time (each with its
-    /// progress line). Groups of one server only, so far.
+    /// progress line).
     Rebalance(crate::cluster_move::RebalanceArgs),
 }
 

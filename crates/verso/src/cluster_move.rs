@@ -129,6 +129,15 @@ impl Conn {
     }
 }
 
+/// The address a `CONFIG ...: ADDR` error sends a move's caller to (a node that is not the
+/// configuration group's primary answers so), if it names one.
+fn config_redirect(error: &str) -> Option<String> {
+    let addr = error.strip_prefix("CONFIG ")?.rsplit(": ").next()?;
+    addr.parse::<std::net::SocketAddr>()
+        .is_ok()
+        .then(|| addr.to_string())
+}
+
 /// The client address of the primary that serves `slot`, from CLUSTER SLOTS.
 fn owner_of(c: &mut Conn, slot: u16) -> Result<String, String> {
     let Resp::Array(runs) = c.call(&["CLUSTER", "SLOTS"])? else {
@@ -305,16 +314,16 @@ fn move_slots(
     let to = to_group.to_string();
     let mut reply = conn.call(&["CLUSTER", "MOVESLOTS", slots, &to])?;
     let mut config_addr = node.to_string();
-    if let Resp::Error(e) = &reply {
-        // Another node: the error names the configuration group's.
-        if let Some(addr) = e
-            .strip_prefix("CONFIG ")
-            .and_then(|r| r.rsplit(": ").next())
-        {
-            config_addr = addr.to_string();
-            conn = Conn::open(&config_addr, pw)?;
-            reply = conn.call(&["CLUSTER", "MOVESLOTS", slots, &to])?;
-        }
+    // Another node, or a backup of the configuration group: the error names the node to
+    // ask (a backup names its primary, which may be another backup a moment later).
+    for _ in 0..4 {
+        let Resp::Error(e) = &reply else { break };
+        let Some(addr) = config_redirect(e) else {
+            break;
+        };
+        config_addr = addr;
+        conn = Conn::open(&config_addr, pw)?;
+        reply = conn.call(&["CLUSTER", "MOVESLOTS", slots, &to])?;
     }
     let id = match reply {
         Resp::Int(id) => id,
@@ -335,6 +344,10 @@ fn move_slots(
             Err(e) => {
                 if Instant::now() > deadline {
                     return Err(format!("lost the configuration group's node: {e}"));
+                }
+                // Its group failed over: this node is a backup now and names the primary.
+                if let Some(addr) = config_redirect(&e) {
+                    config_addr = addr;
                 }
                 std::thread::sleep(Duration::from_millis(200));
                 if let Ok(c) = Conn::open(&config_addr, pw) {

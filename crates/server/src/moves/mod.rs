@@ -28,11 +28,12 @@ pub mod data;
 pub mod mover;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Condvar, Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use verso_cluster::lazen::{Answer, Message, MoveId, Node};
 use verso_cluster::{key_slot, Slot, SlotSet};
+use verso_replication::Replication;
 
 /// After each piece of a move's bulk work (exporting or importing a chunk of the snapshot or
 /// of a catch-up round) the mover pauses this many times as long as the piece took: the
@@ -41,20 +42,23 @@ use verso_cluster::{key_slot, Slot, SlotSet};
 pub const PAUSE_PER_WORK: u32 = 1;
 
 /// How this node's group answers for the slots in its moves.
-#[derive(Default, Debug)]
+#[derive(Default)]
 pub struct View {
     /// Per slot in a move: the answer without and with ASKING.
     answers: HashMap<Slot, (Answer, Answer)>,
     /// Slots whose written keys are recorded (their snapshot is streaming).
     tracking: SlotSet,
-    /// The mover has read the group's log: until then no slot is served.
-    ready: bool,
+    /// The mover has read the group's log, as primary of this replication generation (0
+    /// unreplicated): until then no slot is served.
+    ready: Option<u64>,
+    /// Set when this node is a replica of a Lazy VSR group.
+    replication: Option<Arc<Replication>>,
 }
 
 impl View {
     /// The answer for `slot`, if a move decides it.
     pub fn answer(&self, slot: Slot, asking: bool) -> Option<Answer> {
-        if !self.ready {
+        if !self.serves() {
             return Some(Answer::TryAgain);
         }
         if self.answers.is_empty() {
@@ -63,6 +67,17 @@ impl View {
         self.answers
             .get(&slot)
             .map(|&(plain, asked)| if asking { asked } else { plain })
+    }
+
+    /// Whether this view may decide requests: its mover read the logs as this replica's
+    /// mover now. A backup serves no data request of its own (it relays them or refuses
+    /// them, READONLY reads aside), so the view does not stop it; a replica that has just
+    /// become primary serves nothing until its mover has resumed the group's moves.
+    fn serves(&self) -> bool {
+        match &self.replication {
+            None => self.ready == Some(0),
+            Some(r) => !r.is_primary() || self.ready == Some(r.generation()),
+        }
     }
 
     pub fn tracks(&self, slot: Slot) -> bool {
@@ -104,6 +119,17 @@ pub struct Moves {
 }
 
 impl Moves {
+    /// For a node of a sharded cluster, replicated or not.
+    pub fn new(replication: Option<Arc<Replication>>) -> Moves {
+        let moves = Moves::default();
+        moves
+            .view
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .replication = replication;
+        moves
+    }
+
     /// The view, read-locked: hold it until the request has committed.
     pub fn enter(&self) -> Option<RwLockReadGuard<'_, View>> {
         Some(self.view.read().unwrap_or_else(|e| e.into_inner()))
@@ -125,10 +151,37 @@ impl Moves {
 
     /// Publishes how the group answers for the slots in its moves (the mover, after every
     /// change of its state). Waits for the requests running under the previous view.
-    pub(crate) fn publish(&self, answers: HashMap<Slot, (Answer, Answer)>) {
+    /// `generation` is the replication generation the mover leads in (0 unreplicated).
+    pub(crate) fn publish(&self, answers: HashMap<Slot, (Answer, Answer)>, generation: u64) {
         let mut view = self.view.write().unwrap_or_else(|e| e.into_inner());
         view.answers = answers;
-        view.ready = true;
+        view.ready = Some(generation);
+    }
+
+    /// The mover stopped (this replica is no longer primary, or it reads the logs again):
+    /// nothing it published or recorded holds any more, and no slot is served until it
+    /// publishes again (CLUSTER MOVES answers LOADING meanwhile).
+    pub(crate) fn reset(&self) {
+        let mut view = self.view.write().unwrap_or_else(|e| e.into_inner());
+        view.answers.clear();
+        view.tracking = SlotSet::default();
+        view.ready = None;
+        self.tracked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        *self.owned.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.set_progress((0, 0, 0));
+        *self.status.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Drops the requests waiting for the mover (a backup's mover takes none).
+    pub(crate) fn drop_requests(&self) {
+        for r in std::mem::take(&mut *self.inbox.lock().unwrap_or_else(|e| e.into_inner())) {
+            if let Request::Start { reply, .. } = r {
+                let _ = reply.send(Err("this replica is no longer its group's primary".into()));
+            }
+        }
     }
 
     /// Starts recording the keys written in `slots` for move `id`: once this returns, every

@@ -32,6 +32,7 @@ use verso_cluster::lazen::{
 };
 use verso_cluster::{Slot, SlotSet, SLOTS};
 use verso_engine::Table;
+use verso_replication::{Replication, Ticket, TicketState};
 
 use super::data::{self, EngineData, Res};
 use super::{Moves, Request};
@@ -57,55 +58,69 @@ pub fn config_group(map: &ShardMap) -> usize {
         .expect("a map has a group")
 }
 
-/// Runs until `stop`. Only unreplicated groups move slots so far (ARCHITECTURE.md says
-/// what replicated groups still need); their mover reports that and does nothing else.
+/// Runs until `stop`. On a replica of a Lazy VSR group the machines run while it is the
+/// primary: from its log when it becomes primary, and dropped (with all they published)
+/// when it stops; a backup's mover only waits. Any failure to log a record starts the
+/// machines again from the logs, which is always safe: they redo what they began.
 pub fn run(shared: &Shared, stop: &AtomicBool) {
     let (Some(map), Some(moves)) = (shared.shards.as_ref(), shared.moves.as_ref()) else {
         return;
     };
-    if shared.replication.is_some() {
-        // The file's map stands: replicated groups serve their slots and never move them.
-        moves.publish(HashMap::new());
-        moves.set_status(vec![
-            "slot moves need groups of one server so far (replicated groups cannot move slots yet)"
-                .into(),
-        ]);
-        return;
-    }
-    let mut mover = loop {
-        match Mover::open(shared, map, moves) {
-            Ok(m) => break m,
-            Err(e) => {
-                tracing::error!("slot moves: cannot read the move logs: {e}; retrying");
-                if stop.load(Ordering::Relaxed) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_secs(1));
-            }
-        }
-    };
-    let mut ticked = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        for r in moves.take(WAIT) {
-            // One at a time: a target logs a chunk before it can take the next one sent
-            // with it (the machine refuses chunks while one is being logged).
-            mover.request(r);
-            if let Err(e) = mover.pump() {
-                tracing::error!("slot moves: {e}; retrying");
+        let generation = match &shared.replication {
+            None => 0,
+            Some(r) if r.is_primary() => r.generation(),
+            Some(_) => {
+                moves.drop_requests();
+                std::thread::sleep(WAIT);
+                continue;
             }
-        }
-        if ticked.elapsed() >= TICK {
-            ticked = Instant::now();
-            mover.group.tick();
-            if let Some((c, _)) = &mut mover.config {
-                c.tick();
+        };
+        let failed = match Mover::open(shared, map, moves, generation) {
+            Ok(mut mover) => mover.run(stop),
+            Err(e) => Some(format!("cannot read the move logs: {e}")),
+        };
+        moves.reset();
+        if let Some(e) = failed {
+            if leads(shared, generation) {
+                tracing::error!("slot moves: {e}; reading the logs again");
+            } else {
+                tracing::info!("slot moves: this replica stopped being primary ({e})");
             }
-        }
-        if let Err(e) = mover.pump() {
-            tracing::error!("slot moves: {e}; retrying");
             std::thread::sleep(Duration::from_millis(200));
         }
-        mover.publish();
+    }
+}
+
+/// Whether this node still leads its group in `generation` (always, unreplicated).
+fn leads(shared: &Shared, generation: u64) -> bool {
+    shared
+        .replication
+        .as_ref()
+        .is_none_or(|r| r.is_primary() && r.generation() == generation)
+}
+
+/// How long a record may wait for a majority of its group's disks before the mover gives
+/// up and reads the logs again.
+const REPLICATED_WAIT_MAX: Duration = Duration::from_secs(10);
+
+/// Waits until the slots below `ticket` are committed by the group and on a majority's
+/// disks: a record counts only then (issue 17: every transfer record is synchronous).
+fn wait_replicated(r: &Replication, ticket: Ticket) -> Res<()> {
+    let deadline = Instant::now() + REPLICATED_WAIT_MAX;
+    loop {
+        match r.ticket_state(ticket) {
+            TicketState::Failed => return Err("this replica stopped being primary".into()),
+            TicketState::Ready if r.majority_on_disk(ticket) == Some(true) => return Ok(()),
+            _ => {}
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "a majority of the group did not have the record on disk within {} s",
+                REPLICATED_WAIT_MAX.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_micros(500));
     }
 }
 
@@ -130,13 +145,17 @@ impl Log {
     }
 
     /// Writes `record` (and, in the same transaction, what `also` writes), and waits until
-    /// it is on disk.
+    /// it is on disk: the engine's own log's, or a majority of the group's (`generation`:
+    /// the replication generation the mover leads in).
     fn append(
         &mut self,
         shared: &Shared,
+        generation: u64,
         record: &[u8],
         also: impl Fn(&mut verso_engine::Txn<'_>) -> Res<()>,
     ) -> Res<()> {
+        // Taken before the commit: the batch that carries it is proposed synchronous.
+        let _sync = shared.replication.as_ref().map(|r| r.hold_sync());
         loop {
             let mut txn = shared.db.begin().map_err(|e| e.to_string())?;
             also(&mut txn)?;
@@ -145,6 +164,9 @@ impl Log {
             match txn.commit_with_ticket() {
                 Ok((_, ticket)) => {
                     shared.db.wait_durable(ticket).map_err(|e| e.to_string())?;
+                    if let Some(r) = &shared.replication {
+                        wait_replicated(r, r.write_ticket(generation))?;
+                    }
                     self.next += 1;
                     return Ok(());
                 }
@@ -160,6 +182,9 @@ struct Mover<'s> {
     map: &'s ShardMap,
     moves: &'s Moves,
     me: u16,
+    /// The replication generation this node leads in (0 unreplicated): the mover stops
+    /// when it ends.
+    generation: u64,
     group: Group<EngineData<'s>>,
     group_log: Log,
     /// On the configuration group's node: the configuration machine and its log.
@@ -171,7 +196,19 @@ struct Mover<'s> {
 }
 
 impl<'s> Mover<'s> {
-    fn open(shared: &'s Shared, map: &'s ShardMap, moves: &'s Moves) -> Res<Mover<'s>> {
+    fn open(
+        shared: &'s Shared,
+        map: &'s ShardMap,
+        moves: &'s Moves,
+        generation: u64,
+    ) -> Res<Mover<'s>> {
+        if let Some(r) = &shared.replication {
+            // A new primary reads the logs only once every entry before its first own one
+            // is committed, applied and on a majority's disks: what it reads then is what
+            // the group logged, and never undone.
+            let _sync = r.hold_sync();
+            wait_replicated(r, r.read_ticket(generation))?;
+        }
         let me = map.my_group().id;
         let data = EngineData { shared, moves };
         let (mut group_log, raw) = Log::open(shared, GROUP_LOG)?;
@@ -186,7 +223,7 @@ impl<'s> Mover<'s> {
             let own = GroupRecord::Own {
                 slots: map.my_group().initial_slots.clone(),
             };
-            group_log.append(shared, &encoded(&own), |_| Ok(()))?;
+            group_log.append(shared, generation, &encoded(&own), |_| Ok(()))?;
             group.committed_applied(&own);
         } else {
             // The log, not the file, says which slots this group holds now, and where those
@@ -213,7 +250,7 @@ impl<'s> Mover<'s> {
                     };
                     let mut b = Vec::new();
                     r.encode(&mut b);
-                    log.append(shared, &b, |_| Ok(()))?;
+                    log.append(shared, generation, &b, |_| Ok(()))?;
                     config.committed(&r);
                 }
             }
@@ -242,6 +279,7 @@ impl<'s> Mover<'s> {
             map,
             moves,
             me,
+            generation,
             group,
             group_log,
             config,
@@ -253,7 +291,38 @@ impl<'s> Mover<'s> {
         Ok(mover)
     }
 
-    fn request(&mut self, r: Request) {
+    /// Runs the machines until `stop`, or until a record cannot be logged or this node
+    /// stops leading its group (the error says which).
+    fn run(&mut self, stop: &AtomicBool) -> Option<String> {
+        let mut ticked = Instant::now();
+        self.publish();
+        while !stop.load(Ordering::Relaxed) {
+            if !leads(self.shared, self.generation) {
+                return Some("no longer primary".into());
+            }
+            for r in self.moves.take(WAIT) {
+                // One at a time: a target logs a chunk before it can take the next one sent
+                // with it (the machine refuses chunks while one is being logged).
+                if let Err(e) = self.request(r).and_then(|()| self.pump()) {
+                    return Some(e);
+                }
+            }
+            if ticked.elapsed() >= TICK {
+                ticked = Instant::now();
+                self.group.tick();
+                if let Some((c, _)) = &mut self.config {
+                    c.tick();
+                }
+            }
+            if let Err(e) = self.pump() {
+                return Some(e);
+            }
+            self.publish();
+        }
+        None
+    }
+
+    fn request(&mut self, r: Request) -> Res<()> {
         match r {
             Request::Message(from, msg) => self.deliver(from, Node::Group(self.me), msg),
             Request::Start { slots, to, reply } => {
@@ -268,14 +337,15 @@ impl<'s> Mover<'s> {
                 // so a caller that polls CLUSTER MOVES next sees it.
                 if answer.is_ok() {
                     if let Err(e) = self.pump() {
-                        let _ = reply.send(Err(e));
-                        return;
+                        let _ = reply.send(Err(e.clone()));
+                        return Err(e);
                     }
                     self.publish();
                 }
                 let _ = reply.send(answer);
             }
         }
+        Ok(())
     }
 
     /// Hands `msg` to this node's machine it is for.
@@ -361,9 +431,10 @@ impl<'s> Mover<'s> {
             _ => None,
         };
         let started = Instant::now();
-        self.group_log.append(shared, &encoded(&logged), |txn| {
-            data::import_all(txn, shared, &entries)
-        })?;
+        self.group_log
+            .append(shared, self.generation, &encoded(&logged), |txn| {
+                data::import_all(txn, shared, &entries)
+            })?;
         if let GroupRecord::Chunk { last: false, .. } = &r {
             // Bulk work is paced; the last chunks (the slots are frozen) are not.
             std::thread::sleep(started.elapsed() * super::PAUSE_PER_WORK);
@@ -382,12 +453,13 @@ impl<'s> Mover<'s> {
 
     fn append_config(&mut self, r: ConfigRecord) -> Res<()> {
         let shared = self.shared;
+        let generation = self.generation;
         let Some((c, log)) = &mut self.config else {
             return Ok(());
         };
         let mut b = Vec::new();
         r.encode(&mut b);
-        log.append(shared, &b, |_| Ok(()))?;
+        log.append(shared, generation, &b, |_| Ok(()))?;
         c.committed(&r);
         self.sync_map_from_config();
         Ok(())
@@ -478,7 +550,7 @@ impl<'s> Mover<'s> {
             .map(|s| (s, (self.group.answer(s, false), self.group.answer(s, true))))
             .collect();
         if self.published.as_ref() != Some(&answers) {
-            self.moves.publish(answers.clone());
+            self.moves.publish(answers.clone(), self.generation);
             self.published = Some(answers);
         }
         self.moves.set_progress(self.group.progress());

@@ -43,6 +43,10 @@ impl Session<'_> {
             (b"MYID", 2) => Reply::Bulk(map.my_id().into_bytes()),
             (b"KEYSLOT", 3) => Reply::Integer(key_slot(&args[2]).into()),
             (b"MOVESLOTS", 4) => self.move_slots(&args[2], &args[3]),
+            (b"MOVES", 2) if self.backup_of().is_some() => Reply::Error(format!(
+                "CONFIG this replica is a backup; moves run at its group's primary: {}",
+                self.backup_of().unwrap_or_default()
+            )),
             (b"MOVES", 2) => match self.shared.moves.as_ref().map(|m| m.status()) {
                 Some(Some(lines)) => Reply::Array(
                     lines
@@ -120,8 +124,9 @@ impl Session<'_> {
         let shared = self.shared;
         let (shards, moves) = (shared.shards.as_ref()?, shared.moves.as_ref()?);
         if matches!(name, b"FLUSHALL" | b"FLUSHDB" | b"SWAPDB") {
-            return Some(Reply::err(
-                "TRYAGAIN this group is moving slots; commands on the whole keyspace wait until it is done",
+            return Some(Reply::Error(
+                "TRYAGAIN this group is moving slots; commands on the whole keyspace wait until it is done"
+                    .into(),
             ));
         }
         if name == b"EXEC" {
@@ -156,6 +161,10 @@ impl Session<'_> {
         let Some(moves) = &self.shared.moves else {
             return Reply::Error(DISABLED.into());
         };
+        if self.backup_of().is_some() {
+            // The sender's map is behind: it learns the new primary and sends again.
+            return Reply::Error("TRYAGAIN this replica is not its group's primary".into());
+        }
         match (Node::decode(&args[1]), Message::decode(&args[2])) {
             (Ok(from), Ok(msg)) => {
                 moves.post(Request::Message(from, msg));
@@ -180,13 +189,14 @@ impl Session<'_> {
         let Some(to) = std::str::from_utf8(group).ok().and_then(|g| g.parse().ok()) else {
             return Reply::err("invalid group id");
         };
-        if self.shared.replication.is_some() {
-            return Reply::err(
-                "slot moves need groups of one server so far: replicated groups cannot move slots yet",
-            );
-        }
         let config = crate::moves::mover::config_group(map);
-        if map.my_group_index() != config {
+        if map.my_group_index() == config {
+            if let Some(primary) = self.backup_of() {
+                return Reply::Error(format!(
+                    "CONFIG moves start at the configuration group's primary: {primary}"
+                ));
+            }
+        } else {
             return Reply::Error(format!(
                 "CONFIG moves start at the configuration group (group {}): {}",
                 map.groups[config].id,
@@ -204,6 +214,20 @@ impl Session<'_> {
             Ok(Err(e)) => Reply::err(format!("cannot start the move: {e}")),
             Err(_) => Reply::err("the mover did not answer; is this node stopping?"),
         }
+    }
+
+    /// On a backup of a replicated group: its primary's client address, or what to say when
+    /// none is elected. `None` on a primary or an unreplicated node.
+    fn backup_of(&self) -> Option<String> {
+        let r = self.shared.replication.as_ref()?;
+        if r.is_primary() {
+            return None;
+        }
+        Some(
+            r.status()
+                .primary_client_addr
+                .unwrap_or_else(|| "none elected right now".into()),
+        )
     }
 
     /// Up to `limit` keys of database 0 in `slot`, in key order. Verso keeps no index by

@@ -177,7 +177,9 @@ impl Shared {
 
     /// The same, serving one group's slots of a sharded cluster.
     pub fn with_shards(self, shards: Option<crate::shards::ShardMap>) -> Shared {
-        let moves = shards.as_ref().map(|_| Arc::default());
+        let moves = shards
+            .as_ref()
+            .map(|_| Arc::new(crate::moves::Moves::new(self.replication.clone())));
         Shared {
             shards,
             moves,
@@ -187,8 +189,14 @@ impl Shared {
 
     /// The same, as a replica of a VSR group.
     pub fn with_replication(self, replication: Arc<Replication>) -> Shared {
+        // The moves' view must know the replica it decides for.
+        let moves = self
+            .moves
+            .as_ref()
+            .map(|_| Arc::new(crate::moves::Moves::new(Some(replication.clone()))));
         Shared {
             replication: Some(replication),
+            moves,
             ..self
         }
     }
@@ -259,6 +267,10 @@ pub struct Session<'s> {
     /// This connection comes from another replica's relay (`crate::forward`): it is never
     /// relayed on.
     relayed: bool,
+    /// In a replicated sharded group: this request was routed while this replica was a
+    /// backup, so no moves' view decided it; if the replica leads by the time it begins,
+    /// it is refused (it may name a slot the new primary's mover has not resumed yet).
+    routed_as_backup: bool,
     /// Replicated: the ticket of this connection's last write (what `WAIT` waits for).
     last_write: Option<verso_replication::Ticket>,
     /// A `WAIT` not answered yet: the connection runs nothing else until it is (as Redis
@@ -361,6 +373,7 @@ impl<'s> Session<'s> {
             backup_reads: false,
             asking: false,
             relayed: false,
+            routed_as_backup: false,
             last_write: None,
             blocked: None,
         }
@@ -444,6 +457,9 @@ impl<'s> Session<'s> {
                     return self.shared.db.begin_read_only();
                 }
                 return Err(Error::NotPrimary);
+            }
+            if self.routed_as_backup {
+                return Err(Error::NotPrimary); // promoted since: `point_at_primary` says so
             }
             self.touched = true;
         }
@@ -666,6 +682,12 @@ impl<'s> Session<'s> {
     fn point_at_primary(&self, reply: Reply) -> Reply {
         match (&reply, &self.shared.replication) {
             (Reply::Error(e), Some(r)) if e.starts_with(NOT_PRIMARY) => {
+                if r.is_primary() {
+                    return Reply::Error(
+                        "TRYAGAIN this replica became its group's primary during the request"
+                            .into(),
+                    );
+                }
                 match r.status().primary_client_addr {
                     Some(addr) => Reply::Error(format!("{e} The primary is {addr}.")),
                     // A cluster client knows CLUSTERDOWN: it refreshes its map and retries.
@@ -733,6 +755,7 @@ impl<'s> Session<'s> {
             }
             let asking = std::mem::take(&mut self.asking);
             let shared: &'s Shared = self.shared;
+            self.routed_as_backup = shared.replication.as_ref().is_some_and(|r| !r.is_primary());
             // While this group moves slots, the view decides them; held until this request
             // has committed, so a freeze waits for it (`crate::moves`).
             // Only requests that touch keys take it: CLUSTER MOVESLOTS waits for the mover,
