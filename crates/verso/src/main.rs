@@ -19,6 +19,7 @@ mod results_cmd;
 mod serve_cmd;
 mod sim_cluster_cmd;
 mod sim_cmd;
+mod sim_ncc_cmd;
 mod tatp_cmd;
 use verso_bench::core_workloads::CoreWorkload;
 use verso_bench::index_bench::{self, IndexBenchConfig};

@@ -1,0 +1,850 @@
+//! An NCC server: the data of one shard, executed without locks in arrival order, with
+//! every response held back by response timing control (Alg 5.2, 5.3, 5.4 and §5.5).
+//!
+//! State per key: the versions in creation order (which is also `t_w` order), and the queue
+//! of responses to read-write requests in execution order. A response may leave once every
+//! request ahead of it in its key's queue is decided, except that a run of reads leaves
+//! together; that one rule gives D1 (a read of an undecided version waits for its writer),
+//! D2 (a write waits for the reads of the version before it) and D3 (a write waits for the
+//! write before it). Read-only requests are not queued (they never hold up a write) but a
+//! read-only read of an undecided version waits for its writer too.
+//!
+//! **Invariants** (checked by `debug_assert`s and by [`Server::check_invariants`]):
+//! - each key's versions are in strictly increasing `t_w` order, and each version's `t_r`
+//!   is at least its `t_w` and below the next version's `t_w`;
+//! - a version's writer is undecided here exactly while it is in the list uncommitted;
+//! - a response leaves at most once per execution of its request.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use crate::types::{ClientId, ExecResult, Key, Msg, Op, OpReply, Ts, TxnId, Value};
+
+/// Deliberate bugs, for showing that the simulator and the checker catch them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mistakes {
+    /// Send every response as soon as it is executed: timestamp order without response
+    /// timing control, the timestamp-inversion pitfall of §4 (not strictly serializable).
+    pub no_timing_control: bool,
+    /// Never abort a request early: queues may then wait on each other for ever (Lemma 3).
+    pub no_early_abort: bool,
+    /// Read-only reads skip the freshness check against `t_ro` (§5.5).
+    pub no_read_only_check: bool,
+    /// Smart retry moves a written version whenever `t_w == t_r`, as Alg 5.4 says, missing
+    /// reads at a lower timestamp ([`Version::read`]).
+    pub paper_smart_retry: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    Undecided,
+    Committed,
+    Aborted,
+}
+
+#[derive(Debug)]
+struct Version {
+    /// Names the version for as long as it lives (its `t_w` may move: smart retry).
+    id: u64,
+    value: Value,
+    tw: Ts,
+    tr: Ts,
+    /// `None` for the initial version.
+    writer: Option<TxnId>,
+    committed: bool,
+    /// Some other transaction read it. Smart retry never moves such a version: the paper's
+    /// test (`t_w != t_r`) misses a read whose timestamp was below `t_w`, which leaves
+    /// `t_r` unchanged (digest pitfall 5; the simulator found it).
+    read: bool,
+}
+
+/// A read-write request's response, waiting for its turn.
+#[derive(Debug)]
+struct Item {
+    txn: TxnId,
+    index: u32,
+    op: Op,
+    ts: Ts,
+    status: Status,
+    sent: bool,
+    reply: OpReply,
+    /// The version it read or wrote.
+    version: u64,
+}
+
+/// A read-only read of an undecided version, waiting for the version's writer.
+#[derive(Debug)]
+struct RoWait {
+    txn: TxnId,
+    index: u32,
+    writer: TxnId,
+    reply: OpReply,
+}
+
+#[derive(Debug, Default)]
+struct KeyState {
+    versions: Vec<Version>,
+    queue: VecDeque<Item>,
+    ro_waiting: Vec<RoWait>,
+}
+
+#[derive(Debug)]
+struct TxnState {
+    ts: Ts,
+    ops: Vec<Op>,
+    /// Per request: the version it read or wrote (`None`: not executed).
+    versions: Vec<Option<u64>>,
+    status: Status,
+    read_only: bool,
+    /// A read-only transaction's `t_ro`: its reads run again (after the writer of what
+    /// they read aborted) are checked against it again.
+    t_ro: u64,
+    /// What each request answered so far: a duplicate execute message gets them again.
+    answered: Vec<Option<ExecResult>>,
+    /// The smart retry's target and outcome, once run: a duplicate gets the same answer.
+    retried: Option<(Ts, bool)>,
+    ts_server: u64,
+}
+
+/// One shard's server (module docs).
+#[derive(Debug)]
+pub struct Server {
+    mistakes: Mistakes,
+    keys: BTreeMap<Key, KeyState>,
+    txns: HashMap<TxnId, TxnState>,
+    next_version: u64,
+    /// The number of the newest version created here (read-only clients' `t_ro`).
+    latest: u64,
+    out: Vec<(ClientId, Msg)>,
+}
+
+impl Server {
+    pub fn new(mistakes: Mistakes) -> Server {
+        Server {
+            mistakes,
+            keys: BTreeMap::new(),
+            txns: HashMap::new(),
+            next_version: 1,
+            latest: 0,
+            out: Vec::new(),
+        }
+    }
+
+    /// Messages to send, as (client, message).
+    pub fn drain(&mut self) -> Vec<(ClientId, Msg)> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// Handles a client's message; `now` is this server's clock.
+    pub fn on_message(&mut self, now: u64, msg: Msg) {
+        match msg {
+            Msg::Execute { txn, ts, ops, t_ro } => self.execute(now, txn, ts, ops, t_ro),
+            Msg::SmartRetry { txn, to } => self.smart_retry(txn, to),
+            Msg::Decide { txn, commit } => self.decide(txn, commit),
+            Msg::ExecReply { .. } | Msg::SmartRetryReply { .. } => {}
+        }
+    }
+
+    /// Every key's committed versions, oldest first, as (key, values): the version order a
+    /// checker needs. The initial version (value 0) is included.
+    pub fn committed_versions(&self) -> Vec<(Key, Vec<Value>)> {
+        self.keys
+            .iter()
+            .map(|(&k, ks)| {
+                let values = ks.versions.iter().filter(|v| v.committed);
+                (k, values.map(|v| v.value).collect())
+            })
+            .collect()
+    }
+
+    /// Transactions with a version or a response still undecided here.
+    pub fn undecided(&self) -> Vec<TxnId> {
+        let mut out: Vec<TxnId> = self
+            .txns
+            .iter()
+            .filter(|(_, t)| t.status == Status::Undecided && !t.read_only)
+            .map(|(&id, _)| id)
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The non-empty response queues and waiting read-only reads, for a report of a run
+    /// that made no progress.
+    pub fn describe_waits(&self) -> String {
+        let mut out = String::new();
+        for (k, ks) in &self.keys {
+            if ks.queue.is_empty() && ks.ro_waiting.is_empty() {
+                continue;
+            }
+            let items: Vec<String> = ks
+                .queue
+                .iter()
+                .map(|i| {
+                    format!(
+                        "{}{}@{}.{}:{:?}{}",
+                        if i.op.is_write() { "W" } else { "R" },
+                        i.txn.seq,
+                        i.ts.clk,
+                        i.ts.cid,
+                        i.status,
+                        if i.sent { "+sent" } else { "" }
+                    )
+                })
+                .collect();
+            let ro: Vec<String> = ks
+                .ro_waiting
+                .iter()
+                .map(|w| {
+                    format!(
+                        "ro {}.{} waits {}.{}",
+                        w.txn.client, w.txn.seq, w.writer.client, w.writer.seq
+                    )
+                })
+                .collect();
+            out += &format!("key {k}: [{}] {ro:?}; ", items.join(" "));
+        }
+        out
+    }
+
+    /// Checks the module's invariants; the error says which broke.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (k, ks) in &self.keys {
+            for w in ks.versions.windows(2) {
+                if w[0].tw >= w[1].tw || w[0].tr >= w[1].tw {
+                    return Err(format!("key {k}: versions out of order: {w:?}"));
+                }
+            }
+            for v in &ks.versions {
+                if v.tr < v.tw {
+                    return Err(format!("key {k}: t_r below t_w: {v:?}"));
+                }
+                let undecided = v.writer.is_some_and(|w| {
+                    self.txns
+                        .get(&w)
+                        .is_some_and(|t| t.status == Status::Undecided)
+                });
+                if v.committed == undecided {
+                    return Err(format!("key {k}: version {v:?} committed={}", v.committed));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn execute(&mut self, now: u64, txn: TxnId, ts: Ts, ops: Vec<Op>, t_ro: Option<u64>) {
+        if let Some(t) = self.txns.get(&txn) {
+            // A duplicate: what was answered goes again. (A decided transaction's client has
+            // moved on; an unknown one here was aborted before its request arrived.)
+            if t.status == Status::Undecided || t.read_only {
+                let again: Vec<(u32, ExecResult)> = t
+                    .answered
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, a)| a.map(|a| (i as u32, a)))
+                    .collect();
+                let ts_server = t.ts_server;
+                for (i, r) in again {
+                    self.send_result(txn, i, r, ts_server);
+                }
+            }
+            return;
+        }
+        let n = ops.len();
+        self.txns.insert(
+            txn,
+            TxnState {
+                ts,
+                ops: ops.clone(),
+                versions: vec![None; n],
+                status: Status::Undecided,
+                read_only: t_ro.is_some(),
+                t_ro: t_ro.unwrap_or(0),
+                answered: vec![None; n],
+                retried: None,
+                ts_server: now,
+            },
+        );
+        if let Some(t_ro) = t_ro {
+            for (i, op) in ops.iter().enumerate() {
+                self.execute_read_only(txn, i as u32, op.key(), ts, t_ro);
+            }
+            return;
+        }
+        // All or nothing here: if one request must abort early, none runs.
+        let early =
+            !self.mistakes.no_early_abort && ops.iter().any(|op| self.aborts_early(txn, op, ts));
+        if early {
+            self.txns.get_mut(&txn).expect("inserted").status = Status::Aborted;
+            for i in 0..n {
+                self.answer(txn, i as u32, ExecResult::EarlyAbort);
+            }
+            return;
+        }
+        for (i, op) in ops.into_iter().enumerate() {
+            let key = op.key();
+            let (version, reply) = self.run_op(txn, op, ts);
+            self.txns.get_mut(&txn).expect("inserted").versions[i] = Some(version);
+            self.keys.entry(key).or_default().queue.push_back(Item {
+                txn,
+                index: i as u32,
+                op,
+                ts,
+                status: Status::Undecided,
+                sent: false,
+                reply,
+                version,
+            });
+            self.timing_control(key);
+        }
+    }
+
+    /// Early abort: `op` would not be answered at once (an undecided request of another
+    /// transaction is ahead of it: any for a write, a write for a read) and one of those
+    /// has a higher timestamp. Lemma 3 needs only the requests on the same key.
+    fn aborts_early(&self, txn: TxnId, op: &Op, ts: Ts) -> bool {
+        let Some(ks) = self.keys.get(&op.key()) else {
+            return false;
+        };
+        let ahead = |i: &&Item| {
+            i.txn != txn && i.status == Status::Undecided && (op.is_write() || i.op.is_write())
+        };
+        ks.queue.iter().filter(ahead).any(|i| i.ts > ts)
+    }
+
+    /// Executes `op` at `ts` on its key's newest version, refining the timestamp (Alg 5.2):
+    /// a write goes after the newest read (`t_w.clk = max(ts.clk, t_r.clk + 1)`, keeping
+    /// the writer's cid); a read raises the version's `t_r` to `ts`.
+    fn run_op(&mut self, txn: TxnId, op: Op, ts: Ts) -> (u64, OpReply) {
+        let id = self.next_version;
+        let ks = self.keys.entry(op.key()).or_default();
+        if ks.versions.is_empty() {
+            ks.versions.push(initial_version(0));
+        }
+        let curr = ks.versions.last_mut().expect("a key has a version");
+        match op {
+            Op::Write(_, value) => {
+                let tw = Ts {
+                    clk: ts.clk.max(curr.tr.clk + 1),
+                    cid: ts.cid,
+                };
+                debug_assert!(tw > curr.tr && tw >= ts);
+                ks.versions.push(Version {
+                    id,
+                    value,
+                    tw,
+                    tr: tw,
+                    writer: Some(txn),
+                    committed: false,
+                    read: false,
+                });
+                self.next_version += 1;
+                self.latest = id;
+                (
+                    id,
+                    OpReply {
+                        value: None,
+                        tw,
+                        tr: tw,
+                    },
+                )
+            }
+            Op::Read(_) => {
+                curr.tr = curr.tr.max(ts);
+                curr.read |= curr.writer != Some(txn);
+                (
+                    curr.id,
+                    OpReply {
+                        value: Some(curr.value),
+                        tw: curr.tw,
+                        tr: curr.tr,
+                    },
+                )
+            }
+        }
+    }
+
+    /// A read-only transaction's read (§5.5): refused unless the key's newest version is
+    /// one the client knew of when it began (created no later than version `t_ro`);
+    /// otherwise a read like any other, except that it is not queued. If it read an
+    /// undecided version, it waits for that version's writer.
+    ///
+    /// The paper compares `t_w` with the newest `t_w` the client heard of. That is unsound:
+    /// a write that arrives later may get a lower `t_w` (it was pre-assigned a lower
+    /// timestamp) and slip under it, and then a read-only transaction can see a write yet
+    /// miss one that finished before that write began (the simulator found such a run). Only
+    /// "this version existed when the client last heard from the server" makes every version
+    /// a successful read-only transaction reads one that was the newest from before it
+    /// began until its read, which is what real-time order needs; so versions are numbered
+    /// in creation order and `t_ro` is such a number.
+    fn execute_read_only(&mut self, txn: TxnId, index: u32, key: Key, ts: Ts, t_ro: u64) {
+        let newest = self
+            .keys
+            .get(&key)
+            .and_then(|ks| ks.versions.last())
+            .map_or(0, |v| v.id);
+        if newest > t_ro && !self.mistakes.no_read_only_check {
+            self.answer(txn, index, ExecResult::RoAbort);
+            return;
+        }
+        self.read_only_read(txn, index, key, ts);
+    }
+
+    fn read_only_read(&mut self, txn: TxnId, index: u32, key: Key, ts: Ts) {
+        let (version, reply) = self.run_op(txn, Op::Read(key), ts);
+        if let Some(t) = self.txns.get_mut(&txn) {
+            t.versions[index as usize] = Some(version);
+        }
+        let ks = self.keys.get_mut(&key).expect("run_op made it");
+        let v = ks.versions.last().expect("read it");
+        match v.writer.filter(|_| !v.committed) {
+            Some(writer) if !self.mistakes.no_timing_control => ks.ro_waiting.push(RoWait {
+                txn,
+                index,
+                writer,
+                reply,
+            }),
+            _ => self.answer(txn, index, ExecResult::Done(reply)),
+        }
+    }
+
+    /// Response timing control on `key`'s queue (Alg 5.3): drop the decided requests at its
+    /// head, then answer the first undecided one, and the reads right after it if it is a
+    /// read. (The reads of an aborted write were run again when it aborted:
+    /// [`Server::rerun_reads_of`].)
+    fn timing_control(&mut self, key: Key) {
+        let Some(ks) = self.keys.get_mut(&key) else {
+            return;
+        };
+        while ks
+            .queue
+            .front()
+            .is_some_and(|head| head.status != Status::Undecided)
+        {
+            ks.queue.pop_front();
+        }
+        let mut release = Vec::new();
+        let everything = self.mistakes.no_timing_control;
+        for (n, item) in ks.queue.iter_mut().enumerate() {
+            let read = !item.op.is_write();
+            if n > 0 && !read && !everything {
+                break;
+            }
+            if item.status == Status::Undecided && !item.sent {
+                item.sent = true;
+                release.push((item.txn, item.index, item.reply));
+            }
+            if !read && !everything {
+                break;
+            }
+        }
+        for (txn, index, reply) in release {
+            self.answer(txn, index, ExecResult::Done(reply));
+        }
+    }
+
+    /// The version `gone` of `key` was aborted: the read-write reads that saw it run again
+    /// at their own timestamps and queue at the tail (their answers were held: D1), the
+    /// paper's re-execution in Alg 5.3. Wherever they are in the queue: an aborted write
+    /// need not be directly ahead of its readers (another aborted write may sit between).
+    /// A read that would then wait behind an undecided write with a higher timestamp
+    /// aborts early, as on arrival (else two transactions can each wait for the other).
+    fn rerun_reads_of(&mut self, key: Key, gone: u64) {
+        let Some(ks) = self.keys.get_mut(&key) else {
+            return;
+        };
+        let (again, kept): (VecDeque<Item>, VecDeque<Item>) = std::mem::take(&mut ks.queue)
+            .into_iter()
+            .partition(|i| !i.op.is_write() && i.version == gone && i.status == Status::Undecided);
+        ks.queue = kept;
+        let mut early = Vec::new();
+        for mut read in again {
+            let behind_higher = ks.queue.iter().any(|i| {
+                i.txn != read.txn
+                    && i.status == Status::Undecided
+                    && i.op.is_write()
+                    && i.ts > read.ts
+            });
+            if behind_higher && !self.mistakes.no_early_abort {
+                early.push((read.txn, read.index));
+                continue;
+            }
+            let curr = ks.versions.last_mut().expect("a key has a version");
+            curr.tr = curr.tr.max(read.ts);
+            curr.read = true;
+            read.reply = OpReply {
+                value: Some(curr.value),
+                tw: curr.tw,
+                tr: curr.tr,
+            };
+            read.version = curr.id;
+            read.sent = false;
+            if let Some(t) = self.txns.get_mut(&read.txn) {
+                t.versions[read.index as usize] = Some(read.version);
+                t.answered[read.index as usize] = None;
+            }
+            ks.queue.push_back(read);
+        }
+        for (txn, index) in early {
+            self.answer(txn, index, ExecResult::EarlyAbort);
+        }
+    }
+
+    /// Smart retry (Alg 5.4): moves every version `txn` touched here to `to`, or none. A
+    /// version it wrote moves only if no one read it (`t_w == t_r`); any version only if
+    /// the next one's `t_w` is above `to`. The outcome is recorded: a duplicate, or a
+    /// backup coordinator's replay, gets the same answer (digest pitfall 12).
+    fn smart_retry(&mut self, txn: TxnId, to: Ts) {
+        let ok = match self.txns.get(&txn) {
+            None => false,
+            Some(t) if t.status == Status::Aborted => false,
+            Some(t) if t.retried.is_some_and(|(r, _)| r == to) => t.retried.expect("some").1,
+            Some(t) => {
+                let targets: Vec<(Key, u64)> = t
+                    .ops
+                    .iter()
+                    .zip(&t.versions)
+                    .filter_map(|(op, v)| v.map(|v| (op.key(), v)))
+                    .collect();
+                let movable = targets.iter().all(|&(k, v)| self.can_move(txn, k, v, to));
+                if movable {
+                    for &(k, v) in &targets {
+                        let ks = self.keys.get_mut(&k).expect("checked");
+                        let ver = ks.versions.iter_mut().find(|x| x.id == v).expect("checked");
+                        if ver.writer == Some(txn) {
+                            ver.tw = to;
+                            ver.tr = to;
+                        } else {
+                            ver.tr = ver.tr.max(to);
+                        }
+                    }
+                }
+                self.txns.get_mut(&txn).expect("found").retried = Some((to, movable));
+                movable
+            }
+        };
+        self.out
+            .push((txn.client, Msg::SmartRetryReply { txn, ok }));
+    }
+
+    fn can_move(&self, txn: TxnId, key: Key, version: u64, to: Ts) -> bool {
+        let Some(ks) = self.keys.get(&key) else {
+            return false;
+        };
+        let Some(i) = ks.versions.iter().position(|v| v.id == version) else {
+            return false;
+        };
+        let v = &ks.versions[i];
+        if ks.versions.get(i + 1).is_some_and(|next| next.tw <= to) {
+            return false;
+        }
+        let read = v.read && !self.mistakes.paper_smart_retry;
+        if v.writer == Some(txn) && (v.tw != v.tr || read || ks.versions[i - 1].tr >= to) {
+            return false;
+        }
+        // A version may only move later: its `t_w` is the transaction's, at most `to`.
+        v.writer != Some(txn) || v.tw <= to
+    }
+
+    /// The client's decision (sent asynchronously): its versions commit or go; its queued
+    /// responses are decided and each queue it was in may release the next.
+    fn decide(&mut self, txn: TxnId, commit: bool) {
+        let status = if commit {
+            Status::Committed
+        } else {
+            Status::Aborted
+        };
+        let Some(t) = self.txns.get_mut(&txn) else {
+            // Aborted before its requests arrived (reordered): they will find it decided.
+            debug_assert!(!commit, "a commit before the requests it decides");
+            self.txns.insert(
+                txn,
+                TxnState {
+                    ts: Ts::default(),
+                    ops: Vec::new(),
+                    versions: Vec::new(),
+                    status: Status::Aborted,
+                    read_only: false,
+                    t_ro: 0,
+                    answered: Vec::new(),
+                    retried: None,
+                    ts_server: 0,
+                },
+            );
+            return;
+        };
+        if t.status != Status::Undecided || t.read_only {
+            return;
+        }
+        t.status = status;
+        let touched: Vec<(Op, Option<u64>)> =
+            t.ops.iter().copied().zip(t.versions.clone()).collect();
+        for (op, version) in touched {
+            let key = op.key();
+            let Some(ks) = self.keys.get_mut(&key) else {
+                continue;
+            };
+            if let (Op::Write(..), Some(v)) = (op, version) {
+                if commit {
+                    if let Some(ver) = ks.versions.iter_mut().find(|x| x.id == v) {
+                        ver.committed = true;
+                    }
+                } else {
+                    ks.versions.retain(|x| x.id != v);
+                    self.rerun_reads_of(key, v);
+                }
+            }
+            let Some(ks) = self.keys.get_mut(&key) else {
+                continue;
+            };
+            for item in ks.queue.iter_mut().filter(|i| i.txn == txn) {
+                item.status = status;
+            }
+            // Read-only reads of its version: answered, or run again on what is left.
+            let (woken, still): (Vec<RoWait>, Vec<RoWait>) = std::mem::take(&mut ks.ro_waiting)
+                .into_iter()
+                .partition(|w| w.writer == txn);
+            ks.ro_waiting = still;
+            for w in woken {
+                let Some((ts, t_ro)) = self.txns.get(&w.txn).map(|t| (t.ts, t.t_ro)) else {
+                    continue;
+                };
+                if commit {
+                    self.answer(w.txn, w.index, ExecResult::Done(w.reply));
+                } else {
+                    // Run again on what is left, under the same freshness check: the newest
+                    // version may now be one the client never heard of.
+                    self.execute_read_only(w.txn, w.index, key, ts, t_ro);
+                }
+            }
+            self.timing_control(key);
+        }
+    }
+
+    /// Sends `result` for request `index` of `txn` and remembers it for duplicates.
+    fn answer(&mut self, txn: TxnId, index: u32, result: ExecResult) {
+        let Some(t) = self.txns.get_mut(&txn) else {
+            return;
+        };
+        t.answered[index as usize] = Some(result);
+        let ts_server = t.ts_server;
+        self.send_result(txn, index, result, ts_server);
+    }
+
+    fn send_result(&mut self, txn: TxnId, index: u32, result: ExecResult, ts_server: u64) {
+        self.out.push((
+            txn.client,
+            Msg::ExecReply {
+                txn,
+                index,
+                result,
+                ts_server,
+                latest: self.latest,
+            },
+        ));
+    }
+}
+
+fn initial_version(id: u64) -> Version {
+    Version {
+        id,
+        value: 0,
+        tw: Ts::default(),
+        tr: Ts::default(),
+        writer: None,
+        committed: true,
+        read: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: Key = 1;
+    const B: Key = 2;
+
+    fn ts(clk: u64, cid: ClientId) -> Ts {
+        Ts { clk, cid }
+    }
+
+    fn txn(client: ClientId, seq: u64) -> TxnId {
+        TxnId { client, seq }
+    }
+
+    fn exec(s: &mut Server, t: TxnId, at: Ts, ops: &[Op]) -> Vec<(u32, ExecResult)> {
+        s.on_message(
+            0,
+            Msg::Execute {
+                txn: t,
+                ts: at,
+                ops: ops.to_vec(),
+                t_ro: None,
+            },
+        );
+        replies(s)
+    }
+
+    fn replies(s: &mut Server) -> Vec<(u32, ExecResult)> {
+        s.drain()
+            .into_iter()
+            .filter_map(|(_, m)| match m {
+                Msg::ExecReply { index, result, .. } => Some((index, result)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn done(r: &[(u32, ExecResult)]) -> OpReply {
+        match r {
+            [(_, ExecResult::Done(reply))] => *reply,
+            other => panic!("expected one answer, got {other:?}"),
+        }
+    }
+
+    /// A write after a read at a higher timestamp is refined past it, keeping the writer's
+    /// client id (digest pitfall 2); a read raises `t_r` only upward (Fig 1b).
+    #[test]
+    fn refinement_orders_a_write_after_the_newest_read() {
+        let mut s = Server::new(Mistakes::default());
+        let r = done(&exec(&mut s, txn(1, 1), ts(10, 1), &[Op::Read(A)]));
+        assert_eq!((r.value, r.tr), (Some(0), ts(10, 1)));
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: txn(1, 1),
+                commit: true,
+            },
+        );
+        let w = done(&exec(&mut s, txn(2, 1), ts(5, 2), &[Op::Write(A, 7)]));
+        assert_eq!((w.tw, w.tr), (ts(11, 2), ts(11, 2)));
+        s.check_invariants().unwrap();
+    }
+
+    /// Response timing control (D1): a read of an undecided write is answered only once
+    /// the write commits, and with its value; if the write aborts, the read runs again.
+    #[test]
+    fn a_read_of_an_undecided_write_waits_for_its_decision() {
+        let mut s = Server::new(Mistakes::default());
+        done(&exec(&mut s, txn(1, 1), ts(10, 1), &[Op::Write(A, 7)]));
+        assert!(exec(&mut s, txn(2, 1), ts(20, 2), &[Op::Read(A)]).is_empty());
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: txn(1, 1),
+                commit: true,
+            },
+        );
+        assert_eq!(done(&replies(&mut s)).value, Some(7));
+        // Aborted instead: the held read runs again and sees what is left.
+        done(&exec(&mut s, txn(3, 1), ts(30, 3), &[Op::Write(B, 8)]));
+        assert!(exec(&mut s, txn(4, 1), ts(40, 4), &[Op::Read(B)]).is_empty());
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: txn(3, 1),
+                commit: false,
+            },
+        );
+        assert_eq!(done(&replies(&mut s)).value, Some(0));
+        s.check_invariants().unwrap();
+    }
+
+    /// Early abort (Lemma 3): a request that would wait behind an undecided one with a
+    /// higher timestamp is refused, not executed; one with a higher timestamp waits.
+    #[test]
+    fn a_lower_timestamp_behind_an_undecided_higher_one_aborts_early() {
+        let mut s = Server::new(Mistakes::default());
+        done(&exec(&mut s, txn(1, 1), ts(20, 1), &[Op::Write(A, 7)]));
+        let r = exec(
+            &mut s,
+            txn(2, 1),
+            ts(10, 2),
+            &[Op::Read(A), Op::Write(B, 3)],
+        );
+        assert_eq!(
+            r,
+            vec![(0, ExecResult::EarlyAbort), (1, ExecResult::EarlyAbort)]
+        );
+        // Nothing of it ran: B has no version of it.
+        assert!(s.committed_versions().iter().all(|(k, _)| *k != B));
+        assert!(exec(&mut s, txn(3, 1), ts(30, 3), &[Op::Write(A, 9)]).is_empty());
+    }
+
+    /// Smart retry moves an unread write and raises a read's `t_r`, all or nothing; it
+    /// never moves a version that a read at a lower timestamp saw (`Version::read`).
+    #[test]
+    fn smart_retry_moves_only_unread_versions() {
+        let mut s = Server::new(Mistakes::default());
+        let t = txn(1, 1);
+        exec(&mut s, t, ts(10, 1), &[Op::Write(A, 7), Op::Read(B)]);
+        s.on_message(
+            0,
+            Msg::SmartRetry {
+                txn: t,
+                to: ts(15, 9),
+            },
+        );
+        assert!(matches!(
+            s.drain()[..],
+            [(1, Msg::SmartRetryReply { ok: true, .. })]
+        ));
+        // A write refined past an earlier read (`t_w` 30 for timestamp 20)...
+        done(&exec(&mut s, txn(4, 1), ts(29, 4), &[Op::Read(B)]));
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: txn(4, 1),
+                commit: true,
+            },
+        );
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: t,
+                commit: true,
+            },
+        );
+        s.drain();
+        let u = txn(2, 1);
+        assert_eq!(
+            done(&exec(&mut s, u, ts(20, 2), &[Op::Write(B, 8)])).tw,
+            ts(30, 2)
+        );
+        // ...then read at 25, above the writer's timestamp (so not aborted early) and below
+        // `t_w` (so `t_r` stays 30):
+        assert!(exec(&mut s, txn(3, 1), ts(25, 3), &[Op::Read(B)]).is_empty());
+        // ...but the write was read: it may not move.
+        s.on_message(
+            0,
+            Msg::SmartRetry {
+                txn: u,
+                to: ts(25, 9),
+            },
+        );
+        assert!(matches!(
+            s.drain()[..],
+            [(2, Msg::SmartRetryReply { ok: false, .. })]
+        ));
+        s.check_invariants().unwrap();
+    }
+
+    /// An abort that overtakes the requests it aborts: they arrive to find it decided, and
+    /// leave nothing undecided behind.
+    #[test]
+    fn requests_after_their_abort_are_ignored() {
+        let mut s = Server::new(Mistakes::default());
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: txn(1, 1),
+                commit: false,
+            },
+        );
+        assert!(exec(&mut s, txn(1, 1), ts(10, 1), &[Op::Write(A, 7)]).is_empty());
+        assert!(s.undecided().is_empty());
+        assert_eq!(
+            done(&exec(&mut s, txn(2, 1), ts(5, 2), &[Op::Read(A)])).value,
+            Some(0)
+        );
+    }
+}

@@ -1,0 +1,378 @@
+//! A deterministic simulator of NCC: servers (one shard each), clients running random
+//! one-shot transactions over a small, contended key space, and a network that delays
+//! (so reorders) and duplicates every message, all driven by one seed (TigerBeetle's VOPR
+//! style: one seed, one run, replayable). Each process has its own clock, skewed from real
+//! time by a constant, as loosely synchronized clocks are (the paper's A2).
+//!
+//! Checked in every run: each server's invariants after every event; at the end, every
+//! transaction committed within a bound (liveness), nothing is left undecided at any server,
+//! and the history is strictly serializable ([`crate::check`]).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use crate::check::{strictly_serializable, TxnRecord};
+use crate::client::{Client, ClientStats, TxnSpec};
+use crate::server::{Mistakes, Server};
+use crate::types::{ClientId, Key, Msg, Op, ServerId};
+
+/// What one run does.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub seed: u64,
+    pub servers: u32,
+    pub clients: u32,
+    pub keys: u64,
+    pub txns_per_client: usize,
+    /// Requests per transaction, at most.
+    pub ops_max: usize,
+    /// Percent of transactions that only read.
+    pub read_only_percent: u64,
+    /// One-way message delay, in microseconds of virtual time.
+    pub delay_min: u64,
+    pub delay_max: u64,
+    pub duplicate_percent: u64,
+    /// Each clock is off real time by up to this many microseconds, either way.
+    pub skew_max: u64,
+    pub mistakes: Mistakes,
+    /// Print every event (for replaying one seed).
+    pub trace: bool,
+}
+
+impl SimOptions {
+    pub fn new(seed: u64) -> SimOptions {
+        SimOptions {
+            seed,
+            servers: 3,
+            clients: 4,
+            keys: 8,
+            txns_per_client: 30,
+            ops_max: 3,
+            read_only_percent: 30,
+            delay_min: 50,
+            delay_max: 2_000,
+            duplicate_percent: 5,
+            skew_max: 500,
+            mistakes: Mistakes::default(),
+            trace: false,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default)]
+pub struct SimStats {
+    pub committed: u64,
+    pub clients: ClientStats,
+    pub messages: u64,
+    pub end_time_us: u64,
+}
+
+impl SimStats {
+    pub fn add(&mut self, o: &SimStats) {
+        self.committed += o.committed;
+        let (c, d) = (&mut self.clients, &o.clients);
+        c.committed += d.committed;
+        c.committed_first_try += d.committed_first_try;
+        c.smart_retries += d.smart_retries;
+        c.smart_retries_ok += d.smart_retries_ok;
+        c.early_aborts += d.early_aborts;
+        c.ro_aborts += d.ro_aborts;
+        c.safeguard_aborts += d.safeguard_aborts;
+        self.messages += o.messages;
+        self.end_time_us = self.end_time_us.max(o.end_time_us);
+    }
+}
+
+/// Every transaction must have committed by then (virtual microseconds): far more than a
+/// run needs, so reaching it means a transaction is stuck.
+const TIME_LIMIT_US: u64 = 60_000_000;
+/// Clocks start here, so a skewed clock never reads below zero.
+const CLOCK_BASE: u64 = 1_000_000;
+
+enum Event {
+    ToServer {
+        to: ServerId,
+        msg: Msg,
+    },
+    ToClient {
+        to: ClientId,
+        from: ServerId,
+        msg: Msg,
+    },
+    Start(ClientId),
+}
+
+impl Event {
+    fn duplicate(&self) -> Event {
+        match self {
+            Event::ToServer { to, msg } => Event::ToServer {
+                to: *to,
+                msg: msg.clone(),
+            },
+            Event::ToClient { to, from, msg } => Event::ToClient {
+                to: *to,
+                from: *from,
+                msg: msg.clone(),
+            },
+            Event::Start(c) => Event::Start(*c),
+        }
+    }
+}
+
+/// A small, fast, seeded generator (splitmix64): the run depends on the seed alone.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+}
+
+struct World {
+    opts: SimOptions,
+    rng: Rng,
+    now: u64,
+    queue: BinaryHeap<Reverse<(u64, u64)>>,
+    events: BTreeMap<u64, Event>,
+    next_event: u64,
+    servers: Vec<Server>,
+    server_skew: Vec<i64>,
+    clients: Vec<Client>,
+    client_skew: Vec<i64>,
+    /// Per client: transactions left to start, and when the running one began.
+    left: Vec<usize>,
+    began: Vec<u64>,
+    next_value: u64,
+    history: Vec<TxnRecord>,
+    stats: SimStats,
+}
+
+/// Runs one seed; the error names the broken property.
+pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
+    let mut rng = Rng(opts.seed);
+    let skew = |rng: &mut Rng| rng.range(0, 2 * opts.skew_max) as i64 - opts.skew_max as i64;
+    let server_skew = (0..opts.servers).map(|_| skew(&mut rng)).collect();
+    let client_skew = (0..opts.clients).map(|_| skew(&mut rng)).collect();
+    let mut w = World {
+        opts: opts.clone(),
+        rng,
+        now: 0,
+        queue: BinaryHeap::new(),
+        events: BTreeMap::new(),
+        next_event: 0,
+        servers: (0..opts.servers)
+            .map(|_| Server::new(opts.mistakes))
+            .collect(),
+        server_skew,
+        clients: (0..opts.clients)
+            .map(|c| Client::new(c, opts.servers))
+            .collect(),
+        client_skew,
+        left: vec![opts.txns_per_client; opts.clients as usize],
+        began: vec![0; opts.clients as usize],
+        next_value: 1,
+        history: Vec::new(),
+        stats: SimStats::default(),
+    };
+    for c in 0..opts.clients {
+        let at = w.rng.below(1_000);
+        w.schedule(at, Event::Start(c));
+    }
+    while let Some(Reverse((at, id))) = w.queue.pop() {
+        w.now = at;
+        if at > TIME_LIMIT_US {
+            return Err(w.stuck());
+        }
+        let ev = w.events.remove(&id).expect("scheduled");
+        w.handle(ev)?;
+    }
+    if w.left.iter().any(|&n| n > 0) || w.clients.iter().any(Client::busy) {
+        return Err(w.stuck());
+    }
+    for (s, server) in w.servers.iter().enumerate() {
+        let open = server.undecided();
+        if !open.is_empty() {
+            return Err(format!("server {s}: transactions left undecided: {open:?}"));
+        }
+    }
+    let versions: Vec<(Key, Vec<u64>)> = w
+        .servers
+        .iter()
+        .flat_map(Server::committed_versions)
+        .collect();
+    strictly_serializable(&w.history, &versions)?;
+    for c in &w.clients {
+        w.stats.add(&SimStats {
+            clients: c.stats,
+            ..SimStats::default()
+        });
+    }
+    w.stats.committed = w.history.len() as u64;
+    w.stats.end_time_us = w.now;
+    Ok(w.stats)
+}
+
+impl World {
+    fn schedule(&mut self, delay: u64, ev: Event) {
+        let id = self.next_event;
+        self.next_event += 1;
+        self.events.insert(id, ev);
+        self.queue.push(Reverse((self.now + delay, id)));
+    }
+
+    fn clock(&self, skew: i64) -> u64 {
+        (CLOCK_BASE as i64 + self.now as i64 + skew) as u64
+    }
+
+    fn handle(&mut self, ev: Event) -> Result<(), String> {
+        if self.opts.trace {
+            match &ev {
+                Event::ToServer { to, msg } => println!("{:>8} server {to} <- {msg:?}", self.now),
+                Event::ToClient { to, from, msg } => {
+                    println!("{:>8} client {to} <- server {from}: {msg:?}", self.now)
+                }
+                Event::Start(c) => println!("{:>8} client {c} starts", self.now),
+            }
+        }
+        match ev {
+            Event::Start(c) => {
+                let spec = self.random_txn();
+                let now = self.clock(self.client_skew[c as usize]);
+                self.began[c as usize] = self.now;
+                self.left[c as usize] -= 1;
+                self.clients[c as usize].start(now, spec);
+                self.flush_client(c);
+            }
+            Event::ToServer { to, msg } => {
+                let now = self.clock(self.server_skew[to as usize]);
+                let server = &mut self.servers[to as usize];
+                server.on_message(now, msg);
+                if self.opts.trace {
+                    println!("         server {to}: {}", server.describe_waits());
+                }
+                server
+                    .check_invariants()
+                    .map_err(|e| format!("server {to}: {e}"))?;
+                for (c, msg) in server.drain() {
+                    self.send(Event::ToClient {
+                        to: c,
+                        from: to,
+                        msg,
+                    });
+                }
+            }
+            Event::ToClient { to, from, msg } => {
+                let now = self.clock(self.client_skew[to as usize]);
+                self.clients[to as usize].on_message(now, from, msg);
+                self.flush_client(to);
+            }
+        }
+        Ok(())
+    }
+
+    fn flush_client(&mut self, c: ClientId) {
+        let client = &mut self.clients[c as usize];
+        let out = client.drain();
+        let outcome = client.take_outcome();
+        for (s, msg) in out {
+            self.send(Event::ToServer { to: s, msg });
+        }
+        if let Some(o) = outcome {
+            let writes = o
+                .spec
+                .ops
+                .iter()
+                .filter_map(|op| match *op {
+                    Op::Write(k, v) => Some((k, v)),
+                    Op::Read(_) => None,
+                })
+                .collect();
+            if self.opts.trace {
+                println!("{:>8} client {c} commits {o:?}", self.now);
+            }
+            self.history.push(TxnRecord {
+                client: c,
+                invoked: self.began[c as usize],
+                completed: self.now,
+                reads: o.reads,
+                writes,
+                commit_ts: o.commit_ts,
+            });
+            if self.left[c as usize] > 0 {
+                let think = self.rng.below(500);
+                self.schedule(think, Event::Start(c));
+            }
+        }
+    }
+
+    /// Puts `ev` on the network: delayed, sometimes twice.
+    fn send(&mut self, ev: Event) {
+        self.stats.messages += 1;
+        if self.rng.below(100) < self.opts.duplicate_percent {
+            let copy = ev.duplicate();
+            let delay = self.rng.range(self.opts.delay_min, self.opts.delay_max);
+            self.schedule(delay, copy);
+        }
+        let delay = self.rng.range(self.opts.delay_min, self.opts.delay_max);
+        self.schedule(delay, ev);
+    }
+
+    fn random_txn(&mut self) -> TxnSpec {
+        let n = self.rng.range(1, self.opts.ops_max as u64) as usize;
+        let read_only = self.rng.below(100) < self.opts.read_only_percent;
+        let mut keys: Vec<Key> = Vec::new();
+        while keys.len() < n.min(self.opts.keys as usize) {
+            let k = self.rng.below(self.opts.keys);
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        let write_at = self.rng.below(keys.len() as u64) as usize;
+        let ops = keys
+            .into_iter()
+            .enumerate()
+            .map(|(i, k)| {
+                if !read_only && (i == write_at || self.rng.below(2) == 0) {
+                    self.next_value += 1;
+                    Op::Write(k, self.next_value)
+                } else {
+                    Op::Read(k)
+                }
+            })
+            .collect();
+        TxnSpec { ops }
+    }
+
+    fn stuck(&self) -> String {
+        let busy: Vec<String> = self
+            .clients
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.busy())
+            .map(|(i, _)| format!("client {i}"))
+            .collect();
+        let undecided: Vec<String> = self
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(s, sv)| format!("server {s} {:?} {}", sv.undecided(), sv.describe_waits()))
+            .collect();
+        format!(
+            "no progress by {} µs: still running {busy:?}; undecided {undecided:?}",
+            self.now
+        )
+    }
+}

@@ -1,0 +1,106 @@
+//! Timestamps, identifiers and the messages between clients and servers.
+
+/// A transaction's timestamp: the client's clock reading and its id as tie-breaker (§5.3).
+/// Ordered by `clk`, then `cid`; `(clk, cid)` names one transaction attempt, because each
+/// client's `clk` strictly increases from attempt to attempt.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ts {
+    pub clk: u64,
+    pub cid: ClientId,
+}
+
+pub type ClientId = u32;
+pub type ServerId = u32;
+pub type Key = u64;
+/// Values are numbers; the simulator makes each write's value unique, so a read names the
+/// write it saw.
+pub type Value = u64;
+
+/// One attempt of one transaction: a retry is a new attempt with a new timestamp, and the
+/// servers treat it as a new transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TxnId {
+    pub client: ClientId,
+    /// Numbered per client from 1, attempts included.
+    pub seq: u64,
+}
+
+/// A request on one key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Read(Key),
+    Write(Key, Value),
+}
+
+impl Op {
+    pub fn key(&self) -> Key {
+        match *self {
+            Op::Read(k) | Op::Write(k, _) => k,
+        }
+    }
+
+    pub fn is_write(&self) -> bool {
+        matches!(self, Op::Write(..))
+    }
+}
+
+/// What one executed request returns: the value read (or `None` for a write) and the pair
+/// `(t_w, t_r)` of the version it read or wrote: the transaction may be serialized anywhere
+/// in `[t_w, t_r]` as far as this request is concerned (a write's pair is one point).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpReply {
+    pub value: Option<Value>,
+    pub tw: Ts,
+    pub tr: Ts,
+}
+
+/// A server's answer to one request of an execute message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecResult {
+    Done(OpReply),
+    /// Not executed: it would wait behind an undecided request with a higher timestamp
+    /// (early abort, §5.2's prose; Lemma 3).
+    EarlyAbort,
+    /// Not executed: a read-only transaction's view of this server is stale (§5.5).
+    RoAbort,
+}
+
+/// Messages between clients and servers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Msg {
+    /// Client → server: run `ops` (the transaction's requests on this server) at `ts`.
+    /// `t_ro` is set for a read-only transaction: the newest version this client knows of
+    /// on this server, as the server numbers the versions it creates (a deviation from the
+    /// paper's `t_w`, which is unsound: module docs of `crate::server`).
+    Execute {
+        txn: TxnId,
+        ts: Ts,
+        ops: Vec<Op>,
+        t_ro: Option<u64>,
+    },
+    /// Server → client: the result of request `index` of `txn`'s execute message, released
+    /// by response timing control. `ts_server` is the server's clock when it executed the
+    /// request (for the client's asynchrony-aware timestamps); `latest` the number of the
+    /// newest version the server created (read-only transactions' `t_ro`).
+    ExecReply {
+        txn: TxnId,
+        index: u32,
+        result: ExecResult,
+        ts_server: u64,
+        latest: u64,
+    },
+    /// Client → server: move every version `txn` touched here to `to` (smart retry, §5.4).
+    SmartRetry {
+        txn: TxnId,
+        to: Ts,
+    },
+    SmartRetryReply {
+        txn: TxnId,
+        ok: bool,
+    },
+    /// Client → server: the decision. Sent asynchronously; not acknowledged.
+    Decide {
+        txn: TxnId,
+        commit: bool,
+    },
+}

@@ -1,0 +1,165 @@
+//! NCC under the deterministic simulator: many seeds pass every check, and the deliberate
+//! mistakes are caught (issue 18: "an unsafe 'timestamp order without response timing
+//! control' variant for tests").
+
+use verso_ncc::sim::{run, SimOptions, SimStats};
+use verso_ncc::Mistakes;
+
+fn seeds(
+    range: std::ops::Range<u64>,
+    tweak: impl Fn(&mut SimOptions),
+) -> (SimStats, Vec<(u64, String)>) {
+    let mut total = SimStats::default();
+    let mut failed = Vec::new();
+    for seed in range {
+        let mut o = SimOptions::new(seed);
+        tweak(&mut o);
+        match run(&o) {
+            Ok(s) => total.add(&s),
+            Err(e) => failed.push((seed, e)),
+        }
+    }
+    (total, failed)
+}
+
+#[test]
+fn a_thousand_seeds_are_strictly_serializable_and_finish() {
+    let (total, failed) = seeds(0..1_000, |_| {});
+    assert!(
+        failed.is_empty(),
+        "{} seeds failed, first: {:?}",
+        failed.len(),
+        failed.first()
+    );
+    // The runs exercise every path, not only the easy one.
+    let c = total.clients;
+    assert_eq!(total.committed, 1_000 * 4 * 30);
+    assert!(c.committed_first_try < c.committed, "{c:?}");
+    assert!(
+        c.smart_retries_ok > 0 && c.smart_retries > c.smart_retries_ok,
+        "{c:?}"
+    );
+    assert!(c.early_aborts > 0 && c.ro_aborts > 0, "{c:?}");
+    eprintln!("{total:?}");
+}
+
+#[test]
+fn high_contention_and_wide_skew_are_strictly_serializable() {
+    let (_, failed) = seeds(0..300, |o| {
+        o.keys = 3;
+        o.ops_max = 3;
+        o.skew_max = 5_000;
+        o.duplicate_percent = 20;
+    });
+    assert!(
+        failed.is_empty(),
+        "{} seeds failed, first: {:?}",
+        failed.len(),
+        failed.first()
+    );
+}
+
+#[test]
+fn timestamp_order_without_response_timing_control_is_caught() {
+    let (_, failed) = seeds(0..300, |o| {
+        o.mistakes = Mistakes {
+            no_timing_control: true,
+            ..Mistakes::default()
+        }
+    });
+    assert!(
+        failed
+            .iter()
+            .any(|(_, e)| e.contains("not strictly serializable") || e.contains("no committed")),
+        "the checker missed the missing timing control: {:?}",
+        failed.first()
+    );
+}
+
+#[test]
+fn without_early_abort_transactions_get_stuck() {
+    let (_, failed) = seeds(0..300, |o| {
+        o.mistakes = Mistakes {
+            no_early_abort: true,
+            ..Mistakes::default()
+        }
+    });
+    assert!(
+        failed.iter().any(|(_, e)| e.contains("no progress")),
+        "no run got stuck without early abort: {:?}",
+        failed.first()
+    );
+}
+
+/// Two corners the simulator found, each fixed in `server.rs` and put back here as a
+/// mistake: the paper's freshness check of read-only reads is left out entirely, and smart
+/// retry's "has been read" test misses reads below `t_w`.
+#[test]
+fn the_corners_the_simulator_found_are_caught() {
+    for mistakes in [
+        Mistakes {
+            no_read_only_check: true,
+            ..Mistakes::default()
+        },
+        Mistakes {
+            paper_smart_retry: true,
+            ..Mistakes::default()
+        },
+    ] {
+        // Rare: about 1 seed in 800 of this configuration for the first (seed 587 here).
+        let (_, failed) = seeds(0..1_000, |o| {
+            o.keys = 3;
+            o.skew_max = 5_000;
+            o.duplicate_percent = 20;
+            o.mistakes = mistakes;
+        });
+        assert!(
+            failed
+                .iter()
+                .any(|(_, e)| e.contains("not strictly serializable")),
+            "{mistakes:?} was not caught"
+        );
+    }
+}
+
+#[test]
+#[ignore]
+fn debug_one_seed() {
+    let seed: u64 = std::env::var("SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
+    let mut o = SimOptions::new(seed);
+    o.trace = true;
+    if std::env::var("HOT").is_ok() {
+        o.keys = 3;
+        o.skew_max = 5_000;
+        o.duplicate_percent = 20;
+    }
+    println!("{:?}", run(&o));
+}
+
+#[test]
+#[ignore]
+fn soak() {
+    let n: u64 = std::env::var("SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000);
+    for hot in [false, true] {
+        let (total, failed) = seeds(0..n, |o| {
+            if hot {
+                o.keys = 3;
+                o.skew_max = 5_000;
+                o.duplicate_percent = 20;
+            }
+        });
+        println!("hot={hot}: {total:?}");
+        assert!(
+            failed.is_empty(),
+            "{} seeds failed, first: {:?}",
+            failed.len(),
+            failed.first()
+        );
+    }
+}

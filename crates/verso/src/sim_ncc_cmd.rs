@@ -1,0 +1,142 @@
+//! `verso sim ncc`: NCC's simulator (`verso_ncc::sim`) over many seeds, on every core, with
+//! a progress line.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use clap::Args;
+use verso_ncc::sim::{run, SimOptions, SimStats};
+use verso_ncc::Mistakes;
+
+#[derive(Args, Debug)]
+pub struct NccSimArgs {
+    /// Seeds to run, starting at --seed.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    seeds: u64,
+    /// The first seed.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    seed: u64,
+    /// Servers (one shard each).
+    #[arg(long, default_value_t = 3)]
+    servers: u32,
+    /// Clients, each running one transaction at a time.
+    #[arg(long, default_value_t = 4)]
+    clients: u32,
+    /// Keys in all (fewer: more contention).
+    #[arg(long, default_value_t = 8)]
+    keys: u64,
+    /// Transactions per client.
+    #[arg(long, default_value_t = 30)]
+    txns: usize,
+    /// Clocks are off real time by up to this many microseconds, either way.
+    #[arg(long, default_value_t = 500, value_name = "US")]
+    skew: u64,
+    /// Print every event of each run (use with one seed).
+    #[arg(long)]
+    trace: bool,
+    /// Worker threads. Default: the number of cores.
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Reintroduce a mistake (no-timing-control, no-early-abort, no-read-only-check,
+    /// paper-smart-retry), to see the checks catch it.
+    #[arg(long, hide = true)]
+    mistake: Option<String>,
+}
+
+pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
+    if args.servers == 0 || args.clients == 0 || args.keys == 0 || args.seeds == 0 {
+        eprintln!("error: --servers, --clients, --keys and --seeds must be at least 1");
+        return ExitCode::from(2);
+    }
+    let mut mistakes = Mistakes::default();
+    match args.mistake.as_deref() {
+        None => {}
+        Some("no-timing-control") => mistakes.no_timing_control = true,
+        Some("no-early-abort") => mistakes.no_early_abort = true,
+        Some("no-read-only-check") => mistakes.no_read_only_check = true,
+        Some("paper-smart-retry") => mistakes.paper_smart_retry = true,
+        Some(other) => {
+            eprintln!("error: unknown --mistake {other}");
+            return ExitCode::from(2);
+        }
+    }
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    println!(
+        "verso sim ncc: seeds {}..{}, {} servers, {} clients x {} transactions over {} keys",
+        args.seed,
+        args.seed + args.seeds,
+        args.servers,
+        args.clients,
+        args.txns,
+        args.keys
+    );
+    let next = AtomicU64::new(args.seed);
+    let end = args.seed + args.seeds;
+    let done = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let total = Mutex::new(SimStats::default());
+    let failure: Mutex<Option<(u64, String)>> = Mutex::new(None);
+    let began = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let seed = next.fetch_add(1, Ordering::Relaxed);
+                    if seed >= end {
+                        break;
+                    }
+                    let mut o = SimOptions::new(seed);
+                    o.servers = args.servers;
+                    o.clients = args.clients;
+                    o.keys = args.keys;
+                    o.txns_per_client = args.txns;
+                    o.skew_max = args.skew;
+                    o.trace = args.trace;
+                    o.mistakes = mistakes;
+                    match run(&o) {
+                        Ok(st) => total.lock().unwrap_or_else(|p| p.into_inner()).add(&st),
+                        Err(e) => {
+                            stop.store(true, Ordering::Relaxed);
+                            let mut f = failure.lock().unwrap_or_else(|p| p.into_inner());
+                            if f.as_ref().is_none_or(|(s, _)| seed < *s) {
+                                *f = Some((seed, e));
+                            }
+                        }
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        crate::sim_cmd::report_progress(&done, &stop, args.seeds, began);
+    });
+    if let Some((seed, e)) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        eprintln!("FAILED seed {seed}: {e}");
+        eprintln!("replay: verso sim ncc --seed {seed} --trace (with the same options)");
+        return ExitCode::FAILURE;
+    }
+    let t = total.into_inner().unwrap_or_else(|p| p.into_inner());
+    let c = t.clients;
+    let pct = |n: u64| 100.0 * n as f64 / c.committed.max(1) as f64;
+    println!(
+        "passed {} seeds in {:.1} s: {} transactions committed, strictly serializable; \
+         {:.1} % at the first attempt; per committed transaction: {:.1} % smart retries \
+         ({:.1} % succeeded), {:.1} % early aborts, {:.1} % read-only aborts, {:.1} % \
+         safeguard aborts; {} messages",
+        args.seeds,
+        began.elapsed().as_secs_f64(),
+        c.committed,
+        pct(c.committed_first_try),
+        pct(c.smart_retries),
+        pct(c.smart_retries_ok),
+        pct(c.early_aborts),
+        pct(c.ro_aborts),
+        pct(c.safeguard_aborts),
+        t.messages
+    );
+    ExitCode::SUCCESS
+}
