@@ -4,8 +4,9 @@
 # keys of 100 bytes) from the first primary to the second while bench/kvload's `follow`
 # client (CLIENTS connections, SETs over all the keys, following MOVED, ASK and TRYAGAIN)
 # runs for SECONDS. Verso: three groups of one server (`--durability lazy`: every transfer
-# record on disk); Redis: three primaries (its minimum), no replicas, persistence off. RUNS
-# rounds, interleaved.
+# record on disk), and three Lazy VSR groups of three replicas (`verso-3r`: every transfer
+# record on a majority's disks; 9 servers on this machine's cores); Redis: three primaries
+# (its minimum), no replicas, persistence off. RUNS rounds, interleaved.
 #
 # Per run: how long the move took, the SET throughput before it (median of the 100 ms
 # windows of the first 3 s), the worst 500 ms window from the move's start to its end plus
@@ -107,21 +108,33 @@ PY
 }
 
 for ((r = 1; r <= runs; r++)); do
-  # Verso: three groups of one server.
-  base=$(free_base)
-  rm -rf "$out/cl"
-  target/release/verso cluster local --groups 3 --replicas 1 --durability lazy \
-    --base-port "$base" --dir "$out/cl" </dev/null >"$out/launcher.log" 2>&1 &
-  launcher=$!
-  for _ in $(seq 300); do grep -q '^clients:' "$out/launcher.log" && break; sleep 0.1; done
-  # Each node serves once its mover has read the move logs (CLUSTER MOVES stops saying LOADING).
-  for i in 0 1 2; do
-    for _ in $(seq 300); do redis-cli -p $((base + 10 * i)) CLUSTER MOVES 2>&1 | grep -q LOADING || break; sleep 0.05; done
+  # Verso: three groups of one server, then three groups of three replicas.
+  for replicas in 1 3; do
+    system=verso; [ "$replicas" = 3 ] && system=verso-3r
+    base=$(free_base)
+    rm -rf "$out/cl"
+    target/release/verso cluster local --groups 3 --replicas "$replicas" --durability lazy \
+      --base-port "$base" --dir "$out/cl" </dev/null >"$out/launcher.log" 2>&1 &
+    launcher=$!
+    for _ in $(seq 300); do grep -q '^clients:' "$out/launcher.log" && break; sleep 0.1; done
+    # Each group serves once it has a primary whose mover has read the move logs (CLUSTER
+    # MOVES stops saying LOADING there; a backup names its primary instead).
+    primaries=()
+    for i in 0 1 2; do
+      p=""
+      for _ in $(seq 300); do
+        p=$(redis-cli -p $((base + 10 * i)) INFO replication | tr -d '\r' | sed -n 's/^vsr_primary:127.0.0.1://p')
+        [ "$replicas" = 1 ] && p=$((base + 10 * i))
+        [ -n "$p" ] && ! redis-cli -p "$p" CLUSTER MOVES 2>&1 | grep -q 'LOADING\|CONFIG' && break
+        sleep 0.05
+      done
+      primaries+=("$p")
+    done
+    for i in 0 1 2; do redis-cli -p "${primaries[$i]}" --pipe <"$out/verso$i.resp" >/dev/null; done
+    line=$(under_load "${primaries[0]}" target/release/verso cluster move --slots 0-5460 --to 1 --node "127.0.0.1:${primaries[0]}")
+    summarize "$system" "$r" "$line"
+    kill -INT "$launcher"; wait "$launcher" 2>/dev/null || true; launcher=""
   done
-  for i in 0 1 2; do redis-cli -p $((base + 10 * i)) --pipe <"$out/verso$i.resp" >/dev/null; done
-  line=$(under_load "$base" target/release/verso cluster move --slots 0-5460 --to 1 --node "127.0.0.1:$base")
-  summarize verso "$r" "$line"
-  kill -INT "$launcher"; wait "$launcher" 2>/dev/null || true; launcher=""
 
   # Redis Cluster: three primaries.
   base=$(free_base)
@@ -150,7 +163,7 @@ import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 print("| system | move s | SET rps before | worst 500 ms during the move | share | TRYAGAIN requests | TRYAGAIN p99 / max ms |")
 print("|---|---:|---:|---:|---:|---:|---|")
-for s in ("verso", "redis-cluster"):
+for s in ("verso", "verso-3r", "redis-cluster"):
     rs = [r for r in rows if r["system"] == s]
     m = lambda k: statistics.median(float(r[k]) for r in rs)
     print(f"| {s} | {m('move_s'):.2f} | {m('before_rps'):,.0f} | {m('worst_500ms_rps'):,.0f} | {m('worst_share'):.2f} | {m('tryagain_requests'):.0f} | {m('tryagain_p99_ms'):.1f} / {m('tryagain_max_ms'):.1f} |")
@@ -158,5 +171,6 @@ PY
 echo "(medians of $runs; $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg); commit $(git rev-parse --short HEAD))"
 python3 bench/plot-timeline.py results/slot-move/timeline.svg \
   "Verso: verso cluster move=results/slot-move/slot-move-verso-1.txt" \
+  "Verso, 3 replicas per group=results/slot-move/slot-move-verso-3r-1.txt" \
   "Redis Cluster: redis-cli --cluster reshard=results/slot-move/slot-move-redis-cluster-1.txt" --mark 3
 echo "timeline: results/slot-move/timeline.svg"

@@ -1,29 +1,38 @@
 //! An NCC client, the coordinator of its own transactions (Alg 5.1; the paper co-locates
-//! the coordinator with the client, §2.1): one transaction at a time, retried with a new
+//! the coordinator with the client, §2.1): one transaction at a time, in one or more
+//! *shots* (a shot's requests may depend on what earlier shots read), retried with a new
 //! timestamp until it commits.
+//!
+//! The application drives it: [`Client::begin`] with the first shot; on
+//! [`ClientEvent::ShotDone`] it computes the next shot from the values read and calls
+//! [`Client::next_shot`]; the last shot leads to the decision. An abort restarts the
+//! transaction from its first shot (kept by the client, since it depends on nothing read)
+//! and says so with [`ClientEvent::Restarted`], so the application forgets what the
+//! aborted attempt read.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::types::{ClientId, ExecResult, Key, Msg, Op, OpReply, ServerId, Ts, TxnId, Value};
 
-/// A one-shot transaction: every request known up front, each key at most once. With no
-/// write it runs as a read-only transaction (one round, no commit message, §5.5).
+/// What the client tells the application.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TxnSpec {
-    pub ops: Vec<Op>,
+pub enum ClientEvent {
+    /// Every request of the current (not last) shot is answered: the values read, in the
+    /// shot's order. Send the next shot.
+    ShotDone {
+        reads: Vec<(Key, Value)>,
+    },
+    /// The attempt aborted and the transaction began again from its first shot.
+    Restarted,
+    Committed(Outcome),
 }
 
-impl TxnSpec {
-    pub fn read_only(&self) -> bool {
-        !self.ops.iter().any(Op::is_write)
-    }
-}
-
-/// A committed transaction, as its user sees it.
+/// A committed transaction, as its application sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
-    pub spec: TxnSpec,
-    /// The value each read returned, in the spec's order of reads.
+    /// Every request of the committed attempt, shots in order.
+    pub ops: Vec<Op>,
+    /// The value each read returned, in order.
     pub reads: Vec<(Key, Value)>,
     /// Where NCC serialized it: the largest `t_w` of its pairs (Lemma 1).
     pub commit_ts: Ts,
@@ -31,28 +40,38 @@ pub struct Outcome {
     pub attempts: u32,
     /// The attempt that committed.
     pub txn: TxnId,
+    pub shots: u32,
 }
 
 #[derive(Debug, PartialEq, Eq)]
 enum Phase {
+    /// The current shot's requests are out.
     Executing,
+    /// The current shot is answered; the application owes the next one.
+    AwaitingShot,
     /// Smart retry to `to`: the servers that have not answered yet.
-    Retrying {
-        to: Ts,
-        waiting: BTreeSet<ServerId>,
-    },
+    Retrying { to: Ts, waiting: BTreeSet<ServerId> },
 }
 
 #[derive(Debug)]
 struct Attempt {
-    spec: TxnSpec,
     txn: TxnId,
-    /// Per server: the spec's indices of its requests, in the order sent.
-    by_server: BTreeMap<ServerId, Vec<usize>>,
-    /// Per request of the spec: its reply, once in.
+    ts: Ts,
+    first_shot: Vec<Op>,
+    first_is_last: bool,
+    /// Every request sent so far, shots in order, and each one's reply once in.
+    ops: Vec<Op>,
     replies: Vec<Option<OpReply>>,
-    /// This client's clock when it sent the requests (for `t_Δ`).
-    sent_at: u64,
+    /// Where the current shot's requests begin in `ops`.
+    shot_start: usize,
+    shots: u32,
+    last_shot: bool,
+    read_only: bool,
+    /// Per server: indices into `ops` of its requests, in the order sent (the server
+    /// numbers its answers the same way).
+    by_server: BTreeMap<ServerId, Vec<usize>>,
+    /// Per server: this client's clock when the current shot went to it (for `t_Δ`).
+    sent_at: BTreeMap<ServerId, u64>,
     phase: Phase,
     attempts: u32,
 }
@@ -62,6 +81,7 @@ struct Attempt {
 pub struct ClientStats {
     pub committed: u64,
     pub committed_first_try: u64,
+    pub multi_shot: u64,
     pub smart_retries: u64,
     pub smart_retries_ok: u64,
     pub early_aborts: u64,
@@ -84,7 +104,7 @@ pub struct Client {
     next_seq: u64,
     current: Option<Attempt>,
     out: Vec<(ServerId, Msg)>,
-    finished: Option<Outcome>,
+    events: Vec<ClientEvent>,
     pub stats: ClientStats,
 }
 
@@ -104,7 +124,7 @@ impl Client {
             next_seq: 1,
             current: None,
             out: Vec::new(),
-            finished: None,
+            events: Vec::new(),
             stats: ClientStats::default(),
         }
     }
@@ -118,12 +138,20 @@ impl Client {
         self.current.is_some()
     }
 
-    /// Starts `spec`; `now` is this client's clock.
-    pub fn start(&mut self, now: u64, spec: TxnSpec) {
+    /// Begins a transaction with its first shot (`last`: it is also the last). A one-shot
+    /// transaction without writes runs as read-only (one round, no commit message, §5.5).
+    /// Every key appears at most once in a transaction, over all its shots.
+    pub fn begin(&mut self, now: u64, ops: Vec<Op>, last: bool) {
         assert!(self.current.is_none(), "one transaction at a time");
-        let keys: BTreeSet<Key> = spec.ops.iter().map(Op::key).collect();
-        assert_eq!(keys.len(), spec.ops.len(), "each key at most once");
-        self.begin_attempt(now, spec, 1);
+        self.begin_attempt(now, ops, last, 1);
+    }
+
+    /// Sends the next shot, after [`ClientEvent::ShotDone`].
+    pub fn next_shot(&mut self, now: u64, ops: Vec<Op>, last: bool) {
+        let a = self.current.as_mut().expect("a transaction is under way");
+        assert_eq!(a.phase, Phase::AwaitingShot, "the current shot is not done");
+        a.shots += 1;
+        self.send_shot(now, ops, last);
     }
 
     /// Messages to send, as (server, message).
@@ -131,56 +159,80 @@ impl Client {
         std::mem::take(&mut self.out)
     }
 
-    /// The transaction that committed since the last call, if one did.
-    pub fn take_outcome(&mut self) -> Option<Outcome> {
-        self.finished.take()
+    /// What happened since the last call.
+    pub fn events(&mut self) -> Vec<ClientEvent> {
+        std::mem::take(&mut self.events)
     }
 
-    fn begin_attempt(&mut self, now: u64, spec: TxnSpec, attempts: u32) {
-        let mut by_server: BTreeMap<ServerId, Vec<usize>> = BTreeMap::new();
-        for (i, op) in spec.ops.iter().enumerate() {
-            by_server
-                .entry(shard_of(op.key(), self.servers))
-                .or_default()
-                .push(i);
-        }
-        // Asynchrony-aware: the clock the slowest participant will have when the requests
-        // arrive, so that they rarely arrive "late" (§5.3). Strictly increasing per client.
-        let lead = by_server
-            .keys()
-            .map(|&s| self.delta[s as usize])
+    fn begin_attempt(&mut self, now: u64, ops: Vec<Op>, last: bool, attempts: u32) {
+        // Asynchrony-aware: the clock the slowest participant of the first shot will have
+        // when the requests arrive, so that they rarely arrive "late" (§5.3; later shots'
+        // servers are unknown yet). Strictly increasing per client.
+        let lead = ops
+            .iter()
+            .map(|op| self.delta[shard_of(op.key(), self.servers) as usize])
             .max()
             .unwrap_or(0);
         let clk = (now as i64 + lead).max(self.last_clk as i64 + 1) as u64;
         self.last_clk = clk;
-        let ts = Ts { clk, cid: self.id };
         let txn = TxnId {
             client: self.id,
             seq: self.next_seq,
         };
         self.next_seq += 1;
-        let read_only = spec.read_only();
-        for (&s, idx) in &by_server {
-            self.out.push((
-                s,
-                Msg::Execute {
-                    txn,
-                    ts,
-                    ops: idx.iter().map(|&i| spec.ops[i]).collect(),
-                    t_ro: read_only.then_some(self.t_ro[s as usize]),
-                },
-            ));
-        }
-        let n = spec.ops.len();
         self.current = Some(Attempt {
-            spec,
             txn,
-            by_server,
-            replies: vec![None; n],
-            sent_at: now,
+            ts: Ts { clk, cid: self.id },
+            first_shot: ops.clone(),
+            first_is_last: last,
+            ops: Vec::new(),
+            replies: Vec::new(),
+            shot_start: 0,
+            shots: 1,
+            last_shot: last,
+            read_only: last && !ops.iter().any(Op::is_write),
+            by_server: BTreeMap::new(),
+            sent_at: BTreeMap::new(),
             phase: Phase::Executing,
             attempts,
         });
+        self.send_shot(now, ops, last);
+    }
+
+    fn send_shot(&mut self, now: u64, ops: Vec<Op>, last: bool) {
+        let a = self.current.as_mut().expect("called with an attempt");
+        let mut shot: BTreeMap<ServerId, Vec<Op>> = BTreeMap::new();
+        a.shot_start = a.ops.len();
+        for op in ops {
+            debug_assert!(
+                a.ops.iter().all(|o| o.key() != op.key()),
+                "each key at most once per transaction"
+            );
+            let s = shard_of(op.key(), self.servers);
+            a.by_server.entry(s).or_default().push(a.ops.len());
+            a.ops.push(op);
+            a.replies.push(None);
+            shot.entry(s).or_default().push(op);
+        }
+        a.last_shot = last;
+        a.phase = Phase::Executing;
+        if shot.is_empty() {
+            // An empty shot has nothing to wait for.
+            return self.shot_answered();
+        }
+        for (s, ops) in shot {
+            a.sent_at.insert(s, now);
+            self.out.push((
+                s,
+                Msg::Execute {
+                    txn: a.txn,
+                    ts: a.ts,
+                    shot: a.shots,
+                    ops,
+                    t_ro: a.read_only.then_some(self.t_ro[s as usize]),
+                },
+            ));
+        }
     }
 
     /// Handles a server's message; `now` is this client's clock.
@@ -201,7 +253,6 @@ impl Client {
                 if a.phase != Phase::Executing {
                     return;
                 }
-                self.delta[from as usize] = ts_server as i64 - a.sent_at as i64;
                 let Some(&i) = a
                     .by_server
                     .get(&from)
@@ -209,6 +260,12 @@ impl Client {
                 else {
                     return;
                 };
+                if i < a.shot_start || a.replies[i].is_some() {
+                    return; // a duplicate of an earlier shot's answer
+                }
+                if let Some(&sent) = a.sent_at.get(&from) {
+                    self.delta[from as usize] = ts_server as i64 - sent as i64;
+                }
                 match result {
                     ExecResult::Done(reply) => a.replies[i] = Some(reply),
                     ExecResult::EarlyAbort => {
@@ -220,8 +277,8 @@ impl Client {
                         return self.abort_and_retry(now);
                     }
                 }
-                if a.replies.iter().all(Option::is_some) {
-                    self.safeguard(now);
+                if a.replies[a.shot_start..].iter().all(Option::is_some) {
+                    self.shot_answered();
                 }
             }
             Msg::SmartRetryReply { txn, ok } => {
@@ -246,20 +303,29 @@ impl Client {
         }
     }
 
-    /// Every reply is in: commit if the pairs overlap, else try to move them to the
-    /// largest `t_w` (smart retry).
-    fn safeguard(&mut self, _now: u64) {
+    /// The current shot is answered: hand its reads to the application, or after the last
+    /// shot, decide.
+    fn shot_answered(&mut self) {
+        let a = self.current.as_mut().expect("called with an attempt");
+        if !a.last_shot {
+            a.phase = Phase::AwaitingShot;
+            let reads = reads_of(&a.ops[a.shot_start..], &a.replies[a.shot_start..]);
+            self.events.push(ClientEvent::ShotDone { reads });
+            return;
+        }
+        self.safeguard();
+    }
+
+    /// Every reply of the last shot is in (never earlier: digest pitfall 13): commit if the
+    /// pairs overlap, else try to move them to the largest `t_w` (smart retry).
+    fn safeguard(&mut self) {
         let a = self.current.as_mut().expect("called with an attempt");
         let pairs = a.replies.iter().map(|r| r.expect("all in"));
-        let tw_max = pairs
-            .clone()
-            .map(|p| p.tw)
-            .max()
-            .expect("a transaction has a request");
-        let tr_min = pairs
-            .map(|p| p.tr)
-            .min()
-            .expect("a transaction has a request");
+        let Some(tw_max) = pairs.clone().map(|p| p.tw).max() else {
+            // No request at all: nothing to serialize against.
+            return self.commit(Ts::default());
+        };
+        let tr_min = pairs.map(|p| p.tr).min().expect("non-empty");
         if tw_max <= tr_min {
             return self.commit(tw_max);
         }
@@ -282,7 +348,7 @@ impl Client {
 
     fn commit(&mut self, commit_ts: Ts) {
         let a = self.current.take().expect("called with an attempt");
-        if !a.spec.read_only() {
+        if !a.read_only {
             for &s in a.by_server.keys() {
                 self.out.push((
                     s,
@@ -293,34 +359,28 @@ impl Client {
                 ));
             }
         }
-        let reads = a
-            .spec
-            .ops
-            .iter()
-            .zip(&a.replies)
-            .filter_map(|(op, r)| match (op, r) {
-                (Op::Read(k), Some(r)) => Some((*k, r.value.expect("a read returns a value"))),
-                _ => None,
-            })
-            .collect();
         self.stats.committed += 1;
         if a.attempts == 1 {
             self.stats.committed_first_try += 1;
         }
-        self.finished = Some(Outcome {
-            spec: a.spec,
-            reads,
+        if a.shots > 1 {
+            self.stats.multi_shot += 1;
+        }
+        self.events.push(ClientEvent::Committed(Outcome {
+            reads: reads_of(&a.ops, &a.replies),
+            ops: a.ops,
             commit_ts,
             attempts: a.attempts,
             txn: a.txn,
-        });
+            shots: a.shots,
+        }));
     }
 
     /// Aborts the attempt everywhere (a read-only one has nothing to undo) and starts the
-    /// transaction again with a new timestamp (Alg 5.1, "go to 2").
+    /// transaction again from its first shot with a new timestamp (Alg 5.1, "go to 2").
     fn abort_and_retry(&mut self, now: u64) {
         let a = self.current.take().expect("called with an attempt");
-        if !a.spec.read_only() {
+        if !a.read_only {
             for &s in a.by_server.keys() {
                 self.out.push((
                     s,
@@ -331,6 +391,18 @@ impl Client {
                 ));
             }
         }
-        self.begin_attempt(now, a.spec, a.attempts + 1);
+        self.events.push(ClientEvent::Restarted);
+        self.begin_attempt(now, a.first_shot, a.first_is_last, a.attempts + 1);
     }
+}
+
+/// The values `ops`' reads returned, in order.
+fn reads_of(ops: &[Op], replies: &[Option<OpReply>]) -> Vec<(Key, Value)> {
+    ops.iter()
+        .zip(replies)
+        .filter_map(|(op, r)| match (op, r) {
+            (Op::Read(k), Some(r)) => Some((*k, r.value.expect("a read returns a value"))),
+            _ => None,
+        })
+        .collect()
 }

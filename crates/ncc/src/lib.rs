@@ -18,9 +18,10 @@
 //! request that would wait behind an undecided one with a higher timestamp is aborted
 //! early (liveness, Lemma 3). Read-only transactions take one round and send no commit.
 //!
-//! What is built so far (issue 18, part 1): one-shot read-write and read-only transactions
-//! with every piece above. Multi-shot transactions, read-modify-write, the backup
-//! coordinator, replication and the baselines (dOCC, d2PL, TAPIR-CC) are not yet built.
+//! What is built so far (issue 18, part 1): read-write transactions of one or more shots
+//! and one-shot read-only transactions, with every piece above. Read-modify-write of one
+//! key, the backup coordinator (client failure), replication and the baselines (dOCC,
+//! d2PL, TAPIR-CC) are not yet built.
 
 pub mod check;
 pub mod client;
@@ -28,6 +29,6 @@ pub mod server;
 pub mod sim;
 mod types;
 
-pub use client::{Client, Outcome, TxnSpec};
+pub use client::{Client, ClientEvent, Outcome};
 pub use server::{Mistakes, Server};
 pub use types::{ClientId, ExecResult, Key, Msg, Op, OpReply, ServerId, Ts, TxnId, Value};

@@ -1,5 +1,6 @@
 //! A deterministic simulator of NCC: servers (one shard each), clients running random
-//! one-shot transactions over a small, contended key space, and a network that delays
+//! transactions (read-only, one-shot read-write, and two shots whose second writes keys
+//! chosen by what the first read) over a small, contended key space, and a network that delays
 //! (so reorders) and duplicates every message, all driven by one seed (TigerBeetle's VOPR
 //! style: one seed, one run, replayable). Each process has its own clock, skewed from real
 //! time by a constant, as loosely synchronized clocks are (the paper's A2).
@@ -12,7 +13,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
 use crate::check::{strictly_serializable, TxnRecord};
-use crate::client::{Client, ClientStats, TxnSpec};
+use crate::client::{Client, ClientEvent, ClientStats};
 use crate::server::{Mistakes, Server};
 use crate::types::{ClientId, Key, Msg, Op, ServerId};
 
@@ -74,6 +75,7 @@ impl SimStats {
         let (c, d) = (&mut self.clients, &o.clients);
         c.committed += d.committed;
         c.committed_first_try += d.committed_first_try;
+        c.multi_shot += d.multi_shot;
         c.smart_retries += d.smart_retries;
         c.smart_retries_ok += d.smart_retries_ok;
         c.early_aborts += d.early_aborts;
@@ -141,6 +143,32 @@ impl Rng {
     }
 }
 
+/// A transaction the simulator runs.
+struct Program {
+    first: Vec<Op>,
+    second: Option<SecondShot>,
+}
+
+/// The second shot of a two-shot transaction: it writes `values.len()` of `candidates`,
+/// chosen by the values the first shot read (so an attempt that read differently writes
+/// different keys).
+struct SecondShot {
+    candidates: Vec<Key>,
+    values: Vec<u64>,
+}
+
+impl SecondShot {
+    fn ops(&self, reads: &[(Key, u64)]) -> Vec<Op> {
+        let seen: u64 = reads.iter().map(|&(_, v)| v).sum();
+        let n = self.candidates.len();
+        self.values
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| Op::Write(self.candidates[(seen as usize + i) % n], v))
+            .collect()
+    }
+}
+
 struct World {
     opts: SimOptions,
     rng: Rng,
@@ -155,6 +183,7 @@ struct World {
     /// Per client: transactions left to start, and when the running one began.
     left: Vec<usize>,
     began: Vec<u64>,
+    programs: Vec<Option<Program>>,
     next_value: u64,
     history: Vec<TxnRecord>,
     stats: SimStats,
@@ -183,6 +212,7 @@ pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
         client_skew,
         left: vec![opts.txns_per_client; opts.clients as usize],
         began: vec![0; opts.clients as usize],
+        programs: (0..opts.clients).map(|_| None).collect(),
         next_value: 1,
         history: Vec::new(),
         stats: SimStats::default(),
@@ -249,11 +279,13 @@ impl World {
         }
         match ev {
             Event::Start(c) => {
-                let spec = self.random_txn();
+                let program = self.random_program();
                 let now = self.clock(self.client_skew[c as usize]);
                 self.began[c as usize] = self.now;
                 self.left[c as usize] -= 1;
-                self.clients[c as usize].start(now, spec);
+                let last = program.second.is_none();
+                self.clients[c as usize].begin(now, program.first.clone(), last);
+                self.programs[c as usize] = Some(program);
                 self.flush_client(c);
             }
             Event::ToServer { to, msg } => {
@@ -284,36 +316,55 @@ impl World {
     }
 
     fn flush_client(&mut self, c: ClientId) {
-        let client = &mut self.clients[c as usize];
-        let out = client.drain();
-        let outcome = client.take_outcome();
-        for (s, msg) in out {
-            self.send(Event::ToServer { to: s, msg });
-        }
-        if let Some(o) = outcome {
-            let writes = o
-                .spec
-                .ops
-                .iter()
-                .filter_map(|op| match *op {
-                    Op::Write(k, v) => Some((k, v)),
-                    Op::Read(_) => None,
-                })
-                .collect();
-            if self.opts.trace {
-                println!("{:>8} client {c} commits {o:?}", self.now);
+        loop {
+            let client = &mut self.clients[c as usize];
+            let (out, events) = (client.drain(), client.events());
+            if out.is_empty() && events.is_empty() {
+                return;
             }
-            self.history.push(TxnRecord {
-                client: c,
-                invoked: self.began[c as usize],
-                completed: self.now,
-                reads: o.reads,
-                writes,
-                commit_ts: o.commit_ts,
-            });
-            if self.left[c as usize] > 0 {
-                let think = self.rng.below(500);
-                self.schedule(think, Event::Start(c));
+            for (s, msg) in out {
+                self.send(Event::ToServer { to: s, msg });
+            }
+            for e in events {
+                self.on_client_event(c, e);
+            }
+        }
+    }
+
+    fn on_client_event(&mut self, c: ClientId, e: ClientEvent) {
+        if self.opts.trace {
+            println!("{:>8} client {c}: {e:?}", self.now);
+        }
+        match e {
+            ClientEvent::ShotDone { reads } => {
+                let program = self.programs[c as usize].as_ref().expect("running");
+                let ops = program.second.as_ref().expect("two shots").ops(&reads);
+                let now = self.clock(self.client_skew[c as usize]);
+                self.clients[c as usize].next_shot(now, ops, true);
+            }
+            ClientEvent::Restarted => {}
+            ClientEvent::Committed(o) => {
+                let writes = o
+                    .ops
+                    .iter()
+                    .filter_map(|op| match *op {
+                        Op::Write(k, v) => Some((k, v)),
+                        Op::Read(_) => None,
+                    })
+                    .collect();
+                self.history.push(TxnRecord {
+                    client: c,
+                    invoked: self.began[c as usize],
+                    completed: self.now,
+                    reads: o.reads,
+                    writes,
+                    commit_ts: o.commit_ts,
+                });
+                self.programs[c as usize] = None;
+                if self.left[c as usize] > 0 {
+                    let think = self.rng.below(500);
+                    self.schedule(think, Event::Start(c));
+                }
             }
         }
     }
@@ -330,30 +381,51 @@ impl World {
         self.schedule(delay, ev);
     }
 
-    fn random_txn(&mut self) -> TxnSpec {
+    /// A random transaction: read-only (one shot of reads), one-shot read-write, or two
+    /// shots whose second writes keys chosen by what the first read.
+    fn random_program(&mut self) -> Program {
         let n = self.rng.range(1, self.opts.ops_max as u64) as usize;
-        let read_only = self.rng.below(100) < self.opts.read_only_percent;
-        let mut keys: Vec<Key> = Vec::new();
-        while keys.len() < n.min(self.opts.keys as usize) {
-            let k = self.rng.below(self.opts.keys);
-            if !keys.contains(&k) {
-                keys.push(k);
-            }
+        let kind = self.rng.below(100);
+        let read_only = kind < self.opts.read_only_percent;
+        let two_shots = !read_only && kind < self.opts.read_only_percent + 25;
+        let mut keys: Vec<Key> = (0..self.opts.keys).collect();
+        for i in (1..keys.len()).rev() {
+            keys.swap(i, self.rng.below(i as u64 + 1) as usize);
         }
-        let write_at = self.rng.below(keys.len() as u64) as usize;
-        let ops = keys
-            .into_iter()
+        let n = n.min(keys.len());
+        if two_shots && keys.len() >= 2 {
+            let reads = n.min(keys.len() - 1).max(1);
+            let first = keys[..reads].iter().map(|&k| Op::Read(k)).collect();
+            let candidates = keys[reads..].to_vec();
+            let writes = self.rng.range(1, candidates.len().min(2) as u64) as usize;
+            let values = (0..writes).map(|_| self.fresh_value()).collect();
+            return Program {
+                first,
+                second: Some(SecondShot { candidates, values }),
+            };
+        }
+        let write_at = self.rng.below(n as u64) as usize;
+        let first = keys[..n]
+            .iter()
             .enumerate()
-            .map(|(i, k)| {
+            .map(|(i, &k)| {
                 if !read_only && (i == write_at || self.rng.below(2) == 0) {
-                    self.next_value += 1;
-                    Op::Write(k, self.next_value)
+                    Op::Write(k, self.fresh_value())
                 } else {
                     Op::Read(k)
                 }
             })
             .collect();
-        TxnSpec { ops }
+        Program {
+            first,
+            second: None,
+        }
+    }
+
+    /// A value no other write uses: a read names the write it saw.
+    fn fresh_value(&mut self) -> u64 {
+        self.next_value += 1;
+        self.next_value
     }
 
     fn stuck(&self) -> String {

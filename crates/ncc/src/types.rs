@@ -75,6 +75,8 @@ pub enum Msg {
     Execute {
         txn: TxnId,
         ts: Ts,
+        /// Numbered from 1; a multi-shot transaction's later shots depend on earlier reads.
+        shot: u32,
         ops: Vec<Op>,
         t_ro: Option<u64>,
     },

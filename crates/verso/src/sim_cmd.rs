@@ -31,7 +31,7 @@ pub enum Sim {
     #[command(verbatim_doc_comment)]
     Cluster(crate::sim_cluster_cmd::ClusterSimArgs),
     /// NCC's distributed transactions (issue 18) under a deterministic simulator: servers
-    /// (one shard each) and clients running one-shot read-write and read-only
+    /// (one shard each) and clients running read-only, one-shot and two-shot read-write
     /// transactions, with reordered and duplicated messages and skewed clocks; checks
     /// that every history is strictly serializable, that nothing is left undecided and
     /// that every transaction commits. A failure prints its seed.

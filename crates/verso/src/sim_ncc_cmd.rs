@@ -123,13 +123,14 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
     let c = t.clients;
     let pct = |n: u64| 100.0 * n as f64 / c.committed.max(1) as f64;
     println!(
-        "passed {} seeds in {:.1} s: {} transactions committed, strictly serializable; \
-         {:.1} % at the first attempt; per committed transaction: {:.1} % smart retries \
+        "passed {} seeds in {:.1} s: {} transactions committed ({} of two shots), strictly \
+         serializable; {:.1} % at the first attempt; per committed transaction: {:.1} % smart retries \
          ({:.1} % succeeded), {:.1} % early aborts, {:.1} % read-only aborts, {:.1} % \
          safeguard aborts; {} messages",
         args.seeds,
         began.elapsed().as_secs_f64(),
         c.committed,
+        c.multi_shot,
         pct(c.committed_first_try),
         pct(c.smart_retries),
         pct(c.smart_retries_ok),
