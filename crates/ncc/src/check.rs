@@ -29,6 +29,27 @@ pub fn strictly_serializable(
     txns: &[TxnRecord],
     versions: &[(Key, Vec<Value>)],
 ) -> Result<(), String> {
+    let mut by_end: Vec<usize> = (0..txns.len()).collect();
+    by_end.sort_by_key(|&i| txns[i].completed);
+    let mut real_time = Vec::new();
+    for (j, t) in txns.iter().enumerate() {
+        for &i in by_end
+            .iter()
+            .take_while(|&&i| txns[i].completed < t.invoked)
+        {
+            real_time.push((i, j));
+        }
+    }
+    serializable_with(txns, versions, &real_time)
+}
+
+/// The same, with the real-time order given as pairs `(a, b)`: `txns[a]` returned before
+/// `txns[b]` began (the times in the records are then not used).
+pub fn serializable_with(
+    txns: &[TxnRecord],
+    versions: &[(Key, Vec<Value>)],
+    real_time: &[(usize, usize)],
+) -> Result<(), String> {
     let mut writer: HashMap<(Key, Value), usize> = HashMap::new();
     for (i, t) in txns.iter().enumerate() {
         for &(k, v) in &t.writes {
@@ -93,15 +114,8 @@ pub fn strictly_serializable(
             }
         }
     }
-    let mut by_end: Vec<usize> = (0..n).collect();
-    by_end.sort_by_key(|&i| txns[i].completed);
-    for (j, t) in txns.iter().enumerate() {
-        for &i in by_end
-            .iter()
-            .take_while(|&&i| txns[i].completed < t.invoked)
-        {
-            edges[i].push((j, "rt"));
-        }
+    for &(i, j) in real_time {
+        edges[i].push((j, "rt"));
     }
     match find_cycle(&edges) {
         None => Ok(()),

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::types::{ClientId, ExecResult, Key, Msg, Op, OpReply, ServerId, Ts, TxnId, Value};
 
 /// What the client tells the application.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ClientEvent {
     /// Every request of the current (not last) shot is answered: the values read, in the
     /// shot's order. Send the next shot.
@@ -28,7 +28,7 @@ pub enum ClientEvent {
 }
 
 /// A committed transaction, as its application sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Outcome {
     /// Every request of the committed attempt, shots in order.
     pub ops: Vec<Op>,
@@ -43,7 +43,7 @@ pub struct Outcome {
     pub shots: u32,
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     /// The current shot's requests are out.
     Executing,
@@ -53,7 +53,7 @@ enum Phase {
     Retrying { to: Ts, waiting: BTreeSet<ServerId> },
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Attempt {
     txn: TxnId,
     ts: Ts,
@@ -74,10 +74,22 @@ struct Attempt {
     sent_at: BTreeMap<ServerId, u64>,
     phase: Phase,
     attempts: u32,
+    /// The current shot's messages, and when they (or the smart retry) last went out: sent
+    /// again to the servers that have not answered after [`Client::resend_after`].
+    shot_msgs: Vec<(ServerId, Msg)>,
+    last_sent: u64,
+}
+
+/// A decision the client sends until every participant acknowledges it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PendingDecide {
+    commit: bool,
+    unacked: BTreeSet<ServerId>,
+    last_sent: u64,
 }
 
 /// Counts for the simulator's report.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ClientStats {
     pub committed: u64,
     pub committed_first_try: u64,
@@ -87,10 +99,11 @@ pub struct ClientStats {
     pub early_aborts: u64,
     pub ro_aborts: u64,
     pub safeguard_aborts: u64,
+    pub resent: u64,
 }
 
-/// One client (module docs).
-#[derive(Debug)]
+/// One client (module docs). `Clone` and `Hash` for the model checker.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Client {
     id: ClientId,
     servers: u32,
@@ -99,14 +112,25 @@ pub struct Client {
     /// Per server, `t_s - t_c` as last measured: how far ahead the server's clock and queue
     /// are of this client's clock (§5.3).
     delta: Vec<i64>,
-    /// Per server, the newest version this client has heard of (`t_ro`, §5.5).
+    /// Per server, the version number through which every version was decided there, as
+    /// last heard (`t_ro`, §5.5; `Server::execute_read_only` says why not a `t_w`).
     t_ro: Vec<u64>,
     next_seq: u64,
     current: Option<Attempt>,
+    decides: BTreeMap<TxnId, PendingDecide>,
+    /// How long (client clock) an unanswered message waits before it is sent again.
+    pub resend_after: u64,
+    /// Run transactions without writes by §5.5's read-only protocol (one round, no commit
+    /// message). Off: NCC-RW, where they run as read-write transactions.
+    pub read_only_protocol: bool,
     out: Vec<(ServerId, Msg)>,
     events: Vec<ClientEvent>,
     pub stats: ClientStats,
 }
+
+/// Attempts of a transaction without writes by the read-only protocol before it runs as a
+/// read-write one.
+const READ_ONLY_ATTEMPTS_MAX: u32 = 3;
 
 /// The server that holds `key` among `servers`.
 pub fn shard_of(key: Key, servers: u32) -> ServerId {
@@ -123,6 +147,9 @@ impl Client {
             t_ro: vec![0; servers as usize],
             next_seq: 1,
             current: None,
+            decides: BTreeMap::new(),
+            resend_after: 10_000,
+            read_only_protocol: true,
             out: Vec::new(),
             events: Vec::new(),
             stats: ClientStats::default(),
@@ -136,6 +163,61 @@ impl Client {
     /// Whether a transaction is under way.
     pub fn busy(&self) -> bool {
         self.current.is_some()
+    }
+
+    /// Whether it has nothing left to do: no transaction, no unacknowledged decision.
+    pub fn idle(&self) -> bool {
+        self.current.is_none() && self.decides.is_empty()
+    }
+
+    /// Sends again what has waited too long for an answer: the current shot's requests to
+    /// the servers that have not answered all of them, the smart retry to those that have
+    /// not answered it, and every unacknowledged decision. Every message is idempotent at
+    /// the server (a duplicate gets the first answer again).
+    pub fn tick(&mut self, now: u64) {
+        let due = |last: u64| now >= last + self.resend_after;
+        let mut resend = Vec::new();
+        if let Some(a) = self.current.as_mut().filter(|a| due(a.last_sent)) {
+            match &a.phase {
+                Phase::Executing => {
+                    for (s, m) in &a.shot_msgs {
+                        let missing = a.by_server[s]
+                            .iter()
+                            .any(|&i| i >= a.shot_start && a.replies[i].is_none());
+                        if missing {
+                            resend.push((*s, m.clone()));
+                        }
+                    }
+                }
+                Phase::Retrying { to, waiting } => {
+                    for &s in waiting {
+                        resend.push((
+                            s,
+                            Msg::SmartRetry {
+                                txn: a.txn,
+                                to: *to,
+                            },
+                        ));
+                    }
+                }
+                Phase::AwaitingShot => {}
+            }
+            a.last_sent = now;
+        }
+        for (&txn, d) in self.decides.iter_mut().filter(|(_, d)| due(d.last_sent)) {
+            for &s in &d.unacked {
+                resend.push((
+                    s,
+                    Msg::Decide {
+                        txn,
+                        commit: d.commit,
+                    },
+                ));
+            }
+            d.last_sent = now;
+        }
+        self.stats.resent += resend.len() as u64;
+        self.out.extend(resend);
     }
 
     /// Begins a transaction with its first shot (`last`: it is also the last). A one-shot
@@ -190,11 +272,18 @@ impl Client {
             shot_start: 0,
             shots: 1,
             last_shot: last,
-            read_only: last && !ops.iter().any(Op::is_write),
+            // After a few refusals it runs as read-write (a hot key's newest version may stay
+            // undecided at every try; queued reads wait instead, and always finish).
+            read_only: self.read_only_protocol
+                && attempts <= READ_ONLY_ATTEMPTS_MAX
+                && last
+                && !ops.iter().any(Op::is_write),
             by_server: BTreeMap::new(),
             sent_at: BTreeMap::new(),
             phase: Phase::Executing,
             attempts,
+            shot_msgs: Vec::new(),
+            last_sent: now,
         });
         self.send_shot(now, ops, last);
     }
@@ -218,20 +307,21 @@ impl Client {
         a.phase = Phase::Executing;
         if shot.is_empty() {
             // An empty shot has nothing to wait for.
-            return self.shot_answered();
+            return self.shot_answered(now);
         }
+        a.shot_msgs.clear();
+        a.last_sent = now;
         for (s, ops) in shot {
             a.sent_at.insert(s, now);
-            self.out.push((
-                s,
-                Msg::Execute {
-                    txn: a.txn,
-                    ts: a.ts,
-                    shot: a.shots,
-                    ops,
-                    t_ro: a.read_only.then_some(self.t_ro[s as usize]),
-                },
-            ));
+            let msg = Msg::Execute {
+                txn: a.txn,
+                ts: a.ts,
+                shot: a.shots,
+                ops,
+                t_ro: a.read_only.then_some(self.t_ro[s as usize]),
+            };
+            a.shot_msgs.push((s, msg.clone()));
+            self.out.push((s, msg));
         }
     }
 
@@ -278,7 +368,7 @@ impl Client {
                     }
                 }
                 if a.replies[a.shot_start..].iter().all(Option::is_some) {
-                    self.shot_answered();
+                    self.shot_answered(now);
                 }
             }
             Msg::SmartRetryReply { txn, ok } => {
@@ -296,16 +386,39 @@ impl Client {
                 waiting.remove(&from);
                 if waiting.is_empty() {
                     self.stats.smart_retries_ok += 1;
-                    self.commit(to);
+                    self.commit(now, to);
+                }
+            }
+            Msg::DecideAck { txn } => {
+                if let Some(d) = self.decides.get_mut(&txn) {
+                    d.unacked.remove(&from);
+                    if d.unacked.is_empty() {
+                        self.decides.remove(&txn);
+                    }
                 }
             }
             Msg::Execute { .. } | Msg::SmartRetry { .. } | Msg::Decide { .. } => {}
         }
     }
 
+    /// Sends `txn`'s decision to `servers`, and again until each acknowledges it.
+    fn send_decision(&mut self, now: u64, txn: TxnId, commit: bool, servers: BTreeSet<ServerId>) {
+        for &s in &servers {
+            self.out.push((s, Msg::Decide { txn, commit }));
+        }
+        self.decides.insert(
+            txn,
+            PendingDecide {
+                commit,
+                unacked: servers,
+                last_sent: now,
+            },
+        );
+    }
+
     /// The current shot is answered: hand its reads to the application, or after the last
     /// shot, decide.
-    fn shot_answered(&mut self) {
+    fn shot_answered(&mut self, now: u64) {
         let a = self.current.as_mut().expect("called with an attempt");
         if !a.last_shot {
             a.phase = Phase::AwaitingShot;
@@ -313,21 +426,21 @@ impl Client {
             self.events.push(ClientEvent::ShotDone { reads });
             return;
         }
-        self.safeguard();
+        self.safeguard(now);
     }
 
     /// Every reply of the last shot is in (never earlier: digest pitfall 13): commit if the
     /// pairs overlap, else try to move them to the largest `t_w` (smart retry).
-    fn safeguard(&mut self) {
+    fn safeguard(&mut self, now: u64) {
         let a = self.current.as_mut().expect("called with an attempt");
         let pairs = a.replies.iter().map(|r| r.expect("all in"));
         let Some(tw_max) = pairs.clone().map(|p| p.tw).max() else {
             // No request at all: nothing to serialize against.
-            return self.commit(Ts::default());
+            return self.commit(now, Ts::default());
         };
         let tr_min = pairs.map(|p| p.tr).min().expect("non-empty");
         if tw_max <= tr_min {
-            return self.commit(tw_max);
+            return self.commit(now, tw_max);
         }
         self.stats.smart_retries += 1;
         let waiting: BTreeSet<ServerId> = a.by_server.keys().copied().collect();
@@ -344,20 +457,13 @@ impl Client {
             to: tw_max,
             waiting,
         };
+        a.last_sent = now;
     }
 
-    fn commit(&mut self, commit_ts: Ts) {
+    fn commit(&mut self, now: u64, commit_ts: Ts) {
         let a = self.current.take().expect("called with an attempt");
         if !a.read_only {
-            for &s in a.by_server.keys() {
-                self.out.push((
-                    s,
-                    Msg::Decide {
-                        txn: a.txn,
-                        commit: true,
-                    },
-                ));
-            }
+            self.send_decision(now, a.txn, true, a.by_server.keys().copied().collect());
         }
         self.stats.committed += 1;
         if a.attempts == 1 {
@@ -381,15 +487,7 @@ impl Client {
     fn abort_and_retry(&mut self, now: u64) {
         let a = self.current.take().expect("called with an attempt");
         if !a.read_only {
-            for &s in a.by_server.keys() {
-                self.out.push((
-                    s,
-                    Msg::Decide {
-                        txn: a.txn,
-                        commit: false,
-                    },
-                ));
-            }
+            self.send_decision(now, a.txn, false, a.by_server.keys().copied().collect());
         }
         self.events.push(ClientEvent::Restarted);
         self.begin_attempt(now, a.first_shot, a.first_is_last, a.attempts + 1);

@@ -2,7 +2,8 @@
 //! digest `../shared/notes/seed-003-ncc.md`), as state machines free of I/O: a
 //! [`Server`] holds the data of one shard and a [`Client`] coordinates its transactions.
 //! Both are fed messages and the time, and answer with messages to send; the simulator
-//! ([`sim`]) drives them under reordered and duplicated messages and skewed clocks, and
+//! ([`sim`]) drives them under lost, reordered and duplicated messages and skewed clocks,
+//! the model checker ([`explore`]) enumerates every schedule of small configurations, and
 //! [`check`] proves each run strictly serializable from its recorded history.
 //!
 //! What the protocol does, in one paragraph: a client pre-assigns each transaction a
@@ -25,6 +26,7 @@
 
 pub mod check;
 pub mod client;
+pub mod explore;
 pub mod server;
 pub mod sim;
 mod types;

@@ -2,7 +2,8 @@
 //! transactions (read-only, one-shot read-write, and two shots whose second writes keys
 //! chosen by what the first read) over a small, contended key space, and a network that delays
 //! (so reorders) and duplicates every message, all driven by one seed (TigerBeetle's VOPR
-//! style: one seed, one run, replayable). Each process has its own clock, skewed from real
+//! style: one seed, one run, replayable); messages are also lost, and clients send again
+//! what goes unanswered. Each process has its own clock, skewed from real
 //! time by a constant, as loosely synchronized clocks are (the paper's A2).
 //!
 //! Checked in every run: each server's invariants after every event; at the end, every
@@ -33,9 +34,13 @@ pub struct SimOptions {
     pub delay_min: u64,
     pub delay_max: u64,
     pub duplicate_percent: u64,
+    /// Percent of messages lost (the clients send again after a timeout).
+    pub loss_percent: u64,
     /// Each clock is off real time by up to this many microseconds, either way.
     pub skew_max: u64,
     pub mistakes: Mistakes,
+    /// NCC-RW: transactions without writes run as read-write ones (no §5.5 protocol).
+    pub ncc_rw: bool,
     /// Print every event (for replaying one seed).
     pub trace: bool,
 }
@@ -53,8 +58,10 @@ impl SimOptions {
             delay_min: 50,
             delay_max: 2_000,
             duplicate_percent: 5,
+            loss_percent: 2,
             skew_max: 500,
             mistakes: Mistakes::default(),
+            ncc_rw: false,
             trace: false,
         }
     }
@@ -66,6 +73,7 @@ pub struct SimStats {
     pub committed: u64,
     pub clients: ClientStats,
     pub messages: u64,
+    pub lost: u64,
     pub end_time_us: u64,
 }
 
@@ -81,7 +89,9 @@ impl SimStats {
         c.early_aborts += d.early_aborts;
         c.ro_aborts += d.ro_aborts;
         c.safeguard_aborts += d.safeguard_aborts;
+        c.resent += d.resent;
         self.messages += o.messages;
+        self.lost += o.lost;
         self.end_time_us = self.end_time_us.max(o.end_time_us);
     }
 }
@@ -103,6 +113,8 @@ enum Event {
         msg: Msg,
     },
     Start(ClientId),
+    /// A client looks at its timers.
+    Tick(ClientId),
 }
 
 impl Event {
@@ -118,6 +130,7 @@ impl Event {
                 msg: msg.clone(),
             },
             Event::Start(c) => Event::Start(*c),
+            Event::Tick(c) => Event::Tick(*c),
         }
     }
 }
@@ -184,6 +197,8 @@ struct World {
     left: Vec<usize>,
     began: Vec<u64>,
     programs: Vec<Option<Program>>,
+    /// Per client: a tick is scheduled.
+    ticking: Vec<bool>,
     next_value: u64,
     history: Vec<TxnRecord>,
     stats: SimStats,
@@ -207,12 +222,17 @@ pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
             .collect(),
         server_skew,
         clients: (0..opts.clients)
-            .map(|c| Client::new(c, opts.servers))
+            .map(|c| {
+                let mut client = Client::new(c, opts.servers);
+                client.read_only_protocol = !opts.ncc_rw;
+                client
+            })
             .collect(),
         client_skew,
         left: vec![opts.txns_per_client; opts.clients as usize],
         began: vec![0; opts.clients as usize],
         programs: (0..opts.clients).map(|_| None).collect(),
+        ticking: vec![false; opts.clients as usize],
         next_value: 1,
         history: Vec::new(),
         stats: SimStats::default(),
@@ -229,7 +249,7 @@ pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
         let ev = w.events.remove(&id).expect("scheduled");
         w.handle(ev)?;
     }
-    if w.left.iter().any(|&n| n > 0) || w.clients.iter().any(Client::busy) {
+    if w.left.iter().any(|&n| n > 0) || !w.clients.iter().all(Client::idle) {
         return Err(w.stuck());
     }
     for (s, server) in w.servers.iter().enumerate() {
@@ -275,6 +295,7 @@ impl World {
                     println!("{:>8} client {to} <- server {from}: {msg:?}", self.now)
                 }
                 Event::Start(c) => println!("{:>8} client {c} starts", self.now),
+                Event::Tick(_) => {}
             }
         }
         match ev {
@@ -311,6 +332,12 @@ impl World {
                 self.clients[to as usize].on_message(now, from, msg);
                 self.flush_client(to);
             }
+            Event::Tick(c) => {
+                self.ticking[c as usize] = false;
+                let now = self.clock(self.client_skew[c as usize]);
+                self.clients[c as usize].tick(now);
+                self.flush_client(c);
+            }
         }
         Ok(())
     }
@@ -320,6 +347,12 @@ impl World {
             let client = &mut self.clients[c as usize];
             let (out, events) = (client.drain(), client.events());
             if out.is_empty() && events.is_empty() {
+                // Its timers run while it waits for anything.
+                if !client.idle() && !self.ticking[c as usize] {
+                    self.ticking[c as usize] = true;
+                    let every = client.resend_after / 2;
+                    self.schedule(every, Event::Tick(c));
+                }
                 return;
             }
             for (s, msg) in out {
@@ -372,6 +405,10 @@ impl World {
     /// Puts `ev` on the network: delayed, sometimes twice.
     fn send(&mut self, ev: Event) {
         self.stats.messages += 1;
+        if self.rng.below(100) < self.opts.loss_percent {
+            self.stats.lost += 1;
+            return;
+        }
         if self.rng.below(100) < self.opts.duplicate_percent {
             let copy = ev.duplicate();
             let delay = self.rng.range(self.opts.delay_min, self.opts.delay_max);

@@ -26,7 +26,7 @@ pub struct TxnId {
 }
 
 /// A request on one key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
     Read(Key),
     Write(Key, Value),
@@ -47,7 +47,7 @@ impl Op {
 /// What one executed request returns: the value read (or `None` for a write) and the pair
 /// `(t_w, t_r)` of the version it read or wrote: the transaction may be serialized anywhere
 /// in `[t_w, t_r]` as far as this request is concerned (a write's pair is one point).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OpReply {
     pub value: Option<Value>,
     pub tw: Ts,
@@ -55,7 +55,7 @@ pub struct OpReply {
 }
 
 /// A server's answer to one request of an execute message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ExecResult {
     Done(OpReply),
     /// Not executed: it would wait behind an undecided request with a higher timestamp
@@ -66,12 +66,12 @@ pub enum ExecResult {
 }
 
 /// Messages between clients and servers.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Msg {
     /// Client → server: run `ops` (the transaction's requests on this server) at `ts`.
-    /// `t_ro` is set for a read-only transaction: the newest version this client knows of
-    /// on this server, as the server numbers the versions it creates (a deviation from the
-    /// paper's `t_w`, which is unsound: module docs of `crate::server`).
+    /// `t_ro` is set for a read-only transaction: the server's version number through which
+    /// every version was decided, as this client last heard (a deviation from the paper's
+    /// `t_w`, which is unsound: `Server::execute_read_only`).
     Execute {
         txn: TxnId,
         ts: Ts,
@@ -82,8 +82,8 @@ pub enum Msg {
     },
     /// Server → client: the result of request `index` of `txn`'s execute message, released
     /// by response timing control. `ts_server` is the server's clock when it executed the
-    /// request (for the client's asynchrony-aware timestamps); `latest` the number of the
-    /// newest version the server created (read-only transactions' `t_ro`).
+    /// request (for the client's asynchrony-aware timestamps); `latest` the version number
+    /// through which every version is decided here (read-only transactions' `t_ro`).
     ExecReply {
         txn: TxnId,
         index: u32,
@@ -100,9 +100,14 @@ pub enum Msg {
         txn: TxnId,
         ok: bool,
     },
-    /// Client → server: the decision. Sent asynchronously; not acknowledged.
+    /// Client → server: the decision. Sent asynchronously (the client answers its
+    /// application at once), and again until acknowledged: a lost one would leave the
+    /// transaction's versions undecided for ever.
     Decide {
         txn: TxnId,
         commit: bool,
+    },
+    DecideAck {
+        txn: TxnId,
     },
 }

@@ -9,9 +9,17 @@ const A: u64 = 0;
 const B: u64 = 1;
 
 fn reply(s: &mut Server) -> ExecResult {
-    match &s.drain()[..] {
-        [(_, Msg::ExecReply { result, .. })] => *result,
-        other => panic!("expected one answer, got {other:?}"),
+    let answers: Vec<ExecResult> = s
+        .drain()
+        .into_iter()
+        .filter_map(|(_, m)| match m {
+            Msg::ExecReply { result, .. } => Some(result),
+            _ => None, // acknowledgements of decisions
+        })
+        .collect();
+    match answers[..] {
+        [result] => result,
+        _ => panic!("expected one answer, got {answers:?}"),
     }
 }
 

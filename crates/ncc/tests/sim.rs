@@ -41,7 +41,21 @@ fn a_thousand_seeds_are_strictly_serializable_and_finish() {
     );
     assert!(c.early_aborts > 0 && c.ro_aborts > 0, "{c:?}");
     assert!(c.multi_shot > 10_000, "{c:?}");
+    assert!(total.lost > 0 && c.resent > 0, "{total:?}");
     eprintln!("{total:?}");
+}
+
+/// NCC-RW: transactions without writes run as read-write ones (the paper's setting).
+#[test]
+fn ncc_rw_is_strictly_serializable() {
+    let (total, failed) = seeds(0..500, |o| o.ncc_rw = true);
+    assert!(
+        failed.is_empty(),
+        "{} seeds failed, first: {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert_eq!(total.clients.ro_aborts, 0);
 }
 
 #[test]

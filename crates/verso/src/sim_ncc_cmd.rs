@@ -33,6 +33,12 @@ pub struct NccSimArgs {
     /// Clocks are off real time by up to this many microseconds, either way.
     #[arg(long, default_value_t = 500, value_name = "US")]
     skew: u64,
+    /// Percent of messages lost (clients send again what goes unanswered).
+    #[arg(long, default_value_t = 2, value_name = "PCT")]
+    loss: u64,
+    /// NCC-RW: transactions without writes run as read-write ones.
+    #[arg(long)]
+    ncc_rw: bool,
     /// Print every event of each run (use with one seed).
     #[arg(long)]
     trace: bool,
@@ -40,7 +46,7 @@ pub struct NccSimArgs {
     #[arg(long)]
     threads: Option<usize>,
     /// Reintroduce a mistake (no-timing-control, no-early-abort, no-read-only-check,
-    /// paper-smart-retry), to see the checks catch it.
+    /// no-read-test-in-smart-retry), to see the checks catch it.
     #[arg(long, hide = true)]
     mistake: Option<String>,
 }
@@ -56,7 +62,7 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         Some("no-timing-control") => mistakes.no_timing_control = true,
         Some("no-early-abort") => mistakes.no_early_abort = true,
         Some("no-read-only-check") => mistakes.no_read_only_check = true,
-        Some("paper-smart-retry") => mistakes.paper_smart_retry = true,
+        Some("no-read-test-in-smart-retry") => mistakes.no_read_test_in_smart_retry = true,
         Some(other) => {
             eprintln!("error: unknown --mistake {other}");
             return ExitCode::from(2);
@@ -96,6 +102,8 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
                     o.keys = args.keys;
                     o.txns_per_client = args.txns;
                     o.skew_max = args.skew;
+                    o.loss_percent = args.loss;
+                    o.ncc_rw = args.ncc_rw;
                     o.trace = args.trace;
                     o.mistakes = mistakes;
                     match run(&o) {
@@ -126,7 +134,7 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         "passed {} seeds in {:.1} s: {} transactions committed ({} of two shots), strictly \
          serializable; {:.1} % at the first attempt; per committed transaction: {:.1} % smart retries \
          ({:.1} % succeeded), {:.1} % early aborts, {:.1} % read-only aborts, {:.1} % \
-         safeguard aborts; {} messages",
+         safeguard aborts; {} messages, {} lost, {} sent again",
         args.seeds,
         began.elapsed().as_secs_f64(),
         c.committed,
@@ -137,7 +145,9 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         pct(c.early_aborts),
         pct(c.ro_aborts),
         pct(c.safeguard_aborts),
-        t.messages
+        t.messages,
+        t.lost,
+        c.resent
     );
     ExitCode::SUCCESS
 }
