@@ -43,6 +43,19 @@ pub struct Outcome {
     pub shots: u32,
 }
 
+impl Outcome {
+    /// The values it wrote, as (key, value), in order.
+    pub fn writes(&self) -> Vec<(Key, Value)> {
+        self.ops
+            .iter()
+            .filter_map(|op| match *op {
+                Op::Write(k, v) => Some((k, v)),
+                Op::Read(_) => None,
+            })
+            .collect()
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     /// The current shot's requests are out.

@@ -220,14 +220,7 @@ fn collect(s: &mut State, c: ClientId) {
         match e {
             ClientEvent::Restarted => s.attempts[ci] += 1,
             ClientEvent::Committed(out) => {
-                let writes = out
-                    .ops
-                    .iter()
-                    .filter_map(|op| match *op {
-                        Op::Write(k, v) => Some((k, v)),
-                        Op::Read(_) => None,
-                    })
-                    .collect();
+                let writes = out.writes();
                 s.done[ci] = Some((out.reads, writes));
             }
             ClientEvent::ShotDone { .. } => {}

@@ -377,14 +377,7 @@ impl World {
             }
             ClientEvent::Restarted => {}
             ClientEvent::Committed(o) => {
-                let writes = o
-                    .ops
-                    .iter()
-                    .filter_map(|op| match *op {
-                        Op::Write(k, v) => Some((k, v)),
-                        Op::Read(_) => None,
-                    })
-                    .collect();
+                let writes = o.writes();
                 self.history.push(TxnRecord {
                     client: c,
                     invoked: self.began[c as usize],

@@ -58,14 +58,7 @@ impl Net {
         }
         for e in client.events() {
             if let ClientEvent::Committed(o) = e {
-                let writes = o
-                    .ops
-                    .iter()
-                    .filter_map(|op| match *op {
-                        Op::Write(k, v) => Some((k, v)),
-                        Op::Read(_) => None,
-                    })
-                    .collect();
+                let writes = o.writes();
                 self.history.push(TxnRecord {
                     client: c,
                     invoked: self.began[&c],

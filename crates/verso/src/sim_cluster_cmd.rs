@@ -2,13 +2,11 @@
 //! every core, with a progress line.
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use clap::Args;
 use verso_cluster::lazen::Mistakes;
-use verso_cluster::sim::{Sim, SimOptions, SimStats, Violation};
+use verso_cluster::sim::{Sim, SimOptions, SimStats};
 
 #[derive(Args, Debug)]
 pub struct ClusterSimArgs {
@@ -64,49 +62,22 @@ pub fn run(args: &ClusterSimArgs) -> ExitCode {
         args.clients,
         args.ops
     );
-    let next = AtomicU64::new(args.seed);
-    let end = args.seed + args.seeds;
-    let done = AtomicU64::new(0);
-    let stop = AtomicBool::new(false);
-    let total = Mutex::new(SimStats::default());
-    let failure: Mutex<Option<(u64, Violation)>> = Mutex::new(None);
     let began = Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                while !stop.load(Ordering::Relaxed) {
-                    let seed = next.fetch_add(1, Ordering::Relaxed);
-                    if seed >= end {
-                        break;
-                    }
-                    let mut opts = SimOptions::new(seed);
-                    opts.groups = args.groups;
-                    opts.clients = args.clients;
-                    opts.ops_per_client = args.ops;
-                    opts.mistakes = mistakes;
-                    match Sim::new(opts).run() {
-                        Ok(o) => {
-                            total.lock().unwrap_or_else(|p| p.into_inner()).add(&o);
-                        }
-                        Err(v) => {
-                            stop.store(true, Ordering::Relaxed);
-                            let mut f = failure.lock().unwrap_or_else(|p| p.into_inner());
-                            if f.as_ref().is_none_or(|(s, _)| seed < *s) {
-                                *f = Some((seed, v));
-                            }
-                        }
-                    }
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-            });
+    let one = |seed| {
+        let mut opts = SimOptions::new(seed);
+        opts.groups = args.groups;
+        opts.clients = args.clients;
+        opts.ops_per_client = args.ops;
+        opts.mistakes = mistakes;
+        Sim::new(opts).run()
+    };
+    let t = match crate::sim_cmd::run_seeds(args.seed, args.seeds, threads, one, SimStats::add) {
+        Ok(t) => t,
+        Err((seed, v)) => {
+            eprintln!("FAILED seed {seed} at {} ms: {}", v.at_ms, v.what);
+            return ExitCode::FAILURE;
         }
-        crate::sim_cmd::report_progress(&done, &stop, args.seeds, began);
-    });
-    if let Some((seed, v)) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        eprintln!("FAILED seed {seed} at {} ms: {}", v.at_ms, v.what);
-        return ExitCode::FAILURE;
-    }
-    let t = total.into_inner().unwrap_or_else(|p| p.into_inner());
+    };
     println!(
         "passed {} seeds in {:.1} s: {} moves finished, {} operations ({} writes acknowledged, \
          {} of them lost to total crashes of their group's lazy suffix), {} redirects, {} \

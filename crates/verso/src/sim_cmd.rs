@@ -226,6 +226,53 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Runs `one(seed)` for the seeds `first..first + count` on `threads` threads with a
+/// progress line, stopping at the first failure: the results summed by `add`, or the lowest
+/// failing seed with its error. Shared by `sim cluster` and `sim ncc`.
+pub fn run_seeds<T: Default + Send, E: Send>(
+    first: u64,
+    count: u64,
+    threads: usize,
+    one: impl Fn(u64) -> Result<T, E> + Sync,
+    add: impl Fn(&mut T, &T) + Sync,
+) -> Result<T, (u64, E)> {
+    let next = AtomicU64::new(first);
+    let end = first + count;
+    let done = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let total = Mutex::new(T::default());
+    let failure: Mutex<Option<(u64, E)>> = Mutex::new(None);
+    let began = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let seed = next.fetch_add(1, Ordering::Relaxed);
+                    if seed >= end {
+                        break;
+                    }
+                    match one(seed) {
+                        Ok(r) => add(&mut total.lock().unwrap_or_else(|p| p.into_inner()), &r),
+                        Err(e) => {
+                            stop.store(true, Ordering::Relaxed);
+                            let mut f = failure.lock().unwrap_or_else(|p| p.into_inner());
+                            if f.as_ref().is_none_or(|(s, _)| seed < *s) {
+                                *f = Some((seed, e));
+                            }
+                        }
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        report_progress(&done, &stop, count, began);
+    });
+    match failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(f) => Err(f),
+        None => Ok(total.into_inner().unwrap_or_else(|p| p.into_inner())),
+    }
+}
+
 /// Prints progress until `done` reaches `seeds` or `stop` is set: a line that rewrites
 /// itself on a terminal, one every 5 s otherwise. Shared by the `sim` commands.
 pub fn report_progress(done: &AtomicU64, stop: &AtomicBool, seeds: u64, began: Instant) {

@@ -2,8 +2,6 @@
 //! a progress line.
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use clap::Args;
@@ -81,53 +79,28 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         args.txns,
         args.keys
     );
-    let next = AtomicU64::new(args.seed);
-    let end = args.seed + args.seeds;
-    let done = AtomicU64::new(0);
-    let stop = AtomicBool::new(false);
-    let total = Mutex::new(SimStats::default());
-    let failure: Mutex<Option<(u64, String)>> = Mutex::new(None);
     let began = Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                while !stop.load(Ordering::Relaxed) {
-                    let seed = next.fetch_add(1, Ordering::Relaxed);
-                    if seed >= end {
-                        break;
-                    }
-                    let mut o = SimOptions::new(seed);
-                    o.servers = args.servers;
-                    o.clients = args.clients;
-                    o.keys = args.keys;
-                    o.txns_per_client = args.txns;
-                    o.skew_max = args.skew;
-                    o.loss_percent = args.loss;
-                    o.ncc_rw = args.ncc_rw;
-                    o.trace = args.trace;
-                    o.mistakes = mistakes;
-                    match run(&o) {
-                        Ok(st) => total.lock().unwrap_or_else(|p| p.into_inner()).add(&st),
-                        Err(e) => {
-                            stop.store(true, Ordering::Relaxed);
-                            let mut f = failure.lock().unwrap_or_else(|p| p.into_inner());
-                            if f.as_ref().is_none_or(|(s, _)| seed < *s) {
-                                *f = Some((seed, e));
-                            }
-                        }
-                    }
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-            });
+    let one = |seed| {
+        let mut o = SimOptions::new(seed);
+        o.servers = args.servers;
+        o.clients = args.clients;
+        o.keys = args.keys;
+        o.txns_per_client = args.txns;
+        o.skew_max = args.skew;
+        o.loss_percent = args.loss;
+        o.ncc_rw = args.ncc_rw;
+        o.trace = args.trace;
+        o.mistakes = mistakes;
+        run(&o)
+    };
+    let t = match crate::sim_cmd::run_seeds(args.seed, args.seeds, threads, one, SimStats::add) {
+        Ok(t) => t,
+        Err((seed, e)) => {
+            eprintln!("FAILED seed {seed}: {e}");
+            eprintln!("replay: verso sim ncc --seed {seed} --trace (with the same options)");
+            return ExitCode::FAILURE;
         }
-        crate::sim_cmd::report_progress(&done, &stop, args.seeds, began);
-    });
-    if let Some((seed, e)) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        eprintln!("FAILED seed {seed}: {e}");
-        eprintln!("replay: verso sim ncc --seed {seed} --trace (with the same options)");
-        return ExitCode::FAILURE;
-    }
-    let t = total.into_inner().unwrap_or_else(|p| p.into_inner());
+    };
     let c = t.clients;
     let pct = |n: u64| 100.0 * n as f64 / c.committed.max(1) as f64;
     println!(
