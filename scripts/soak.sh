@@ -16,4 +16,8 @@ cargo test --release -p verso-engine --test histories --test append_histories \
 cargo test --release -p verso-server --test append_history -- --ignored soak --nocapture --test-threads 1
 # Sharding's slot moves under the simulator: about 500 seeds a second on this machine.
 cargo run --release --quiet -p verso -- sim cluster --seeds $((secs * 500)) --seed "$RANDOM$RANDOM"
+# NCC's transactions under the simulator (about 1,500 seeds a second), contended and lossy too.
+cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 1000)) --seed "$RANDOM$RANDOM"
+cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 500)) --seed "$RANDOM$RANDOM" \
+  --keys 3 --skew 5000 --loss 10
 echo "== soak passed"
