@@ -235,7 +235,8 @@ impl Client {
 
     /// Begins a transaction with its first shot (`last`: it is also the last). A one-shot
     /// transaction without writes runs as read-only (one round, no commit message, §5.5).
-    /// Every key appears at most once in a transaction, over all its shots.
+    /// A key appears at most once in a transaction, over all its shots, except that a later
+    /// shot may write a key an earlier one read (a read-modify-write, §5.1).
     pub fn begin(&mut self, now: u64, ops: Vec<Op>, last: bool) {
         assert!(self.current.is_none(), "one transaction at a time");
         self.begin_attempt(now, ops, last, 1);
@@ -306,9 +307,13 @@ impl Client {
         let mut shot: BTreeMap<ServerId, Vec<Op>> = BTreeMap::new();
         a.shot_start = a.ops.len();
         for op in ops {
+            // A key appears once per transaction, except that a later shot may write a key
+            // an earlier one read (read-modify-write).
             debug_assert!(
-                a.ops.iter().all(|o| o.key() != op.key()),
-                "each key at most once per transaction"
+                a.ops
+                    .iter()
+                    .all(|o| o.key() != op.key() || (!o.is_write() && op.is_write())),
+                "each key at most once per transaction, or read then written"
             );
             let s = shard_of(op.key(), self.servers);
             a.by_server.entry(s).or_default().push(a.ops.len());
@@ -446,7 +451,14 @@ impl Client {
     /// pairs overlap, else try to move them to the largest `t_w` (smart retry).
     fn safeguard(&mut self, now: u64) {
         let a = self.current.as_mut().expect("called with an attempt");
-        let pairs = a.replies.iter().map(|r| r.expect("all in"));
+        // A read-modify-write's read is left out: only its write's pair counts (§5.1).
+        let written: Vec<Key> = a.ops.iter().filter(|o| o.is_write()).map(Op::key).collect();
+        let pairs = a
+            .ops
+            .iter()
+            .zip(&a.replies)
+            .filter(|(op, _)| op.is_write() || !written.contains(&op.key()))
+            .map(|(_, r)| r.expect("all in"));
         let Some(tw_max) = pairs.clone().map(|p| p.tw).max() else {
             // No request at all: nothing to serialize against.
             return self.commit(now, Ts::default());

@@ -20,9 +20,9 @@
 //! early (liveness, Lemma 3). Read-only transactions take one round and send no commit.
 //!
 //! What is built so far (issue 18, part 1): read-write transactions of one or more shots
-//! and one-shot read-only transactions, with every piece above. Read-modify-write of one
-//! key, the backup coordinator (client failure), replication and the baselines (dOCC,
-//! d2PL, TAPIR-CC) are not yet built.
+//! (a later shot may write back a key an earlier one read: read-modify-write) and one-shot
+//! read-only transactions, with every piece above. The backup coordinator (client failure),
+//! replication and the baselines (dOCC, d2PL, TAPIR-CC) are not yet built.
 
 pub mod check;
 pub mod client;

@@ -319,9 +319,12 @@ impl Server {
             return;
         }
         // All or nothing here: if one request must abort early, none runs, and neither does
-        // anything an earlier shot ran here.
-        let early =
-            !self.mistakes.no_early_abort && ops.iter().any(|op| self.aborts_early(txn, op, ts));
+        // anything an earlier shot ran here. A read-modify-write's write also aborts if
+        // another write came after its read (early abort looks at other transactions only).
+        let early = ops.iter().any(|op| {
+            self.rmw_intervened(txn, op)
+                || (!self.mistakes.no_early_abort && self.aborts_early(txn, op, ts))
+        });
         if early {
             self.decide(txn, false);
             for i in indices {
@@ -333,7 +336,7 @@ impl Server {
             let key = op.key();
             let (version, reply) = self.run_op(txn, op, ts);
             self.txns.get_mut(&txn).expect("present").versions[i as usize] = Some(version);
-            self.keys.entry(key).or_default().queue.push_back(Item {
+            let item = Item {
                 txn,
                 index: i,
                 op,
@@ -342,9 +345,36 @@ impl Server {
                 sent: false,
                 reply,
                 version,
-            });
+            };
+            let queue = &mut self.keys.entry(key).or_default().queue;
+            // Read-modify-write (§5.1, Appendix C): the paper puts the write's answer right
+            // after its read's in the queue and sends it at once. Here it queues at the tail
+            // and waits like any write for the other transactions' requests ahead (D2): the
+            // paper's way let it overtake later reads of the version it overwrites, and a
+            // reader of that version was then serialized before it while a transaction that
+            // began after it returned was serialized after (the simulator found two such
+            // cycles). After its read only reads of the same version can be queued (another
+            // write aborts it, below), so the tail is right after them.
+            queue.push_back(item);
             self.timing_control(key);
         }
+    }
+
+    /// Whether `op` writes a key that `txn` read here (a read-modify-write) and another
+    /// write has come since: then it must abort, the value it would write was computed from
+    /// a version no longer the newest (§5.1).
+    fn rmw_intervened(&self, txn: TxnId, op: &Op) -> bool {
+        if !op.is_write() {
+            return false;
+        }
+        let Some(ks) = self.keys.get(&op.key()) else {
+            return false;
+        };
+        let read = ks
+            .queue
+            .iter()
+            .find(|i| i.txn == txn && !i.op.is_write() && i.status == Status::Undecided);
+        read.is_some_and(|r| ks.versions.last().map(|v| v.id) != Some(r.version))
     }
 
     /// Early abort: `op` would not be answered at once (an undecided request of another
@@ -478,24 +508,28 @@ impl Server {
         }
         let mut release = Vec::new();
         let everything = self.mistakes.no_timing_control;
-        for (n, item) in ks.queue.iter_mut().enumerate() {
+        // The undecided requests seen so far (ahead of the one looked at), as (transaction,
+        // is a write). A request waits only for *other* transactions' requests: a write for
+        // any of them (D2, D3), a read for their writes (D1). A transaction's own read ahead
+        // of its write (a read-modify-write) holds nothing back.
+        let mut ahead: Vec<(TxnId, bool)> = Vec::new();
+        for item in ks.queue.iter_mut() {
             if item.status != Status::Undecided {
                 // Decided requests behind the head hold nothing back: only an aborted one
                 // can be there (a write's answer leaves only once all ahead are decided,
                 // so it cannot have committed), and its readers have run again already.
                 continue;
             }
-            let read = !item.op.is_write();
-            if n > 0 && !read && !everything {
-                break;
-            }
-            if item.status == Status::Undecided && !item.sent {
+            let write = item.op.is_write();
+            let blocked = ahead.iter().any(|&(t, w)| t != item.txn && (write || w));
+            if (everything || !blocked) && !item.sent {
                 item.sent = true;
                 release.push((item.txn, item.index, item.reply));
             }
-            if !read && !everything {
-                break;
+            if ahead.iter().any(|&(t, w)| t != item.txn && w) && !everything {
+                break; // behind another's undecided write nothing more leaves
             }
+            ahead.push((item.txn, write));
         }
         for (txn, index, reply) in release {
             self.answer(txn, index, ExecResult::Done(reply));
@@ -559,10 +593,19 @@ impl Server {
             Some(t) if t.status == Status::Aborted => false,
             Some(t) if t.retried.is_some_and(|(r, _)| r == to) => t.retried.expect("some").1,
             Some(t) => {
+                // A read-modify-write's read is superseded by its write: only the write's
+                // version moves (§5.1: only the write's pair goes through the safeguard).
+                let written: Vec<Key> = t
+                    .ops
+                    .iter()
+                    .filter(|op| op.is_write())
+                    .map(Op::key)
+                    .collect();
                 let targets: Vec<(Key, u64)> = t
                     .ops
                     .iter()
                     .zip(&t.versions)
+                    .filter(|(op, _)| op.is_write() || !written.contains(&op.key()))
                     .filter_map(|(op, v)| v.map(|v| (op.key(), v)))
                     .collect();
                 let movable = targets.iter().all(|&(k, v)| self.can_move(txn, k, v, to));
@@ -643,22 +686,31 @@ impl Server {
         t.status = status;
         let touched: Vec<(Op, Option<u64>)> =
             t.ops.iter().copied().zip(t.versions.clone()).collect();
-        for (op, version) in touched {
+        // Every version first, every queue after: a key can appear twice (a read-modify-write
+        // reads then writes it), and its queue must not release a read of the write's
+        // version before that version is gone (the simulator found that).
+        for &(op, version) in &touched {
+            let (Op::Write(..), Some(v)) = (op, version) else {
+                continue;
+            };
             let key = op.key();
+            self.undecided_versions.remove(&v);
             let Some(ks) = self.keys.get_mut(&key) else {
                 continue;
             };
-            if let (Op::Write(..), Some(v)) = (op, version) {
-                self.undecided_versions.remove(&v);
-                if commit {
-                    if let Some(ver) = ks.versions.iter_mut().find(|x| x.id == v) {
-                        ver.committed = true;
-                    }
-                } else {
-                    ks.versions.retain(|x| x.id != v);
-                    self.rerun_reads_of(key, v);
+            if commit {
+                if let Some(ver) = ks.versions.iter_mut().find(|x| x.id == v) {
+                    ver.committed = true;
                 }
+            } else {
+                ks.versions.retain(|x| x.id != v);
+                self.rerun_reads_of(key, v);
             }
+        }
+        let mut keys: Vec<Key> = touched.iter().map(|(op, _)| op.key()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for key in keys {
             let Some(ks) = self.keys.get_mut(&key) else {
                 continue;
             };
@@ -896,6 +948,56 @@ mod tests {
         );
         let moved = matches!(s.drain()[..], [(2, Msg::SmartRetryReply { ok: true, .. })]);
         assert!(!moved, "moved a version that was read");
+        s.check_invariants().unwrap();
+    }
+
+    /// Read-modify-write (§5.1): the write waits for another's read of the version it
+    /// overwrites (D2), and aborts if another write came after its read.
+    #[test]
+    fn a_read_modify_write_waits_for_readers_and_aborts_after_another_write() {
+        let mut s = Server::new(Mistakes::default());
+        let (t, u) = (txn(1, 1), txn(2, 1));
+        done(&exec(&mut s, t, ts(10, 1), &[Op::Read(A)]));
+        done(&exec(&mut s, u, ts(8, 2), &[Op::Read(A)]));
+        // t's second shot writes A back: held behind u's undecided read (a lower
+        // timestamp: no early abort).
+        let shot_2 = |ops: Vec<Op>, txn: TxnId, clk: u64, cid: ClientId| Msg::Execute {
+            txn,
+            ts: ts(clk, cid),
+            shot: 2,
+            ops,
+            t_ro: None,
+        };
+        s.on_message(0, shot_2(vec![Op::Write(A, 5)], t, 10, 1));
+        assert!(replies(&mut s).is_empty());
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: u,
+                commit: true,
+            },
+        );
+        assert_eq!(done(&replies(&mut s)).tw, ts(11, 1));
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: t,
+                commit: true,
+            },
+        );
+        // Another write between the read and the write back: the write back aborts.
+        let (x, y) = (txn(3, 1), txn(4, 1));
+        done(&exec(&mut s, x, ts(30, 3), &[Op::Read(B)]));
+        assert!(exec(&mut s, y, ts(40, 4), &[Op::Write(B, 8)]).is_empty());
+        s.on_message(0, shot_2(vec![Op::Write(B, 9)], x, 30, 3));
+        let r = replies(&mut s);
+        // x's write back (its second request here) is refused, and x gone, y's write leaves.
+        assert!(r.contains(&(1, ExecResult::EarlyAbort)), "{r:?}");
+        assert!(
+            r.iter()
+                .any(|(i, e)| *i == 0 && matches!(e, ExecResult::Done(_))),
+            "{r:?}"
+        );
         s.check_invariants().unwrap();
     }
 

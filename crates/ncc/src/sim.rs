@@ -1,6 +1,6 @@
 //! A deterministic simulator of NCC: servers (one shard each), clients running random
 //! transactions (read-only, one-shot read-write, and two shots whose second writes keys
-//! chosen by what the first read) over a small, contended key space, and a network that delays
+//! chosen by what the first read, or writes back the keys it read: read-modify-write) over a small, contended key space, and a network that delays
 //! (so reorders) and duplicates every message, all driven by one seed (TigerBeetle's VOPR
 //! style: one seed, one run, replayable); messages are also lost, and clients send again
 //! what goes unanswered. Each process has its own clock, skewed from real
@@ -164,14 +164,23 @@ struct Program {
 
 /// The second shot of a two-shot transaction: it writes `values.len()` of `candidates`,
 /// chosen by the values the first shot read (so an attempt that read differently writes
-/// different keys).
+/// different keys), or, for a read-modify-write, the keys the first shot read.
 struct SecondShot {
     candidates: Vec<Key>,
     values: Vec<u64>,
+    /// Read-modify-write: write back every key the first shot read instead.
+    rmw: bool,
 }
 
 impl SecondShot {
     fn ops(&self, reads: &[(Key, u64)]) -> Vec<Op> {
+        if self.rmw {
+            return reads
+                .iter()
+                .zip(&self.values)
+                .map(|(&(k, _), &v)| Op::Write(k, v))
+                .collect();
+        }
         let seen: u64 = reads.iter().map(|&(_, v)| v).sum();
         let n = self.candidates.len();
         self.values
@@ -427,11 +436,20 @@ impl World {
             let reads = n.min(keys.len() - 1).max(1);
             let first = keys[..reads].iter().map(|&k| Op::Read(k)).collect();
             let candidates = keys[reads..].to_vec();
-            let writes = self.rng.range(1, candidates.len().min(2) as u64) as usize;
+            let rmw = self.rng.below(2) == 0;
+            let writes = if rmw {
+                reads
+            } else {
+                self.rng.range(1, candidates.len().min(2) as u64) as usize
+            };
             let values = (0..writes).map(|_| self.fresh_value()).collect();
             return Program {
                 first,
-                second: Some(SecondShot { candidates, values }),
+                second: Some(SecondShot {
+                    candidates,
+                    values,
+                    rmw,
+                }),
             };
         }
         let write_at = self.rng.below(n as u64) as usize;
