@@ -112,6 +112,8 @@ pub struct ClientStats {
     pub early_aborts: u64,
     pub ro_aborts: u64,
     pub safeguard_aborts: u64,
+    /// Baselines: attempts aborted by a refused lock, a failed validation or a wound.
+    pub aborts: u64,
     pub resent: u64,
 }
 

@@ -21,16 +21,22 @@
 //!
 //! What is built so far (issue 18, part 1): read-write transactions of one or more shots
 //! (a later shot may write back a key an earlier one read: read-modify-write) and one-shot
-//! read-only transactions, with every piece above. The backup coordinator (client failure),
-//! replication and the baselines (dOCC, d2PL, TAPIR-CC) are not yet built.
+//! read-only transactions, with every piece above; and the paper's baselines ([`baseline`]:
+//! dOCC, d2PL-no-wait, d2PL-wound-wait, TAPIR-CC) behind the same [`protocol`] traits, so
+//! one simulator, workload ([`workload`]) and checker serve all five. The backup
+//! coordinator (client failure) and replication are not yet built.
 
+pub mod baseline;
 pub mod check;
 pub mod client;
 pub mod explore;
+pub mod protocol;
 pub mod server;
 pub mod sim;
 mod types;
+pub mod workload;
 
-pub use client::{Client, ClientEvent, Outcome};
+pub use client::{Client, ClientEvent, ClientStats, Outcome};
+pub use protocol::{ProtocolKind, TxnClient, TxnServer};
 pub use server::{Mistakes, Server};
 pub use types::{ClientId, ExecResult, Key, Msg, Op, OpReply, ServerId, Ts, TxnId, Value};

@@ -1,0 +1,484 @@
+//! A baseline client: the coordinator of its own transactions (the paper co-locates every
+//! baseline's coordinator with its client), driven by the application exactly as NCC's
+//! [`crate::Client`] is: `begin`, `ShotDone` → `next_shot`, `Committed` or `Restarted`.
+//!
+//! An abort starts the transaction again from its first shot after a short back-off that
+//! grows with the attempts (without it, dOCC and no-wait locking can abort each other in
+//! lock-step for a long time). d2PL-wound-wait keeps the first attempt's timestamp as the
+//! transaction's priority across attempts, so an old transaction eventually wins every
+//! conflict (its freedom from starvation).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{BMsg, Flavor, Version};
+use crate::client::{shard_of, ClientEvent, ClientStats, Outcome};
+use crate::protocol::TxnClient;
+use crate::types::{ClientId, Key, Op, ServerId, Ts, TxnId, Value};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    /// The current shot is out; the servers that have not answered.
+    Executing {
+        waiting: BTreeSet<ServerId>,
+    },
+    AwaitingShot,
+    /// Prepare is out; the servers that have not voted.
+    Preparing {
+        waiting: BTreeSet<ServerId>,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Attempt {
+    txn: TxnId,
+    ts: Ts,
+    first_shot: Vec<Op>,
+    first_is_last: bool,
+    /// Every request so far, shots in order, and each read's value and version once in.
+    ops: Vec<Op>,
+    reads: Vec<Option<(Value, Version)>>,
+    shot_start: usize,
+    shots: u32,
+    last_shot: bool,
+    /// Servers that hold anything of this attempt (they get the decision).
+    contacted: BTreeSet<ServerId>,
+    phase: Phase,
+    /// The messages of the current round, sent again to the servers in `phase`'s waiting
+    /// set after `resend_after`.
+    round: BTreeMap<ServerId, BMsg>,
+    last_sent: u64,
+    attempts: u32,
+}
+
+/// One server's part of a prepare: reads to validate (with the versions they returned),
+/// writes, and reads to run now (TAPIR-CC's merged last shot).
+type PrepareParts = (Vec<(Key, Version)>, Vec<(Key, Value)>, Vec<Key>);
+
+/// A transaction waiting out its back-off before its next attempt.
+#[derive(Clone, Debug)]
+struct Restart {
+    at: u64,
+    first_shot: Vec<Op>,
+    first_is_last: bool,
+    attempts: u32,
+}
+
+#[derive(Clone, Debug)]
+struct PendingDecide {
+    commit: bool,
+    unacked: BTreeSet<ServerId>,
+    last_sent: u64,
+}
+
+/// One baseline client (module docs).
+#[derive(Clone, Debug)]
+pub struct BaselineClient {
+    id: ClientId,
+    servers: u32,
+    flavor: Flavor,
+    last_clk: u64,
+    next_seq: u64,
+    /// d2PL-wound-wait: the running transaction's priority, its first attempt's timestamp.
+    priority: Option<Ts>,
+    /// TAPIR-CC: a timestamp the last refusal said to go above.
+    retry_above: Option<Ts>,
+    current: Option<Attempt>,
+    restart: Option<Restart>,
+    decides: BTreeMap<TxnId, PendingDecide>,
+    pub resend_after: u64,
+    /// The first back-off, doubled per attempt up to 64 times this.
+    pub backoff: u64,
+    out: Vec<(ServerId, BMsg)>,
+    events: Vec<ClientEvent>,
+    pub stats: ClientStats,
+}
+
+impl BaselineClient {
+    pub fn new(id: ClientId, servers: u32, flavor: Flavor) -> BaselineClient {
+        BaselineClient {
+            id,
+            servers,
+            flavor,
+            last_clk: 0,
+            next_seq: 1,
+            priority: None,
+            retry_above: None,
+            current: None,
+            restart: None,
+            decides: BTreeMap::new(),
+            resend_after: 10_000,
+            backoff: 100,
+            out: Vec::new(),
+            events: Vec::new(),
+            stats: ClientStats::default(),
+        }
+    }
+
+    fn begin_attempt(&mut self, now: u64, ops: Vec<Op>, last: bool, attempts: u32) {
+        let mut clk = now.max(self.last_clk + 1);
+        if let Some(above) = self.retry_above.take() {
+            clk = clk.max(above.clk + 1);
+        }
+        self.last_clk = clk;
+        let ts = Ts { clk, cid: self.id };
+        if attempts == 1 {
+            self.priority = Some(ts);
+        }
+        let txn = TxnId {
+            client: self.id,
+            seq: self.next_seq,
+        };
+        self.next_seq += 1;
+        self.current = Some(Attempt {
+            txn,
+            ts: match self.flavor {
+                Flavor::D2plWoundWait => self.priority.expect("set at the first attempt"),
+                _ => ts,
+            },
+            first_shot: ops.clone(),
+            first_is_last: last,
+            ops: Vec::new(),
+            reads: Vec::new(),
+            shot_start: 0,
+            shots: 1,
+            last_shot: last,
+            contacted: BTreeSet::new(),
+            phase: Phase::AwaitingShot,
+            round: BTreeMap::new(),
+            last_sent: now,
+            attempts,
+        });
+        self.send_shot(now, ops, last);
+    }
+
+    fn send_shot(&mut self, now: u64, ops: Vec<Op>, last: bool) {
+        let flavor = self.flavor;
+        let servers = self.servers;
+        let a = self.current.as_mut().expect("an attempt");
+        a.shot_start = a.ops.len();
+        a.last_shot = last;
+        let mut shot: BTreeMap<ServerId, Vec<Op>> = BTreeMap::new();
+        for op in ops {
+            a.ops.push(op);
+            a.reads.push(None);
+            // dOCC and TAPIR-CC keep writes here until prepare.
+            if flavor.locks_at_execute() || !op.is_write() {
+                shot.entry(shard_of(op.key(), servers))
+                    .or_default()
+                    .push(op);
+            }
+        }
+        if flavor == Flavor::TapirCc && last {
+            // The last shot's reads run with the validation (execute and prepare merged).
+            return self.prepare(now);
+        }
+        a.round.clear();
+        for (s, ops) in shot {
+            a.contacted.insert(s);
+            let msg = BMsg::Execute {
+                txn: a.txn,
+                ts: a.ts,
+                shot: a.shots,
+                ops,
+            };
+            a.round.insert(s, msg.clone());
+            self.out.push((s, msg));
+        }
+        let waiting: BTreeSet<ServerId> = a.round.keys().copied().collect();
+        a.last_sent = now;
+        if waiting.is_empty() {
+            a.phase = Phase::Executing { waiting };
+            return self.shot_answered(now);
+        }
+        a.phase = Phase::Executing { waiting };
+    }
+
+    fn shot_answered(&mut self, now: u64) {
+        let a = self.current.as_mut().expect("an attempt");
+        if !a.last_shot {
+            a.phase = Phase::AwaitingShot;
+            let reads = a.ops[a.shot_start..]
+                .iter()
+                .zip(&a.reads[a.shot_start..])
+                .filter_map(|(op, r)| match op {
+                    Op::Read(k) => Some((*k, r.expect("answered").0)),
+                    Op::Write(..) => None,
+                })
+                .collect();
+            self.events.push(ClientEvent::ShotDone { reads });
+            return;
+        }
+        match self.flavor {
+            // Every lock is held and every read done: the outcome is certain.
+            Flavor::D2plNoWait => self.commit(now),
+            Flavor::Docc | Flavor::D2plWoundWait | Flavor::TapirCc => self.prepare(now),
+        }
+    }
+
+    /// Sends prepare to every server with a read or a write of the attempt.
+    fn prepare(&mut self, now: u64) {
+        let flavor = self.flavor;
+        let servers = self.servers;
+        let a = self.current.as_mut().expect("an attempt");
+        let mut per: BTreeMap<ServerId, PrepareParts> = BTreeMap::new();
+        for (i, op) in a.ops.iter().enumerate() {
+            let s = shard_of(op.key(), servers);
+            match *op {
+                Op::Write(k, v) => per.entry(s).or_default().1.push((k, v)),
+                Op::Read(k) => match a.reads[i] {
+                    Some((_, ver)) => per.entry(s).or_default().0.push((k, ver)),
+                    // TAPIR-CC's merged last shot.
+                    None => per.entry(s).or_default().2.push(k),
+                },
+            }
+        }
+        // d2PL-wound-wait asks only the servers that hold its locks.
+        if flavor == Flavor::D2plWoundWait {
+            per.retain(|s, _| a.contacted.contains(s));
+        }
+        a.round.clear();
+        for (s, (reads, writes, execute)) in per {
+            a.contacted.insert(s);
+            let msg = BMsg::Prepare {
+                txn: a.txn,
+                ts: a.ts,
+                reads,
+                writes,
+                execute,
+            };
+            a.round.insert(s, msg.clone());
+            self.out.push((s, msg));
+        }
+        let waiting: BTreeSet<ServerId> = a.round.keys().copied().collect();
+        a.last_sent = now;
+        let done = waiting.is_empty();
+        a.phase = Phase::Preparing { waiting };
+        if done {
+            self.commit(now);
+        }
+    }
+
+    fn commit(&mut self, now: u64) {
+        let a = self.current.take().expect("an attempt");
+        self.send_decision(now, a.txn, true, a.contacted.clone());
+        self.stats.committed += 1;
+        if a.attempts == 1 {
+            self.stats.committed_first_try += 1;
+        }
+        if a.shots > 1 {
+            self.stats.multi_shot += 1;
+        }
+        let reads = a
+            .ops
+            .iter()
+            .zip(&a.reads)
+            .filter_map(|(op, r)| match op {
+                Op::Read(k) => Some((*k, r.expect("every read answered").0)),
+                Op::Write(..) => None,
+            })
+            .collect();
+        self.events.push(ClientEvent::Committed(Outcome {
+            ops: a.ops,
+            reads,
+            commit_ts: a.ts,
+            attempts: a.attempts,
+            txn: a.txn,
+            shots: a.shots,
+        }));
+    }
+
+    fn abort_and_retry(&mut self, now: u64) {
+        let a = self.current.take().expect("an attempt");
+        self.stats.aborts += 1;
+        self.send_decision(now, a.txn, false, a.contacted);
+        self.events.push(ClientEvent::Restarted);
+        // A back-off that doubles per attempt, spread by client and attempt so that two
+        // clients that collided do not collide again in step.
+        let spread = 1 + (u64::from(self.id) * 7_919 + u64::from(a.attempts) * 104_729) % 100;
+        let base = self.backoff << a.attempts.min(6);
+        self.restart = Some(Restart {
+            at: now + base * spread / 50,
+            first_shot: a.first_shot,
+            first_is_last: a.first_is_last,
+            attempts: a.attempts + 1,
+        });
+    }
+
+    fn send_decision(&mut self, now: u64, txn: TxnId, commit: bool, to: BTreeSet<ServerId>) {
+        if to.is_empty() {
+            return;
+        }
+        for &s in &to {
+            self.out.push((s, BMsg::Decide { txn, commit }));
+        }
+        self.decides.insert(
+            txn,
+            PendingDecide {
+                commit,
+                unacked: to,
+                last_sent: now,
+            },
+        );
+    }
+}
+
+impl TxnClient for BaselineClient {
+    type Msg = BMsg;
+
+    fn begin(&mut self, now: u64, ops: Vec<Op>, last: bool) {
+        assert!(
+            self.current.is_none() && self.restart.is_none(),
+            "one transaction at a time"
+        );
+        self.begin_attempt(now, ops, last, 1);
+    }
+
+    fn next_shot(&mut self, now: u64, ops: Vec<Op>, last: bool) {
+        let a = self.current.as_mut().expect("a transaction is under way");
+        assert_eq!(a.phase, Phase::AwaitingShot, "the current shot is not done");
+        a.shots += 1;
+        self.send_shot(now, ops, last);
+    }
+
+    fn on_message(&mut self, now: u64, from: ServerId, msg: BMsg) {
+        match msg {
+            BMsg::ExecReply {
+                txn,
+                shot,
+                ok,
+                reads,
+            } => {
+                let servers = self.servers;
+                let Some(a) = self.current.as_mut().filter(|a| a.txn == txn) else {
+                    return;
+                };
+                let Phase::Executing { waiting } = &mut a.phase else {
+                    return;
+                };
+                if shot != a.shots || !waiting.contains(&from) {
+                    return; // a duplicate, or an earlier shot's
+                }
+                if !ok {
+                    return self.abort_and_retry(now);
+                }
+                waiting.remove(&from);
+                // The server answers its reads in the shot's order.
+                let mut answers = reads.into_iter();
+                for i in a.shot_start..a.ops.len() {
+                    if let Op::Read(k) = a.ops[i] {
+                        if shard_of(k, servers) == from {
+                            let (rk, v, ver) = answers.next().expect("one answer per read");
+                            debug_assert_eq!(rk, k);
+                            a.reads[i] = Some((v, ver));
+                        }
+                    }
+                }
+                if waiting.is_empty() {
+                    self.shot_answered(now);
+                }
+            }
+            BMsg::PrepareReply {
+                txn,
+                ok,
+                reads,
+                retry_above,
+            } => {
+                let servers = self.servers;
+                let Some(a) = self.current.as_mut().filter(|a| a.txn == txn) else {
+                    return;
+                };
+                let Phase::Preparing { waiting } = &mut a.phase else {
+                    return;
+                };
+                if !waiting.remove(&from) {
+                    return;
+                }
+                if !ok {
+                    self.retry_above = retry_above;
+                    return self.abort_and_retry(now);
+                }
+                let mut answers = reads.into_iter();
+                for i in 0..a.ops.len() {
+                    if let Op::Read(k) = a.ops[i] {
+                        if a.reads[i].is_none() && shard_of(k, servers) == from {
+                            let (rk, v, ver) = answers.next().expect("one answer per read");
+                            debug_assert_eq!(rk, k);
+                            a.reads[i] = Some((v, ver));
+                        }
+                    }
+                }
+                if waiting.is_empty() {
+                    self.commit(now);
+                }
+            }
+            BMsg::DecideAck { txn } => {
+                if let Some(d) = self.decides.get_mut(&txn) {
+                    d.unacked.remove(&from);
+                    if d.unacked.is_empty() {
+                        self.decides.remove(&txn);
+                    }
+                }
+            }
+            BMsg::Execute { .. } | BMsg::Prepare { .. } | BMsg::Decide { .. } => {}
+        }
+    }
+
+    fn tick(&mut self, now: u64) {
+        if self.restart.as_ref().is_some_and(|r| now >= r.at) {
+            let r = self.restart.take().expect("checked");
+            self.begin_attempt(now, r.first_shot, r.first_is_last, r.attempts);
+        }
+        let due = |last: u64| now >= last + self.resend_after;
+        let mut resend = Vec::new();
+        if let Some(a) = self.current.as_mut().filter(|a| due(a.last_sent)) {
+            if let Phase::Executing { waiting } | Phase::Preparing { waiting } = &a.phase {
+                for s in waiting {
+                    resend.push((*s, a.round[s].clone()));
+                }
+            }
+            a.last_sent = now;
+        }
+        for (&txn, d) in self.decides.iter_mut().filter(|(_, d)| due(d.last_sent)) {
+            for &s in &d.unacked {
+                resend.push((
+                    s,
+                    BMsg::Decide {
+                        txn,
+                        commit: d.commit,
+                    },
+                ));
+            }
+            d.last_sent = now;
+        }
+        self.stats.resent += resend.len() as u64;
+        self.out.extend(resend);
+    }
+
+    fn drain(&mut self) -> Vec<(ServerId, BMsg)> {
+        std::mem::take(&mut self.out)
+    }
+
+    fn events(&mut self) -> Vec<ClientEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    fn idle(&self) -> bool {
+        self.current.is_none() && self.restart.is_none() && self.decides.is_empty()
+    }
+
+    fn busy(&self) -> bool {
+        self.current.is_some() || self.restart.is_some()
+    }
+
+    fn tick_every(&self) -> u64 {
+        if self.restart.is_some() {
+            self.backoff.min(self.resend_after / 2)
+        } else {
+            self.resend_after / 2
+        }
+    }
+
+    fn stats(&self) -> ClientStats {
+        self.stats
+    }
+}

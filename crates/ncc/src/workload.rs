@@ -1,0 +1,277 @@
+//! What the simulator's clients run: seeded random transactions, in two mixes.
+//!
+//! - [`Workload::Mixed`]: every shape the protocols must handle, over a small contended key
+//!   space: read-only, one-shot read-write, and two shots whose second writes keys chosen by
+//!   what the first read, or writes back the keys it read (read-modify-write).
+//! - [`Workload::F1`]: the paper's Google-F1 mix (§6.1, digest §4): one shot of 1-10 keys
+//!   drawn from 1 M keys by a Zipf 0.8 law, the popular keys spread at random; 0.3 % of
+//!   transactions write (the paper's write fraction; which of a read-write transaction's
+//!   keys it writes the paper does not say: here every other one, at least one).
+
+use crate::sim::SimOptions;
+use crate::types::{Key, Op};
+
+/// Which mix (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    Mixed,
+    F1,
+}
+
+impl Workload {
+    pub fn parse(s: &str) -> Option<Workload> {
+        match s {
+            "mixed" => Some(Workload::Mixed),
+            "f1" => Some(Workload::F1),
+            _ => None,
+        }
+    }
+}
+
+/// The F1 mix's parameters.
+pub const F1_KEYS: u64 = 1_000_000;
+pub const F1_ZIPF: f64 = 0.8;
+/// Read-write transactions per 100,000.
+pub const F1_WRITES_PER_100K: u64 = 300;
+
+/// A small, fast, seeded generator (splitmix64): the run depends on the seed alone.
+pub(crate) struct Rng(pub(crate) u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    pub(crate) fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Zipf-distributed ranks 1..=n with exponent `s`, by rejection-inversion (Hörmann and
+/// Derflinger 1996): constant time per sample and no table, so a run over 1 M keys costs
+/// nothing to set up.
+pub(crate) struct Zipf {
+    n: f64,
+    s: f64,
+    h_x1: f64,
+    h_n: f64,
+    cut: f64,
+}
+
+impl Zipf {
+    pub(crate) fn new(n: u64, s: f64) -> Zipf {
+        assert!(n >= 1 && s > 0.0 && s != 1.0);
+        let mut z = Zipf {
+            n: n as f64,
+            s,
+            h_x1: 0.0,
+            h_n: 0.0,
+            cut: 0.0,
+        };
+        z.h_x1 = z.h_integral(1.5) - 1.0;
+        z.h_n = z.h_integral(z.n + 0.5);
+        z.cut = 2.0 - z.h_integral_inverse(z.h_integral(2.5) - z.h(2.0));
+        z
+    }
+
+    fn h(&self, x: f64) -> f64 {
+        (-self.s * x.ln()).exp()
+    }
+
+    fn h_integral(&self, x: f64) -> f64 {
+        let log_x = x.ln();
+        ((1.0 - self.s) * log_x).exp_m1() / (1.0 - self.s)
+    }
+
+    fn h_integral_inverse(&self, x: f64) -> f64 {
+        let t = (x * (1.0 - self.s)).max(-1.0);
+        (t.ln_1p() / (1.0 - self.s)).exp()
+    }
+
+    /// A rank, 1 the most popular.
+    pub(crate) fn sample(&self, rng: &mut Rng) -> u64 {
+        loop {
+            let u = self.h_n + rng.unit() * (self.h_x1 - self.h_n);
+            let x = self.h_integral_inverse(u);
+            let k = (x + 0.5).floor().clamp(1.0, self.n);
+            if k - x <= self.cut || u >= self.h_integral(k + 0.5) - self.h(k) {
+                return k as u64;
+            }
+        }
+    }
+}
+
+/// A transaction the simulator runs.
+pub(crate) struct Program {
+    pub(crate) first: Vec<Op>,
+    pub(crate) second: Option<SecondShot>,
+}
+
+/// The second shot of a two-shot transaction: it writes `values.len()` of `candidates`,
+/// chosen by the values the first shot read (so an attempt that read differently writes
+/// different keys), or, for a read-modify-write, the keys the first shot read.
+pub(crate) struct SecondShot {
+    candidates: Vec<Key>,
+    values: Vec<u64>,
+    /// Read-modify-write: write back every key the first shot read instead.
+    rmw: bool,
+}
+
+impl SecondShot {
+    pub(crate) fn ops(&self, reads: &[(Key, u64)]) -> Vec<Op> {
+        if self.rmw {
+            return reads
+                .iter()
+                .zip(&self.values)
+                .map(|(&(k, _), &v)| Op::Write(k, v))
+                .collect();
+        }
+        let seen: u64 = reads.iter().map(|&(_, v)| v).sum();
+        let n = self.candidates.len();
+        self.values
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| Op::Write(self.candidates[(seen as usize + i) % n], v))
+            .collect()
+    }
+}
+
+/// A value no other write uses: a read names the write it saw.
+fn fresh_value(next_value: &mut u64) -> u64 {
+    *next_value += 1;
+    *next_value
+}
+
+/// The next transaction of `opts.workload`.
+pub(crate) fn random_program(
+    rng: &mut Rng,
+    opts: &SimOptions,
+    next_value: &mut u64,
+    zipf: Option<&Zipf>,
+) -> Program {
+    match opts.workload {
+        Workload::Mixed => mixed_program(rng, opts, next_value),
+        Workload::F1 => f1_program(rng, next_value, zipf.expect("made for F1")),
+    }
+}
+
+fn mixed_program(rng: &mut Rng, opts: &SimOptions, next_value: &mut u64) -> Program {
+    let n = rng.range(1, opts.ops_max as u64) as usize;
+    let kind = rng.below(100);
+    let read_only = kind < opts.read_only_percent;
+    let two_shots = !read_only && kind < opts.read_only_percent + 25;
+    let mut keys: Vec<Key> = (0..opts.keys).collect();
+    for i in (1..keys.len()).rev() {
+        keys.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let n = n.min(keys.len());
+    if two_shots && keys.len() >= 2 {
+        let reads = n.min(keys.len() - 1).max(1);
+        let first = keys[..reads].iter().map(|&k| Op::Read(k)).collect();
+        let candidates = keys[reads..].to_vec();
+        let rmw = rng.below(2) == 0;
+        let writes = if rmw {
+            reads
+        } else {
+            rng.range(1, candidates.len().min(2) as u64) as usize
+        };
+        let values = (0..writes).map(|_| fresh_value(next_value)).collect();
+        return Program {
+            first,
+            second: Some(SecondShot {
+                candidates,
+                values,
+                rmw,
+            }),
+        };
+    }
+    let write_at = rng.below(n as u64) as usize;
+    let first = keys[..n]
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| {
+            if !read_only && (i == write_at || rng.below(2) == 0) {
+                Op::Write(k, fresh_value(next_value))
+            } else {
+                Op::Read(k)
+            }
+        })
+        .collect();
+    Program {
+        first,
+        second: None,
+    }
+}
+
+fn f1_program(rng: &mut Rng, next_value: &mut u64, zipf: &Zipf) -> Program {
+    let n = rng.range(1, 10) as usize;
+    let writes = rng.below(100_000) < F1_WRITES_PER_100K;
+    let mut keys: Vec<Key> = Vec::with_capacity(n);
+    while keys.len() < n {
+        // Popular ranks spread over the key space: a multiplier coprime with 1 M permutes
+        // the ranks.
+        let k = (zipf.sample(rng) - 1) * 999_983 % F1_KEYS;
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let first = keys
+        .into_iter()
+        .enumerate()
+        .map(|(i, k)| {
+            if writes && i % 2 == 0 {
+                Op::Write(k, fresh_value(next_value))
+            } else {
+                Op::Read(k)
+            }
+        })
+        .collect();
+    Program {
+        first,
+        second: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sampler follows Zipf's law: rank 1 about as often as `1 / H(n, s)`, and ranks
+    /// k and 2k in the ratio 2^s.
+    #[test]
+    fn zipf_frequencies_follow_the_law() {
+        let n = 1_000u64;
+        let s = 0.8;
+        let z = Zipf::new(n, s);
+        let mut rng = Rng(42);
+        let mut counts = vec![0u64; n as usize + 1];
+        let draws = 400_000;
+        for _ in 0..draws {
+            let k = z.sample(&mut rng);
+            assert!((1..=n).contains(&k));
+            counts[k as usize] += 1;
+        }
+        let harmonic: f64 = (1..=n).map(|k| (k as f64).powf(-s)).sum();
+        let expected_first = draws as f64 / harmonic;
+        let first = counts[1] as f64;
+        assert!(
+            (first / expected_first - 1.0).abs() < 0.05,
+            "{first} vs {expected_first}"
+        );
+        let ratio = counts[1] as f64 / counts[2] as f64;
+        assert!((ratio - 2f64.powf(s)).abs() < 0.1, "{ratio}");
+    }
+}
