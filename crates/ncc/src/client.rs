@@ -90,6 +90,11 @@ struct Attempt {
     /// The current shot's messages, and when they (or the smart retry) last went out: sent
     /// again to the servers that have not answered after [`Client::resend_after`].
     shot_msgs: Vec<(ServerId, Msg)>,
+    /// The backup coordinator (App. D): the server of the first request (chosen when the
+    /// first request goes out, so it is always a cohort).
+    coord: Option<ServerId>,
+    /// Cohorts that got a last shot without requests and have not acknowledged it.
+    acks_waiting: BTreeSet<ServerId>,
     last_sent: u64,
 }
 
@@ -196,9 +201,10 @@ impl Client {
             match &a.phase {
                 Phase::Executing => {
                     for (s, m) in &a.shot_msgs {
-                        let missing = a.by_server[s]
-                            .iter()
-                            .any(|&i| i >= a.shot_start && a.replies[i].is_none());
+                        let missing = a.acks_waiting.contains(s)
+                            || a.by_server[s]
+                                .iter()
+                                .any(|&i| i >= a.shot_start && a.replies[i].is_none());
                         if missing {
                             resend.push((*s, m.clone()));
                         }
@@ -299,6 +305,8 @@ impl Client {
             phase: Phase::Executing,
             attempts,
             shot_msgs: Vec::new(),
+            coord: None,
+            acks_waiting: BTreeSet::new(),
             last_sent: now,
         });
         self.send_shot(now, ops, last);
@@ -318,6 +326,7 @@ impl Client {
                 "each key at most once per transaction, or read then written"
             );
             let s = shard_of(op.key(), self.servers);
+            a.coord.get_or_insert(s);
             a.by_server.entry(s).or_default().push(a.ops.len());
             a.ops.push(op);
             a.replies.push(None);
@@ -325,6 +334,19 @@ impl Client {
         }
         a.last_shot = last;
         a.phase = Phase::Executing;
+        // The last shot of a read-write transaction names every cohort, and reaches each
+        // (empty where it has no requests there): see `Msg::Execute::cohorts`.
+        let cohorts: Option<Vec<ServerId>> =
+            (last && !a.read_only).then(|| a.by_server.keys().copied().collect());
+        a.acks_waiting.clear();
+        if let Some(cohorts) = &cohorts {
+            for &s in cohorts {
+                if let std::collections::btree_map::Entry::Vacant(e) = shot.entry(s) {
+                    e.insert(Vec::new());
+                    a.acks_waiting.insert(s);
+                }
+            }
+        }
         if shot.is_empty() {
             // An empty shot has nothing to wait for.
             return self.shot_answered(now);
@@ -339,6 +361,10 @@ impl Client {
                 shot: a.shots,
                 ops,
                 t_ro: a.read_only.then_some(self.t_ro[s as usize]),
+                coord: a
+                    .coord
+                    .expect("a shot with messages has a request, or follows one"),
+                cohorts: cohorts.clone(),
             };
             a.shot_msgs.push((s, msg.clone()));
             self.out.push((s, msg));
@@ -387,7 +413,26 @@ impl Client {
                         return self.abort_and_retry(now);
                     }
                 }
-                if a.replies[a.shot_start..].iter().all(Option::is_some) {
+                if a.replies[a.shot_start..].iter().all(Option::is_some)
+                    && a.acks_waiting.is_empty()
+                {
+                    self.shot_answered(now);
+                }
+            }
+            Msg::LastShotAck { txn, ok } => {
+                let Some(a) = self.current.as_mut().filter(|a| a.txn == txn) else {
+                    return;
+                };
+                if a.phase != Phase::Executing || !a.acks_waiting.remove(&from) {
+                    return;
+                }
+                if !ok {
+                    self.stats.early_aborts += 1;
+                    return self.abort_and_retry(now);
+                }
+                if a.replies[a.shot_start..].iter().all(Option::is_some)
+                    && a.acks_waiting.is_empty()
+                {
                     self.shot_answered(now);
                 }
             }
@@ -417,7 +462,14 @@ impl Client {
                     }
                 }
             }
-            Msg::Execute { .. } | Msg::SmartRetry { .. } | Msg::Decide { .. } => {}
+            Msg::Execute { .. }
+            | Msg::SmartRetry { .. }
+            | Msg::Decide { .. }
+            | Msg::Resolve { .. }
+            | Msg::GetRecord { .. }
+            | Msg::Record { .. }
+            | Msg::RecoverRetry { .. }
+            | Msg::RecoverRetryReply { .. } => {}
         }
     }
 

@@ -39,4 +39,6 @@ pub mod workload;
 pub use client::{Client, ClientEvent, ClientStats, Outcome};
 pub use protocol::{ProtocolKind, TxnClient, TxnServer};
 pub use server::{Mistakes, Server};
-pub use types::{ClientId, ExecResult, Key, Msg, Op, OpReply, ServerId, Ts, TxnId, Value};
+pub use types::{
+    ClientId, Effects, ExecResult, Key, Msg, Op, OpReply, RecordState, ServerId, Ts, TxnId, Value,
+};

@@ -9,7 +9,7 @@
 //! own.
 
 use crate::client::{ClientEvent, ClientStats};
-use crate::types::{ClientId, Key, Op, ServerId, TxnId, Value};
+use crate::types::{ClientId, Effects, Key, Op, ServerId, TxnId, Value};
 
 /// One client's side of a protocol.
 pub trait TxnClient {
@@ -49,6 +49,25 @@ pub trait TxnServer {
     fn undecided(&self) -> Vec<TxnId>;
     /// A one-line account of who waits for whom (for a trace or a stuck run).
     fn describe_waits(&self) -> String;
+    /// Messages to other servers (a backup coordinator's), as (server, message).
+    fn drain_peers(&mut self) -> Vec<(ServerId, Self::Msg)> {
+        Vec::new()
+    }
+    /// Whether it has a timer running, and then how often (its clock) to call `tick`.
+    fn tick_every(&self) -> Option<u64> {
+        None
+    }
+    fn tick(&mut self, _now: u64) {}
+    /// Committed read-write transactions with what they read and wrote here: the
+    /// simulator adds those whose client crashed before reporting them to the history.
+    fn committed_effects(&self) -> Vec<(TxnId, Effects)> {
+        Vec::new()
+    }
+    /// Read-write transactions decided here, and whether committed: every cohort must
+    /// agree.
+    fn decisions(&self) -> Vec<(TxnId, bool)> {
+        Vec::new()
+    }
 }
 
 /// The protocols the simulator runs.
@@ -152,5 +171,20 @@ impl TxnServer for crate::Server {
     }
     fn describe_waits(&self) -> String {
         crate::Server::describe_waits(self)
+    }
+    fn drain_peers(&mut self) -> Vec<(ServerId, crate::Msg)> {
+        crate::Server::drain_peers(self)
+    }
+    fn tick_every(&self) -> Option<u64> {
+        self.recovery_period().filter(|_| self.has_timers())
+    }
+    fn tick(&mut self, now: u64) {
+        crate::Server::tick(self, now);
+    }
+    fn committed_effects(&self) -> Vec<(TxnId, Effects)> {
+        crate::Server::committed_effects(self)
+    }
+    fn decisions(&self) -> Vec<(TxnId, bool)> {
+        crate::Server::decisions(self)
     }
 }

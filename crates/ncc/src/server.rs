@@ -15,9 +15,11 @@
 //! - a version's writer is undecided here exactly while it is in the list uncommitted;
 //! - a response leaves at most once per execution of its request.
 
+mod recovery;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::types::{ClientId, ExecResult, Key, Msg, Op, OpReply, Ts, TxnId, Value};
+use crate::types::{ClientId, ExecResult, Key, Msg, Op, OpReply, ServerId, Ts, TxnId, Value};
 
 /// Deliberate bugs, for showing that the simulator and the checker catch them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -32,6 +34,9 @@ pub struct Mistakes {
     /// Smart retry moves a written version whether or not it was read (Alg 5.4's "has been
     /// read" test broken).
     pub no_read_test_in_smart_retry: bool,
+    /// The recovery timer aborts a transaction whatever its record says (App. D lets it
+    /// abort only an uncleared one: a cleared one's client may have committed).
+    pub backup_aborts_cleared: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -105,6 +110,12 @@ struct TxnState {
     /// The smart retry's target and outcome, once run: a duplicate gets the same answer.
     retried: Option<(Ts, bool)>,
     ts_server: u64,
+    /// The backup coordinator the client named (App. D).
+    coord: ServerId,
+    /// Every cohort, once the last shot arrived.
+    cohorts: Option<Vec<ServerId>>,
+    /// When (this server's clock) the recovery timer fires next.
+    timer: u64,
 }
 
 /// One shard's server (module docs). `Clone` and `Hash` for the model checker.
@@ -120,6 +131,17 @@ pub struct Server {
     /// is decided (read-only clients' `t_ro`, [`Server::execute_read_only`]).
     undecided_versions: BTreeSet<u64>,
     out: Vec<(ClientId, Msg)>,
+    /// This server's id, and how long a read-write transaction may stay undecided before
+    /// the backup coordinator steps in (`None`: no recovery, as in tests that drive every
+    /// message by hand). See `recovery.rs`.
+    id: ServerId,
+    recovery_after: Option<u64>,
+    /// Recoveries this server runs as backup coordinator.
+    recovering: BTreeMap<TxnId, recovery::Recovery>,
+    /// Messages to other servers (recovery), as (server, message).
+    peers_out: Vec<(ServerId, Msg)>,
+    /// A decision that contradicts an earlier one here: reported by `check_invariants`.
+    violation: Option<String>,
 }
 
 impl Server {
@@ -132,7 +154,21 @@ impl Server {
             latest: 0,
             undecided_versions: BTreeSet::new(),
             out: Vec::new(),
+            id: 0,
+            recovery_after: None,
+            recovering: BTreeMap::new(),
+            peers_out: Vec::new(),
+            violation: None,
         }
+    }
+
+    /// Turns on client-failure handling (App. D): this server is `id`, and a read-write
+    /// transaction still undecided `after` (this server's clock) since it arrived is
+    /// recovered by its backup coordinator.
+    pub fn with_recovery(mut self, id: ServerId, after: u64) -> Server {
+        self.id = id;
+        self.recovery_after = Some(after);
+        self
     }
 
     /// Messages to send, as (client, message).
@@ -149,14 +185,36 @@ impl Server {
                 shot,
                 ops,
                 t_ro,
-            } => self.execute(now, txn, ts, shot, ops, t_ro),
-            Msg::SmartRetry { txn, to } => self.smart_retry(txn, to),
+                coord,
+                cohorts,
+            } => self.execute(now, txn, ts, shot, ops, t_ro, coord, cohorts),
+            Msg::SmartRetry { txn, to } => {
+                let ok = self.smart_retry(txn, to);
+                self.out
+                    .push((txn.client, Msg::SmartRetryReply { txn, ok }));
+            }
             Msg::Decide { txn, commit } => {
                 self.decide(txn, commit);
                 // Acknowledged every time: the client sends it until it hears this.
                 self.out.push((txn.client, Msg::DecideAck { txn }));
             }
-            Msg::ExecReply { .. } | Msg::SmartRetryReply { .. } | Msg::DecideAck { .. } => {}
+            Msg::Resolve { txn, from } => self.on_resolve(txn, from),
+            Msg::GetRecord { txn, from } => self.on_get_record(txn, from),
+            Msg::Record { txn, from, record } => self.on_record(txn, from, record),
+            Msg::RecoverRetry { txn, to, from } => {
+                let ok = self.smart_retry(txn, to);
+                let reply = Msg::RecoverRetryReply {
+                    txn,
+                    from: self.id,
+                    ok,
+                };
+                self.peers_out.push((from, reply));
+            }
+            Msg::RecoverRetryReply { txn, from, ok } => self.on_recover_retry_reply(txn, from, ok),
+            Msg::ExecReply { .. }
+            | Msg::SmartRetryReply { .. }
+            | Msg::DecideAck { .. }
+            | Msg::LastShotAck { .. } => {}
         }
     }
 
@@ -231,6 +289,9 @@ impl Server {
 
     /// Checks the module's invariants; the error says which broke.
     pub fn check_invariants(&self) -> Result<(), String> {
+        if let Some(v) = &self.violation {
+            return Err(v.clone());
+        }
         for (k, ks) in &self.keys {
             for w in ks.versions.windows(2) {
                 if w[0].tw >= w[1].tw || w[0].tr >= w[1].tw {
@@ -257,6 +318,7 @@ impl Server {
     /// Runs shot `shot` of `txn` (its requests on this server). A server may take part in
     /// some shots only; it numbers the transaction's requests in arrival order, which is
     /// the client's order (a shot goes out only once the one before it is answered).
+    #[allow(clippy::too_many_arguments)] // the fields of one message
     fn execute(
         &mut self,
         now: u64,
@@ -265,9 +327,15 @@ impl Server {
         shot: u32,
         ops: Vec<Op>,
         t_ro: Option<u64>,
+        coord: ServerId,
+        cohorts: Option<Vec<ServerId>>,
     ) {
         match self.txns.get(&txn) {
             Some(t) if t.shots.contains(&shot) => {
+                if ops.is_empty() && cohorts.is_some() {
+                    let ok = t.status != Status::Aborted;
+                    self.out.push((txn.client, Msg::LastShotAck { txn, ok }));
+                }
                 // A duplicate or a retransmission: what was answered goes again (an early
                 // abort too, though the transaction is decided here since).
                 let again: Vec<(u32, ExecResult)> = t
@@ -282,9 +350,22 @@ impl Server {
                 }
                 return;
             }
-            // A later shot of a decided transaction (or one aborted before this arrived):
-            // the client has moved on.
-            Some(t) if t.status != Status::Undecided => return,
+            // A later shot of a decided transaction (or one aborted before this arrived). A
+            // client that has moved on ignores any answer; one that was paused while the
+            // backup coordinator aborted it must hear so, or it waits for ever.
+            Some(t) if t.status != Status::Undecided => {
+                if t.status == Status::Aborted {
+                    let (base, ts_server) = (t.ops.len() as u32, t.ts_server);
+                    for i in 0..ops.len() as u32 {
+                        self.send_result(txn, base + i, ExecResult::EarlyAbort, ts_server);
+                    }
+                    if ops.is_empty() && cohorts.is_some() {
+                        let ok = false;
+                        self.out.push((txn.client, Msg::LastShotAck { txn, ok }));
+                    }
+                }
+                return;
+            }
             Some(_) => {}
             None => {
                 self.txns.insert(
@@ -300,6 +381,9 @@ impl Server {
                         shots: Vec::new(),
                         retried: None,
                         ts_server: now,
+                        coord,
+                        cohorts: None,
+                        timer: now.saturating_add(self.recovery_after.unwrap_or(u64::MAX)),
                     },
                 );
             }
@@ -307,6 +391,14 @@ impl Server {
         let t = self.txns.get_mut(&txn).expect("present");
         let base = t.ops.len();
         t.shots.push(shot);
+        if cohorts.is_some() {
+            t.cohorts = cohorts;
+            if ops.is_empty() {
+                let ok = true;
+                self.out.push((txn.client, Msg::LastShotAck { txn, ok }));
+                return;
+            }
+        }
         t.ops.extend(&ops);
         t.versions.resize(base + ops.len(), None);
         t.answered.resize(base + ops.len(), None);
@@ -587,8 +679,8 @@ impl Server {
     /// version it wrote moves only if no one read it (`t_w == t_r`); any version only if
     /// the next one's `t_w` is above `to`. The outcome is recorded: a duplicate, or a
     /// backup coordinator's replay, gets the same answer (digest pitfall 12).
-    fn smart_retry(&mut self, txn: TxnId, to: Ts) {
-        let ok = match self.txns.get(&txn) {
+    fn smart_retry(&mut self, txn: TxnId, to: Ts) -> bool {
+        match self.txns.get(&txn) {
             None => false,
             Some(t) if t.status == Status::Aborted => false,
             Some(t) if t.retried.is_some_and(|(r, _)| r == to) => t.retried.expect("some").1,
@@ -624,9 +716,7 @@ impl Server {
                 self.txns.get_mut(&txn).expect("found").retried = Some((to, movable));
                 movable
             }
-        };
-        self.out
-            .push((txn.client, Msg::SmartRetryReply { txn, ok }));
+        }
     }
 
     fn can_move(&self, txn: TxnId, key: Key, version: u64, to: Ts) -> bool {
@@ -676,11 +766,23 @@ impl Server {
                     shots: Vec::new(),
                     retried: None,
                     ts_server: 0,
+                    coord: 0,
+                    cohorts: None,
+                    timer: u64::MAX,
                 },
             );
             return;
         };
-        if t.status != Status::Undecided || t.read_only {
+        if t.read_only {
+            return;
+        }
+        if t.status != Status::Undecided {
+            if t.status != status {
+                self.violation = Some(format!(
+                    "{txn:?} decided {status:?} after it was {:?} here",
+                    t.status
+                ));
+            }
             return;
         }
         t.status = status;
@@ -798,6 +900,8 @@ mod tests {
                 shot: 1,
                 ops: ops.to_vec(),
                 t_ro: None,
+                coord: 0,
+                cohorts: None,
             },
         );
         replies(s)
@@ -967,6 +1071,8 @@ mod tests {
             shot: 2,
             ops,
             t_ro: None,
+            coord: 0,
+            cohorts: None,
         };
         s.on_message(0, shot_2(vec![Op::Write(A, 5)], t, 10, 1));
         assert!(replies(&mut s).is_empty());
@@ -1001,10 +1107,11 @@ mod tests {
         s.check_invariants().unwrap();
     }
 
-    /// An abort that overtakes the requests it aborts: they arrive to find it decided, and
+    /// An abort that overtakes the requests it aborts: they arrive to find it decided, are
+    /// refused (a client paused while its backup coordinator aborted it learns so), and
     /// leave nothing undecided behind.
     #[test]
-    fn requests_after_their_abort_are_ignored() {
+    fn requests_after_their_abort_are_refused() {
         let mut s = Server::new(Mistakes::default());
         s.on_message(
             0,
@@ -1013,7 +1120,10 @@ mod tests {
                 commit: false,
             },
         );
-        assert!(exec(&mut s, txn(1, 1), ts(10, 1), &[Op::Write(A, 7)]).is_empty());
+        assert_eq!(
+            exec(&mut s, txn(1, 1), ts(10, 1), &[Op::Write(A, 7)]),
+            vec![(0, ExecResult::EarlyAbort)]
+        );
         assert!(s.undecided().is_empty());
         assert_eq!(
             done(&exec(&mut s, txn(2, 1), ts(5, 2), &[Op::Read(A)])).value,

@@ -11,14 +11,14 @@
 //! and the history is strictly serializable ([`crate::check`]).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use crate::baseline::{BaselineClient, BaselineServer, Flavor};
 use crate::check::{serializable_with, strictly_serializable, TxnRecord};
 use crate::client::{Client, ClientEvent, ClientStats};
 use crate::protocol::{ProtocolKind, TxnClient, TxnServer};
 use crate::server::{Mistakes, Server};
-use crate::types::{ClientId, Key, ServerId};
+use crate::types::{ClientId, Effects, Key, ServerId, Ts, TxnId};
 use crate::workload::{random_program, Program, Rng, Workload, Zipf, F1_KEYS, F1_ZIPF};
 
 /// What one run does.
@@ -46,6 +46,14 @@ pub struct SimOptions {
     /// `F1` has its own).
     pub workload: Workload,
     pub mistakes: Mistakes,
+    /// Percent of clients that crash once, at a random moment, and never come back; and
+    /// percent that pause once (their messages lost, their timers stopped) for twice the
+    /// recovery timeout, so the backup coordinator steps in while they live (Figure 8c).
+    pub crash_percent: u64,
+    pub pause_percent: u64,
+    /// NCC's recovery timeout (App. D), in microseconds of each server's clock; `None`:
+    /// no backup coordinator.
+    pub recovery_after: Option<u64>,
     /// NCC-RW: transactions without writes run as read-write ones (no §5.5 protocol).
     pub ncc_rw: bool,
     /// Print every event (for replaying one seed).
@@ -70,6 +78,9 @@ impl SimOptions {
             protocol: ProtocolKind::Ncc,
             workload: Workload::Mixed,
             mistakes: Mistakes::default(),
+            crash_percent: 0,
+            pause_percent: 0,
+            recovery_after: Some(200_000),
             ncc_rw: false,
             trace: false,
         }
@@ -87,6 +98,11 @@ pub struct SimStats {
     pub messages: u64,
     pub lost: u64,
     pub end_time_us: u64,
+    /// Clients crashed and paused, and transactions their backup coordinator committed
+    /// that no client reported.
+    pub crashed: u64,
+    pub paused: u64,
+    pub recovered_commits: u64,
 }
 
 impl SimStats {
@@ -107,6 +123,9 @@ impl SimStats {
         self.messages += o.messages;
         self.lost += o.lost;
         self.end_time_us = self.end_time_us.max(o.end_time_us);
+        self.crashed += o.crashed;
+        self.paused += o.paused;
+        self.recovered_commits += o.recovered_commits;
     }
 }
 
@@ -129,6 +148,12 @@ enum Event<M> {
     Start(ClientId),
     /// A client looks at its timers.
     Tick(ClientId),
+    /// A server looks at its timers.
+    ServerTick(ServerId),
+    /// A client stops for ever.
+    Crash(ClientId),
+    /// A client stops for this long, then goes on.
+    Pause(ClientId, u64),
 }
 
 impl<M: Clone> Event<M> {
@@ -145,6 +170,9 @@ impl<M: Clone> Event<M> {
             },
             Event::Start(c) => Event::Start(*c),
             Event::Tick(c) => Event::Tick(*c),
+            Event::ServerTick(s) => Event::ServerTick(*s),
+            Event::Crash(c) => Event::Crash(*c),
+            Event::Pause(c, d) => Event::Pause(*c, *d),
         }
     }
 }
@@ -166,6 +194,11 @@ struct World<C: TxnClient, S> {
     programs: Vec<Option<Program>>,
     /// Per client: a tick is scheduled.
     ticking: Vec<bool>,
+    server_ticking: Vec<bool>,
+    crashed: Vec<bool>,
+    paused_until: Vec<u64>,
+    /// Transactions whose client reported them committed.
+    reported: BTreeSet<TxnId>,
     next_value: u64,
     zipf: Option<Zipf>,
     history: Vec<TxnRecord>,
@@ -179,7 +212,15 @@ pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
     match opts.protocol {
         ProtocolKind::Ncc => run_with(
             opts,
-            servers.map(|_| Server::new(opts.mistakes)).collect(),
+            servers
+                .map(|s| {
+                    let server = Server::new(opts.mistakes);
+                    match opts.recovery_after {
+                        Some(after) => server.with_recovery(s, after),
+                        None => server,
+                    }
+                })
+                .collect(),
             clients
                 .map(|c| {
                     let mut client = Client::new(c, opts.servers);
@@ -231,6 +272,10 @@ where
         began: vec![0; opts.clients as usize],
         programs: (0..opts.clients).map(|_| None).collect(),
         ticking: vec![false; opts.clients as usize],
+        server_ticking: vec![false; opts.servers as usize],
+        crashed: vec![false; opts.clients as usize],
+        paused_until: vec![0; opts.clients as usize],
+        reported: BTreeSet::new(),
         next_value: 1,
         zipf: (opts.workload == Workload::F1).then(|| Zipf::new(F1_KEYS, F1_ZIPF)),
         history: Vec::new(),
@@ -239,6 +284,15 @@ where
     for c in 0..opts.clients {
         let at = w.rng.below(1_000);
         w.schedule(at, Event::Start(c));
+        // A fault at a moment spread over a run's usual length.
+        if w.rng.below(100) < opts.crash_percent {
+            let at = w.rng.range(1_000, 300_000);
+            w.schedule(at, Event::Crash(c));
+        } else if w.rng.below(100) < opts.pause_percent {
+            let at = w.rng.range(1_000, 300_000);
+            let pause = 2 * opts.recovery_after.unwrap_or(200_000);
+            w.schedule(at, Event::Pause(c, pause));
+        }
     }
     while let Some(Reverse((at, id))) = w.queue.pop() {
         w.now = at;
@@ -248,7 +302,11 @@ where
         let ev = w.events.remove(&id).expect("scheduled");
         w.handle(ev)?;
     }
-    if w.left.iter().any(|&n| n > 0) || !w.clients.iter().all(C::idle) {
+    let live = |c: &usize| !w.crashed[*c];
+    if (0..w.clients.len())
+        .filter(live)
+        .any(|c| w.left[c] > 0 || !w.clients[c].idle())
+    {
         return Err(w.stuck());
     }
     for (s, server) in w.servers.iter().enumerate() {
@@ -257,6 +315,8 @@ where
             return Err(format!("server {s}: transactions left undecided: {open:?}"));
         }
     }
+    w.check_decisions_agree()?;
+    w.add_unreported_commits();
     let versions: Vec<(Key, Vec<u64>)> = w.servers.iter().flat_map(S::committed_versions).collect();
     if let Err(e) = strictly_serializable(&w.history, &versions) {
         if opts.protocol.strict() {
@@ -301,10 +361,13 @@ where
                     println!("{:>8} client {to} <- server {from}: {msg:?}", self.now)
                 }
                 Event::Start(c) => println!("{:>8} client {c} starts", self.now),
-                Event::Tick(_) => {}
+                Event::Crash(c) => println!("{:>8} client {c} crashes", self.now),
+                Event::Pause(c, d) => println!("{:>8} client {c} pauses for {d} µs", self.now),
+                Event::Tick(_) | Event::ServerTick(_) => {}
             }
         }
         match ev {
+            Event::Start(c) if self.crashed[c as usize] => {}
             Event::Start(c) => {
                 let program = self.random_program();
                 let now = self.clock(self.client_skew[c as usize]);
@@ -317,21 +380,32 @@ where
             }
             Event::ToServer { to, msg } => {
                 let now = self.clock(self.server_skew[to as usize]);
-                let server = &mut self.servers[to as usize];
-                server.on_message(now, msg);
-                if self.opts.trace {
-                    println!("         server {to}: {}", server.describe_waits());
+                self.servers[to as usize].on_message(now, msg);
+                self.flush_server(to)?;
+            }
+            Event::ServerTick(s) => {
+                self.server_ticking[s as usize] = false;
+                let now = self.clock(self.server_skew[s as usize]);
+                self.servers[s as usize].tick(now);
+                self.flush_server(s)?;
+            }
+            Event::Crash(c) => {
+                self.crashed[c as usize] = true;
+                self.stats.crashed += 1;
+            }
+            Event::Pause(c, d) => {
+                if !self.crashed[c as usize] {
+                    self.paused_until[c as usize] = self.now + d;
+                    self.stats.paused += 1;
                 }
-                server
-                    .check_invariants()
-                    .map_err(|e| format!("server {to}: {e}"))?;
-                for (c, msg) in server.drain() {
-                    self.send(Event::ToClient {
-                        to: c,
-                        from: to,
-                        msg,
-                    });
-                }
+            }
+            Event::ToClient { to, .. } | Event::Tick(to) if self.crashed[to as usize] => {}
+            Event::ToClient { to, .. } if self.now < self.paused_until[to as usize] => {
+                self.stats.lost += 1;
+            }
+            Event::Tick(c) if self.now < self.paused_until[c as usize] => {
+                let wait = self.paused_until[c as usize] - self.now;
+                self.schedule(wait, Event::Tick(c));
             }
             Event::ToClient { to, from, msg } => {
                 let now = self.clock(self.client_skew[to as usize]);
@@ -346,6 +420,84 @@ where
             }
         }
         Ok(())
+    }
+
+    /// Checks `s`'s invariants and sends what it has to send; keeps its timers ticking.
+    fn flush_server(&mut self, s: ServerId) -> Result<(), String> {
+        let server = &mut self.servers[s as usize];
+        if self.opts.trace {
+            println!("         server {s}: {}", server.describe_waits());
+        }
+        server
+            .check_invariants()
+            .map_err(|e| format!("server {s}: {e}"))?;
+        let (to_clients, to_servers) = (server.drain(), server.drain_peers());
+        let every = server.tick_every();
+        for (c, msg) in to_clients {
+            self.send(Event::ToClient {
+                to: c,
+                from: s,
+                msg,
+            });
+        }
+        for (to, msg) in to_servers {
+            self.send(Event::ToServer { to, msg });
+        }
+        if let Some(every) = every.filter(|_| !self.server_ticking[s as usize]) {
+            self.server_ticking[s as usize] = true;
+            self.schedule(every, Event::ServerTick(s));
+        }
+        Ok(())
+    }
+
+    /// Every server that decided a transaction decided it the same way (App. E.4's I2).
+    fn check_decisions_agree(&self) -> Result<(), String> {
+        let mut seen: BTreeMap<TxnId, (bool, usize)> = BTreeMap::new();
+        for (s, server) in self.servers.iter().enumerate() {
+            for (txn, commit) in server.decisions() {
+                if let Some(&(other, at)) = seen.get(&txn) {
+                    if other != commit {
+                        return Err(format!(
+                            "{txn:?}: committed={other} at server {at}, committed={commit} at server {s}"
+                        ));
+                    }
+                }
+                seen.insert(txn, (commit, s));
+            }
+        }
+        Ok(())
+    }
+
+    /// Transactions the backup coordinator committed for a client that crashed before it
+    /// heard: in the history with what they read and wrote (from the servers), begun when
+    /// their client began them and never returned (no real-time edge leaves them).
+    fn add_unreported_commits(&mut self) {
+        let mut effects: BTreeMap<TxnId, Effects> = BTreeMap::new();
+        for server in &self.servers {
+            for (txn, e) in server.committed_effects() {
+                if self.reported.contains(&txn) {
+                    continue;
+                }
+                let all = effects.entry(txn).or_default();
+                all.reads.extend(e.reads);
+                all.writes.extend(e.writes);
+            }
+        }
+        for (txn, Effects { reads, writes }) in effects {
+            debug_assert!(
+                self.crashed[txn.client as usize],
+                "{txn:?} committed unreported"
+            );
+            self.stats.recovered_commits += 1;
+            self.history.push(TxnRecord {
+                client: txn.client,
+                invoked: self.began[txn.client as usize],
+                completed: u64::MAX,
+                reads,
+                writes,
+                commit_ts: Ts::default(),
+            });
+        }
     }
 
     fn flush_client(&mut self, c: ClientId) {
@@ -383,6 +535,7 @@ where
             }
             ClientEvent::Restarted => {}
             ClientEvent::Committed(o) => {
+                self.reported.insert(o.txn);
                 let writes = o.writes();
                 self.history.push(TxnRecord {
                     client: c,

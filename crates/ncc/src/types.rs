@@ -79,6 +79,21 @@ pub enum Msg {
         shot: u32,
         ops: Vec<Op>,
         t_ro: Option<u64>,
+        /// The transaction's backup coordinator (App. D): one of its servers, the same for
+        /// every request.
+        coord: ServerId,
+        /// On the last shot: every server of the transaction (the cohorts). The last shot
+        /// goes to each of them, with no requests where it has none there, so every cohort
+        /// learns that the client's shots are complete (a record that never learns it
+        /// stays uncleared and would be aborted unilaterally by the backup).
+        cohorts: Option<Vec<ServerId>>,
+    },
+    /// Server → client: a last shot without requests here arrived; `ok` false if the
+    /// transaction is aborted here (its backup coordinator may have aborted it while the
+    /// client was away).
+    LastShotAck {
+        txn: TxnId,
+        ok: bool,
     },
     /// Server → client: the result of request `index` of `txn`'s execute message, released
     /// by response timing control. `ts_server` is the server's clock when it executed the
@@ -110,4 +125,74 @@ pub enum Msg {
     DecideAck {
         txn: TxnId,
     },
+    /// Cohort → backup coordinator: my recovery timer fired and my record is cleared;
+    /// find the outcome (App. D's `resolve_status_coord`).
+    Resolve {
+        txn: TxnId,
+        from: ServerId,
+    },
+    /// Backup coordinator → cohort: send me your record (`get_record`).
+    GetRecord {
+        txn: TxnId,
+        from: ServerId,
+    },
+    Record {
+        txn: TxnId,
+        from: ServerId,
+        record: RecordState,
+    },
+    /// Backup coordinator → cohort: smart retry on the client's behalf; the outcome
+    /// recorded per (transaction, server) makes it agree with the client's own.
+    RecoverRetry {
+        txn: TxnId,
+        to: Ts,
+        from: ServerId,
+    },
+    RecoverRetryReply {
+        txn: TxnId,
+        from: ServerId,
+        ok: bool,
+    },
+}
+
+impl Msg {
+    /// The transaction the message is about.
+    pub fn txn(&self) -> TxnId {
+        match self {
+            Msg::Execute { txn, .. }
+            | Msg::LastShotAck { txn, .. }
+            | Msg::ExecReply { txn, .. }
+            | Msg::SmartRetry { txn, .. }
+            | Msg::SmartRetryReply { txn, .. }
+            | Msg::Decide { txn, .. }
+            | Msg::DecideAck { txn }
+            | Msg::Resolve { txn, .. }
+            | Msg::GetRecord { txn, .. }
+            | Msg::Record { txn, .. }
+            | Msg::RecoverRetry { txn, .. }
+            | Msg::RecoverRetryReply { txn, .. } => *txn,
+        }
+    }
+}
+
+/// A cohort's record of a read-write transaction, as the backup coordinator asks for it
+/// (App. D).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RecordState {
+    /// Some request has not arrived or not been answered: the client cannot have decided
+    /// to commit.
+    Uncleared,
+    /// Every request of every shot answered: the `(t_w, t_r)` pairs the safeguard takes
+    /// (a read-modify-write's read left out).
+    Cleared(Vec<(Ts, Ts)>),
+    Committed,
+    /// Aborted here, or never heard of (now refused here: it can never be answered).
+    Aborted,
+}
+
+/// What a committed transaction read and wrote at one server.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Effects {
+    pub reads: Vec<(Key, Value)>,
+    pub writes: Vec<(Key, Value)>,
 }

@@ -130,14 +130,7 @@ fn involves(to: &To, m: &Msg, c: ClientId) -> bool {
 }
 
 fn txn_client(m: &Msg) -> Option<ClientId> {
-    match m {
-        Msg::Execute { txn, .. }
-        | Msg::ExecReply { txn, .. }
-        | Msg::SmartRetry { txn, .. }
-        | Msg::SmartRetryReply { txn, .. }
-        | Msg::Decide { txn, .. }
-        | Msg::DecideAck { txn } => Some(txn.client),
-    }
+    Some(m.txn().client)
 }
 
 fn to_server(s: ServerId, c: ClientId) -> impl Fn(&To, &Msg) -> bool {

@@ -32,6 +32,8 @@ fn execute(s: &mut Server, txn: TxnId, ts: Ts, op: Op, t_ro: Option<u64>) -> Exe
             shot: 1,
             ops: vec![op],
             t_ro,
+            coord: 0,
+            cohorts: None,
         },
     );
     reply(s)

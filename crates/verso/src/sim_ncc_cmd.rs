@@ -35,6 +35,16 @@ pub struct NccSimArgs {
     /// Percent of messages lost (clients send again what goes unanswered).
     #[arg(long, default_value_t = 2, value_name = "PCT")]
     loss: u64,
+    /// Percent of clients that crash once at a random moment (NCC: their transactions are
+    /// decided by the backup coordinator, App. D).
+    #[arg(long, default_value_t = 0, value_name = "PCT")]
+    crash: u64,
+    /// Percent of clients that pause once, for twice the recovery timeout, and go on.
+    #[arg(long, default_value_t = 0, value_name = "PCT")]
+    pause: u64,
+    /// NCC's recovery timeout, in microseconds (at least two message delays, 4000).
+    #[arg(long, default_value_t = 200_000, value_name = "US")]
+    recovery_after: u64,
     /// NCC-RW: transactions without writes run as read-write ones.
     #[arg(long)]
     ncc_rw: bool,
@@ -55,6 +65,7 @@ pub struct NccSimArgs {
     #[arg(long)]
     threads: Option<usize>,
     /// Reintroduce a mistake (no-timing-control, no-early-abort, no-read-only-check,
+    /// backup-aborts-cleared,
     /// no-read-test-in-smart-retry), to see the checks catch it.
     #[arg(long, hide = true)]
     mistake: Option<String>,
@@ -76,6 +87,20 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         eprintln!("error: --servers, --clients, --keys and --seeds must be at least 1");
         return ExitCode::from(2);
     }
+    let defaults = SimOptions::new(0);
+    if args.recovery_after < 2 * defaults.delay_max {
+        // Shorter than a round trip, the backup aborts transactions faster than their
+        // clients can finish them: correct, but no run ends.
+        eprintln!(
+            "error: --recovery-after must be at least {} µs (two message delays)",
+            2 * defaults.delay_max
+        );
+        return ExitCode::from(2);
+    }
+    if args.protocol != ProtocolKind::Ncc && (args.crash > 0 || args.pause > 0) {
+        eprintln!("error: --crash and --pause need --protocol ncc (the baselines, as the paper runs them, have no backup coordinator)");
+        return ExitCode::from(2);
+    }
     let mut mistakes = Mistakes::default();
     match args.mistake.as_deref() {
         None => {}
@@ -83,6 +108,7 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         Some("no-early-abort") => mistakes.no_early_abort = true,
         Some("no-read-only-check") => mistakes.no_read_only_check = true,
         Some("no-read-test-in-smart-retry") => mistakes.no_read_test_in_smart_retry = true,
+        Some("backup-aborts-cleared") => mistakes.backup_aborts_cleared = true,
         Some(other) => {
             eprintln!("error: unknown --mistake {other}");
             return ExitCode::from(2);
@@ -112,6 +138,9 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         o.loss_percent = args.loss;
         o.ncc_rw = args.ncc_rw;
         o.protocol = args.protocol;
+        o.crash_percent = args.crash;
+        o.pause_percent = args.pause;
+        o.recovery_after = Some(args.recovery_after);
         o.workload = args.workload;
         o.trace = args.trace;
         o.mistakes = mistakes;
@@ -166,5 +195,12 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         "{} messages, {} lost, {} sent again",
         t.messages, t.lost, c.resent
     );
+    if t.crashed + t.paused > 0 {
+        println!(
+            "{} clients crashed, {} paused; {} transactions committed by a backup coordinator \
+             for a crashed client",
+            t.crashed, t.paused, t.recovered_commits
+        );
+    }
     ExitCode::SUCCESS
 }
