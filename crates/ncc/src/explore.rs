@@ -11,6 +11,14 @@
 //! never lost or duplicated here (the simulator covers that); each client's clock is
 //! fixed, so a retry's timestamp is its last plus one, and a schedule in which some
 //! transaction needs more than `attempts_max` attempts is cut (counted, not checked).
+//!
+//! With client failure (`crash`, `timer_fires`): one client may crash at any moment, and
+//! the servers' recovery timers (App. D) fire at any moment too, up to `timer_fires` times
+//! in all, so the backup coordinator also races live clients (a paused client, Figure
+//! 8c). Once nothing else can happen, timers keep firing until every transaction is
+//! decided (a recovery that never decides is reported). Then, besides the above: every
+//! cohort decided each transaction the same way, and the crashed client's transaction, if
+//! its backup committed it, is in the checked history.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashSet;
@@ -32,7 +40,15 @@ pub struct ExploreOptions {
     pub attempts_max: u32,
     /// Give up (an error) past this many distinct states.
     pub states_max: usize,
+    /// This client may crash at any moment (once).
+    pub crash: Option<ClientId>,
+    /// Servers run the backup coordinator, and their timers may fire this many times at
+    /// moments of the explorer's choosing (`None`: no recovery).
+    pub timer_fires: Option<u32>,
 }
+
+/// Timer firings once nothing else can happen, before a recovery counts as stuck.
+const QUIESCENT_FIRES_MAX: u32 = 8;
 
 /// What an exploration covered.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -63,6 +79,10 @@ struct State {
     attempts: Vec<u32>,
     /// Messages in flight, kept sorted (a multiset).
     flight: Vec<(To, Msg)>,
+    crashed: Vec<bool>,
+    /// Timer firings so far, chosen and forced (quiescent).
+    fires: u32,
+    quiescent_fires: u32,
 }
 
 fn hash_of(s: &State) -> u64 {
@@ -76,12 +96,24 @@ fn hash_of(s: &State) -> u64 {
 pub fn explore(o: &ExploreOptions) -> Result<ExploreReport, String> {
     let n = o.programs.len();
     let start = State {
-        servers: (0..o.servers).map(|_| Server::new(o.mistakes)).collect(),
+        servers: (0..o.servers)
+            .map(|s| {
+                let server = Server::new(o.mistakes);
+                // Timers fire when the explorer says (`Server::fire_all_timers`).
+                match o.timer_fires {
+                    Some(_) => server.with_recovery(s, u64::MAX),
+                    None => server,
+                }
+            })
+            .collect(),
         clients: vec![None; n],
         after: vec![Vec::new(); n],
         done: vec![None; n],
         attempts: vec![0; n],
         flight: Vec::new(),
+        crashed: vec![false; n],
+        fires: 0,
+        quiescent_fires: 0,
     };
     let mut report = ExploreReport::default();
     let mut seen: HashSet<u64> = HashSet::new();
@@ -120,6 +152,29 @@ pub fn explore(o: &ExploreOptions) -> Result<ExploreReport, String> {
                 moves.push(Move::Deliver(i));
             }
         }
+        if let Some(c) = o.crash {
+            let ci = c as usize;
+            if state.clients[ci].is_some() && !state.crashed[ci] && state.done[ci].is_none() {
+                moves.push(Move::Crash(c));
+            }
+        }
+        let timers: Vec<ServerId> = (0..o.servers)
+            .filter(|&sv| state.servers[sv as usize].has_timers())
+            .collect();
+        if let Some(max) = o.timer_fires {
+            if moves.is_empty() && !timers.is_empty() {
+                // Nothing else can happen: time passes until the timers decide.
+                if state.quiescent_fires >= QUIESCENT_FIRES_MAX {
+                    return Err(format!(
+                        "recovery never decides: {timers:?} still have undecided transactions\nschedule:\n  {}",
+                        schedule(node, &moves_made)
+                    ));
+                }
+                moves.push(Move::FireAll);
+            } else if state.fires < max {
+                moves.extend(timers.iter().map(|&sv| Move::Fire(sv)));
+            }
+        }
         if moves.is_empty() {
             report.final_states += 1;
             check_final(&state, o)
@@ -155,6 +210,11 @@ pub fn explore(o: &ExploreOptions) -> Result<ExploreReport, String> {
 enum Move {
     Begin(ClientId),
     Deliver(usize),
+    Crash(ClientId),
+    /// A server's recovery timers fire, at a moment of the explorer's choosing.
+    Fire(ServerId),
+    /// Nothing else can happen: time passes and every server's timers fire.
+    FireAll,
 }
 
 /// Applies `mv` to `s`; returns what happened, for a schedule's report.
@@ -180,16 +240,10 @@ fn step(s: &mut State, mv: &Move, o: &ExploreOptions) -> String {
             what = format!("{to:?} <- {msg:?}");
             match to {
                 To::Server(sv) => {
-                    let server = &mut s.servers[sv as usize];
-                    server.on_message(0, msg);
-                    for (c, m) in server.drain() {
-                        // Acknowledgements only stop resending, which never happens here
-                        // (no timers): they would only multiply the schedules.
-                        if !matches!(m, Msg::DecideAck { .. }) {
-                            s.flight.push((To::Client(c, sv), m));
-                        }
-                    }
+                    s.servers[sv as usize].on_message(0, msg);
+                    collect_server(s, sv);
                 }
+                To::Client(c, _) if s.crashed[c as usize] => {}
                 To::Client(c, from) => {
                     let clk = o.programs[c as usize].0;
                     if let Some(client) = s.clients[c as usize].as_mut() {
@@ -199,6 +253,24 @@ fn step(s: &mut State, mv: &Move, o: &ExploreOptions) -> String {
                 }
             }
         }
+        Move::Crash(c) => {
+            s.crashed[c as usize] = true;
+            what = format!("client {c} crashes");
+        }
+        Move::Fire(sv) => {
+            s.fires += 1;
+            s.servers[sv as usize].fire_all_timers();
+            collect_server(s, sv);
+            what = format!("server {sv}'s recovery timers fire");
+        }
+        Move::FireAll => {
+            s.quiescent_fires += 1;
+            for sv in 0..s.servers.len() as ServerId {
+                s.servers[sv as usize].fire_all_timers();
+                collect_server(s, sv);
+            }
+            what = "time passes: every server's recovery timers fire".to_string();
+        }
     }
     s.flight.sort();
     // Counters only: two states that differ in them behave alike.
@@ -206,6 +278,21 @@ fn step(s: &mut State, mv: &Move, o: &ExploreOptions) -> String {
         client.stats = Default::default();
     }
     what
+}
+
+/// Puts what server `sv` sends in flight.
+fn collect_server(s: &mut State, sv: ServerId) {
+    let server = &mut s.servers[sv as usize];
+    for (c, m) in server.drain() {
+        // Acknowledgements only stop resending, which never happens here (no client
+        // timers): they would only multiply the schedules.
+        if !matches!(m, Msg::DecideAck { .. }) {
+            s.flight.push((To::Client(c, sv), m));
+        }
+    }
+    for (to, m) in server.drain_peers() {
+        s.flight.push((To::Server(to), m));
+    }
 }
 
 fn collect(s: &mut State, c: ClientId) {
@@ -229,8 +316,18 @@ fn collect(s: &mut State, c: ClientId) {
 }
 
 fn check_final(s: &State, o: &ExploreOptions) -> Result<(), String> {
-    if let Some(c) = (0..o.programs.len()).find(|&c| s.done[c].is_none()) {
+    if let Some(c) = (0..o.programs.len()).find(|&c| s.done[c].is_none() && !s.crashed[c]) {
         return Err(format!("client {c} never committed (a deadlock)"));
+    }
+    let mut decided: std::collections::BTreeMap<crate::TxnId, bool> = Default::default();
+    for server in &s.servers {
+        for (txn, commit) in server.decisions() {
+            if decided.insert(txn, commit).is_some_and(|d| d != commit) {
+                return Err(format!(
+                    "{txn:?} committed at one server, aborted at another"
+                ));
+            }
+        }
     }
     for (i, server) in s.servers.iter().enumerate() {
         if !server.undecided().is_empty() {
@@ -240,22 +337,35 @@ fn check_final(s: &State, o: &ExploreOptions) -> Result<(), String> {
             ));
         }
     }
-    let history: Vec<TxnRecord> = s
-        .done
-        .iter()
-        .enumerate()
-        .map(|(c, d)| {
-            let (reads, writes) = d.clone().expect("checked");
-            TxnRecord {
-                client: c as ClientId,
-                invoked: 0,
-                completed: 0,
-                reads,
-                writes,
-                commit_ts: Default::default(),
+    let mut history: Vec<TxnRecord> = Vec::new();
+    for (c, d) in s.done.iter().enumerate() {
+        let (reads, writes) = match d {
+            Some(rw) => rw.clone(),
+            // The crashed client's transaction, if its backup committed it: what it read
+            // and wrote, from the servers.
+            None => {
+                let mut reads = Vec::new();
+                let mut writes = Vec::new();
+                for server in &s.servers {
+                    for (txn, e) in server.committed_effects() {
+                        if txn.client == c as ClientId {
+                            reads.extend(e.reads);
+                            writes.extend(e.writes);
+                        }
+                    }
+                }
+                (reads, writes)
             }
-        })
-        .collect();
+        };
+        history.push(TxnRecord {
+            client: c as ClientId,
+            invoked: 0,
+            completed: 0,
+            reads,
+            writes,
+            commit_ts: Default::default(),
+        });
+    }
     let real_time: Vec<(usize, usize)> = s
         .after
         .iter()

@@ -66,8 +66,27 @@ impl Server {
             .filter(|(_, t)| awaits_decision(t) && t.timer <= now)
             .map(|(&id, _)| id)
             .collect();
-        for txn in due {
-            self.txns.get_mut(&txn).expect("listed").timer = now + after;
+        for &txn in &due {
+            self.txns.get_mut(&txn).expect("listed").timer = now.saturating_add(after);
+        }
+        self.fire(due);
+    }
+
+    /// Fires every recovery timer now, whatever is due (the model checker's time passes
+    /// only when it chooses, and timers' values would only multiply its states).
+    pub fn fire_all_timers(&mut self) {
+        let all: Vec<TxnId> = self
+            .txns
+            .iter()
+            .filter(|(_, t)| awaits_decision(t))
+            .map(|(&id, _)| id)
+            .collect();
+        self.fire(all);
+    }
+
+    /// What a recovery timer does for each of `txns` (module docs).
+    fn fire(&mut self, txns: Vec<TxnId>) {
+        for txn in txns {
             if !self.cleared(txn) || self.mistakes.backup_aborts_cleared {
                 self.abort_unilaterally(txn, None);
             } else if self.txns[&txn].coord == self.id {
