@@ -20,4 +20,11 @@ cargo run --release --quiet -p verso -- sim cluster --seeds $((secs * 500)) --se
 cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 1000)) --seed "$RANDOM$RANDOM"
 cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 500)) --seed "$RANDOM$RANDOM" \
   --keys 3 --skew 5000 --loss 10
+# Clients crashing and pausing, with a recovery timeout short enough to race live clients.
+cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 500)) --seed "$RANDOM$RANDOM" \
+  --crash 25 --pause 25 --recovery-after 5000
+# The baselines on the same simulator (TAPIR-CC's strict violations are counted, not failed).
+for p in docc d2pl-no-wait d2pl-wound-wait tapir-cc; do
+  cargo run --release --quiet -p verso -- sim ncc --protocol "$p" --seeds $((secs * 200)) --seed "$RANDOM$RANDOM"
+done
 echo "== soak passed"

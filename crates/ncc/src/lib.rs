@@ -23,8 +23,9 @@
 //! (a later shot may write back a key an earlier one read: read-modify-write) and one-shot
 //! read-only transactions, with every piece above; and the paper's baselines ([`baseline`]:
 //! dOCC, d2PL-no-wait, d2PL-wound-wait, TAPIR-CC) behind the same [`protocol`] traits, so
-//! one simulator, workload ([`workload`]) and checker serve all five. The backup
-//! coordinator (client failure) and replication are not yet built.
+//! one simulator, workload ([`workload`]) and checker serve all five; and client failure,
+//! handled by a backup coordinator among each transaction's servers (App. D; the server's
+//! `recovery` module). Replication of NCC's state is not yet built.
 
 pub mod baseline;
 pub mod check;
