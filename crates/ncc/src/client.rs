@@ -119,6 +119,8 @@ pub struct ClientStats {
     pub safeguard_aborts: u64,
     /// Baselines: attempts aborted by a refused lock, a failed validation or a wound.
     pub aborts: u64,
+    /// Reads of the transaction's own earlier write, answered by the client.
+    pub read_after_write: u64,
     pub resent: u64,
 }
 
@@ -317,13 +319,26 @@ impl Client {
         let mut shot: BTreeMap<ServerId, Vec<Op>> = BTreeMap::new();
         a.shot_start = a.ops.len();
         for op in ops {
-            // A key appears once per transaction, except that a later shot may write a key
-            // an earlier one read (read-modify-write).
+            // Read-after-write (§5.1, digest pitfall 9): a read of a key this transaction
+            // wrote in an earlier shot is its own write, answered here and never sent. Its
+            // pair is left out of the safeguard like a read-modify-write's read.
+            if let Some(v) = own_write(&a.ops, op) {
+                self.stats.read_after_write += 1;
+                a.ops.push(op);
+                a.replies.push(Some(OpReply {
+                    value: Some(v),
+                    tw: Ts::default(),
+                    tr: Ts::default(),
+                }));
+                continue;
+            }
+            // Otherwise a key appears once per transaction, except that a later shot may
+            // write a key an earlier one read (read-modify-write).
             debug_assert!(
                 a.ops
                     .iter()
                     .all(|o| o.key() != op.key() || (!o.is_write() && op.is_write())),
-                "each key at most once per transaction, or read then written"
+                "each key at most once per transaction, read then written, or written then read"
             );
             let s = shard_of(op.key(), self.servers);
             a.coord.get_or_insert(s);
@@ -571,6 +586,17 @@ impl Client {
         self.events.push(ClientEvent::Restarted);
         self.begin_attempt(now, a.first_shot, a.first_is_last, a.attempts + 1);
     }
+}
+
+/// If `op` reads a key that `earlier` wrote, the value written.
+pub(crate) fn own_write(earlier: &[Op], op: Op) -> Option<Value> {
+    let Op::Read(k) = op else {
+        return None;
+    };
+    earlier.iter().rev().find_map(|o| match *o {
+        Op::Write(wk, v) if wk == k => Some(v),
+        _ => None,
+    })
 }
 
 /// The values `ops`' reads returned, in order.

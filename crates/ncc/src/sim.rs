@@ -118,6 +118,7 @@ impl SimStats {
         c.ro_aborts += d.ro_aborts;
         c.safeguard_aborts += d.safeguard_aborts;
         c.aborts += d.aborts;
+        c.read_after_write += d.read_after_write;
         c.resent += d.resent;
         self.strict_violations += o.strict_violations;
         self.messages += o.messages;

@@ -128,10 +128,13 @@ pub(crate) struct SecondShot {
     values: Vec<u64>,
     /// Read-modify-write: write back every key the first shot read instead.
     rmw: bool,
+    /// Read-after-write: read back these keys, which the first shot wrote.
+    read_back: Vec<Key>,
 }
 
 impl SecondShot {
     pub(crate) fn ops(&self, reads: &[(Key, u64)]) -> Vec<Op> {
+        let back = self.read_back.iter().map(|&k| Op::Read(k));
         if self.rmw {
             return reads
                 .iter()
@@ -141,11 +144,12 @@ impl SecondShot {
         }
         let seen: u64 = reads.iter().map(|&(_, v)| v).sum();
         let n = self.candidates.len();
-        self.values
+        let writes = self
+            .values
             .iter()
             .enumerate()
-            .map(|(i, &v)| Op::Write(self.candidates[(seen as usize + i) % n], v))
-            .collect()
+            .map(|(i, &v)| Op::Write(self.candidates[(seen as usize + i) % n], v));
+        back.chain(writes).collect()
     }
 }
 
@@ -180,9 +184,18 @@ fn mixed_program(rng: &mut Rng, opts: &SimOptions, next_value: &mut u64) -> Prog
     let n = n.min(keys.len());
     if two_shots && keys.len() >= 2 {
         let reads = n.min(keys.len() - 1).max(1);
-        let first = keys[..reads].iter().map(|&k| Op::Read(k)).collect();
+        let mut first: Vec<Op> = keys[..reads].iter().map(|&k| Op::Read(k)).collect();
         let candidates = keys[reads..].to_vec();
-        let rmw = rng.below(2) == 0;
+        let shape = rng.below(3);
+        let rmw = shape == 0;
+        // Read-after-write: the first shot writes its last key instead of reading it, and
+        // the second reads it back.
+        let mut read_back = Vec::new();
+        if shape == 1 && reads >= 2 {
+            let k = keys[reads - 1];
+            first[reads - 1] = Op::Write(k, fresh_value(next_value));
+            read_back.push(k);
+        }
         let writes = if rmw {
             reads
         } else {
@@ -195,6 +208,7 @@ fn mixed_program(rng: &mut Rng, opts: &SimOptions, next_value: &mut u64) -> Prog
                 candidates,
                 values,
                 rmw,
+                read_back,
             }),
         };
     }

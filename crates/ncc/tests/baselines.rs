@@ -51,6 +51,7 @@ fn clients_of(tweak: &impl Fn(&mut SimOptions)) -> u32 {
 fn docc_is_strictly_serializable() {
     let t = seeds(ProtocolKind::Docc, 0..1_000, |_| {});
     assert!(t.clients.aborts > 0 && t.clients.multi_shot > 0, "{t:?}");
+    assert!(t.clients.read_after_write > 0, "{t:?}");
 }
 
 #[test]

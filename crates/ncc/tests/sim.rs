@@ -40,7 +40,7 @@ fn a_thousand_seeds_are_strictly_serializable_and_finish() {
         "{c:?}"
     );
     assert!(c.early_aborts > 0 && c.ro_aborts > 0, "{c:?}");
-    assert!(c.multi_shot > 10_000, "{c:?}");
+    assert!(c.multi_shot > 10_000 && c.read_after_write > 1_000, "{c:?}");
     assert!(total.lost > 0 && c.resent > 0, "{total:?}");
     eprintln!("{total:?}");
 }

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{BMsg, Flavor, Version};
-use crate::client::{shard_of, ClientEvent, ClientStats, Outcome};
+use crate::client::{own_write, shard_of, ClientEvent, ClientStats, Outcome};
 use crate::protocol::TxnClient;
 use crate::types::{ClientId, Key, Op, ServerId, Ts, TxnId, Value};
 
@@ -49,6 +49,9 @@ struct Attempt {
     last_sent: u64,
     attempts: u32,
 }
+
+/// The version a read-after-write records: its own write, which no server validates.
+const OWN_WRITE: Version = Version::MAX;
 
 /// One server's part of a prepare: reads to validate (with the versions they returned),
 /// writes, and reads to run now (TAPIR-CC's merged last shot).
@@ -159,6 +162,13 @@ impl BaselineClient {
         a.last_shot = last;
         let mut shot: BTreeMap<ServerId, Vec<Op>> = BTreeMap::new();
         for op in ops {
+            // Read-after-write: its own write, answered here (never validated or locked).
+            if let Some(v) = own_write(&a.ops, op) {
+                self.stats.read_after_write += 1;
+                a.ops.push(op);
+                a.reads.push(Some((v, OWN_WRITE)));
+                continue;
+            }
             a.ops.push(op);
             a.reads.push(None);
             // dOCC and TAPIR-CC keep writes here until prepare.
@@ -225,6 +235,7 @@ impl BaselineClient {
             let s = shard_of(op.key(), servers);
             match *op {
                 Op::Write(k, v) => per.entry(s).or_default().1.push((k, v)),
+                Op::Read(_) if a.reads[i].is_some_and(|r| r.1 == OWN_WRITE) => {}
                 Op::Read(k) => match a.reads[i] {
                     Some((_, ver)) => per.entry(s).or_default().0.push((k, ver)),
                     // TAPIR-CC's merged last shot.
@@ -366,7 +377,7 @@ impl TxnClient for BaselineClient {
                 let mut answers = reads.into_iter();
                 for i in a.shot_start..a.ops.len() {
                     if let Op::Read(k) = a.ops[i] {
-                        if shard_of(k, servers) == from {
+                        if shard_of(k, servers) == from && a.reads[i].is_none() {
                             let (rk, v, ver) = answers.next().expect("one answer per read");
                             debug_assert_eq!(rk, k);
                             a.reads[i] = Some((v, ver));
