@@ -49,7 +49,7 @@ impl Outcome {
         self.ops
             .iter()
             .filter_map(|op| match *op {
-                Op::Write(k, v) => Some((k, v)),
+                Op::Write(k, v) | Op::ReadWrite(k, v) => Some((k, v)),
                 Op::Read(_) => None,
             })
             .collect()
@@ -593,10 +593,10 @@ pub(crate) fn own_write(earlier: &[Op], op: Op) -> Option<Value> {
     let Op::Read(k) = op else {
         return None;
     };
-    earlier.iter().rev().find_map(|o| match *o {
-        Op::Write(wk, v) if wk == k => Some(v),
-        _ => None,
-    })
+    earlier
+        .iter()
+        .rev()
+        .find_map(|o| o.written().filter(|_| o.key() == k))
 }
 
 /// The values `ops`' reads returned, in order.
@@ -604,7 +604,9 @@ fn reads_of(ops: &[Op], replies: &[Option<OpReply>]) -> Vec<(Key, Value)> {
     ops.iter()
         .zip(replies)
         .filter_map(|(op, r)| match (op, r) {
-            (Op::Read(k), Some(r)) => Some((*k, r.value.expect("a read returns a value"))),
+            (op, Some(r)) if op.reads() => {
+                Some((op.key(), r.value.expect("a read returns a value")))
+            }
             _ => None,
         })
         .collect()

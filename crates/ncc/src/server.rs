@@ -493,7 +493,12 @@ impl Server {
         }
         let curr = ks.versions.last_mut().expect("a key has a version");
         match op {
-            Op::Write(_, value) => {
+            Op::Write(_, value) | Op::ReadWrite(_, value) => {
+                // A read-write reads the version its write goes right above: its `t_r`
+                // need not rise (the write's `t_w` is above it anyway), and only the
+                // write's pair goes to the safeguard.
+                let replaced = op.reads().then_some(curr.value);
+                curr.read |= op.reads() && curr.writer != Some(txn);
                 let tw = Ts {
                     clk: ts.clk.max(curr.tr.clk + 1),
                     cid: ts.cid,
@@ -514,7 +519,7 @@ impl Server {
                 (
                     id,
                     OpReply {
-                        value: None,
+                        value: replaced,
                         tw,
                         tr: tw,
                     },
@@ -675,6 +680,33 @@ impl Server {
         }
     }
 
+    /// The version below `above` on `key` was aborted: if `above` was written by a
+    /// read-write, what it read is gone, and it reads the version now below it instead
+    /// (its answer is still held: a write waits for the undecided write before it, D3).
+    fn reread_below(&mut self, key: Key, above: u64) {
+        let Some(ks) = self.keys.get_mut(&key) else {
+            return;
+        };
+        let Some(i) = ks.versions.iter().position(|x| x.id == above) else {
+            return;
+        };
+        let below = &ks.versions[i - 1];
+        let (value, below_writer) = (below.value, below.writer);
+        for item in ks.queue.iter_mut() {
+            let fresh = item.version == above && item.status == Status::Undecided;
+            if fresh && matches!(item.op, Op::ReadWrite(..)) {
+                debug_assert!(
+                    !item.sent,
+                    "a read-write's answer waits for the write below"
+                );
+                item.reply.value = Some(value);
+                if below_writer != Some(item.txn) {
+                    ks.versions[i - 1].read = true;
+                }
+            }
+        }
+    }
+
     /// Smart retry (Alg 5.4): moves every version `txn` touched here to `to`, or none. A
     /// version it wrote moves only if no one read it (`t_w == t_r`); any version only if
     /// the next one's `t_w` is above `to`. The outcome is recorded: a duplicate, or a
@@ -792,7 +824,7 @@ impl Server {
         // reads then writes it), and its queue must not release a read of the write's
         // version before that version is gone (the simulator found that).
         for &(op, version) in &touched {
-            let (Op::Write(..), Some(v)) = (op, version) else {
+            let (true, Some(v)) = (op.is_write(), version) else {
                 continue;
             };
             let key = op.key();
@@ -805,7 +837,12 @@ impl Server {
                     ver.committed = true;
                 }
             } else {
+                let at = ks.versions.iter().position(|x| x.id == v);
+                let above = at.and_then(|i| ks.versions.get(i + 1)).map(|x| x.id);
                 ks.versions.retain(|x| x.id != v);
+                if let Some(above) = above {
+                    self.reread_below(key, above);
+                }
                 self.rerun_reads_of(key, v);
             }
         }

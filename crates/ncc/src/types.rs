@@ -30,17 +30,36 @@ pub struct TxnId {
 pub enum Op {
     Read(Key),
     Write(Key, Value),
+    /// Read the key and write a new value in its place, in one request at one point of
+    /// the key's order: a server-side read-modify-write (a TPC-C "piece" such as the
+    /// district's next order number). The value is the client's (unique, so a read names
+    /// its write); what the request returns is the value it replaced.
+    ReadWrite(Key, Value),
 }
 
 impl Op {
     pub fn key(&self) -> Key {
         match *self {
-            Op::Read(k) | Op::Write(k, _) => k,
+            Op::Read(k) | Op::Write(k, _) | Op::ReadWrite(k, _) => k,
         }
     }
 
+    /// Whether it writes (a write, or a read-write).
     pub fn is_write(&self) -> bool {
-        matches!(self, Op::Write(..))
+        matches!(self, Op::Write(..) | Op::ReadWrite(..))
+    }
+
+    /// Whether it returns a value (a read, or a read-write).
+    pub fn reads(&self) -> bool {
+        matches!(self, Op::Read(_) | Op::ReadWrite(..))
+    }
+
+    /// The value it writes.
+    pub fn written(&self) -> Option<Value> {
+        match *self {
+            Op::Write(_, v) | Op::ReadWrite(_, v) => Some(v),
+            Op::Read(_) => None,
+        }
     }
 }
 

@@ -131,3 +131,33 @@ fn f1_ncc_needs_half_the_messages_of_docc_and_wound_wait() {
         );
     }
 }
+
+/// TPC-C (Payment and Order-Status in two shots, updates as server-side read-writes), one
+/// warehouse per server and a client per warehouse: NCC-RW passes the safeguard for more
+/// than 80 % of its transactions and aborts fewer than 10 % from scratch (issue 18's
+/// target), and every protocol stays correct.
+#[test]
+fn tpcc_ncc_rw_mostly_passes_the_safeguard() {
+    let tpcc = |o: &mut SimOptions| {
+        o.workload = Workload::Tpcc;
+        o.servers = 8;
+        o.clients = 8;
+    };
+    let t = seeds(ProtocolKind::Ncc, 0..50, |o| {
+        tpcc(o);
+        o.ncc_rw = true;
+    });
+    let c = t.clients;
+    let retried_from_scratch = 1.0 - c.committed_first_try as f64 / c.committed as f64;
+    let passed_safeguard = 1.0 - c.smart_retries as f64 / c.committed as f64;
+    assert!(retried_from_scratch < 0.10, "{c:?}");
+    assert!(passed_safeguard > 0.80, "{c:?}");
+    for p in [
+        ProtocolKind::Docc,
+        ProtocolKind::D2plNoWait,
+        ProtocolKind::D2plWoundWait,
+        ProtocolKind::TapirCc,
+    ] {
+        seeds(p, 0..20, tpcc);
+    }
+}

@@ -32,6 +32,12 @@ pub struct NccSimArgs {
     /// Clocks are off real time by up to this many microseconds, either way.
     #[arg(long, default_value_t = 500, value_name = "US")]
     skew: u64,
+    /// One-way message delay, uniform in [--delay-min, --delay-max] microseconds (a wide
+    /// range reorders much more than a datacenter network does).
+    #[arg(long, default_value_t = 50, value_name = "US")]
+    delay_min: u64,
+    #[arg(long, default_value_t = 2_000, value_name = "US")]
+    delay_max: u64,
     /// Percent of messages lost (clients send again what goes unanswered).
     #[arg(long, default_value_t = 2, value_name = "PCT")]
     loss: u64,
@@ -42,7 +48,7 @@ pub struct NccSimArgs {
     /// Percent of clients that pause once, for twice the recovery timeout, and go on.
     #[arg(long, default_value_t = 0, value_name = "PCT")]
     pause: u64,
-    /// NCC's recovery timeout, in microseconds (at least two message delays, 4000).
+    /// NCC's recovery timeout, in microseconds (at least two --delay-max).
     #[arg(long, default_value_t = 200_000, value_name = "US")]
     recovery_after: u64,
     /// NCC-RW: transactions without writes run as read-write ones.
@@ -53,9 +59,9 @@ pub struct NccSimArgs {
     /// violations are counted, not failures).
     #[arg(long, default_value = "ncc", value_parser = parse_protocol)]
     protocol: ProtocolKind,
-    /// What clients run: mixed (every transaction shape over --keys contended keys) or f1
-    /// (the paper's Google-F1 mix: 1-10 keys of 1 M by Zipf 0.8, 0.3 % writing; --keys is
-    /// ignored).
+    /// What clients run: mixed (every transaction shape over --keys contended keys), f1
+    /// (the paper's Google-F1 mix: 1-10 keys of 1 M by Zipf 0.8, 0.3 % writing) or tpcc
+    /// (TPC-C's five transactions, one warehouse per server); --keys is for mixed only.
     #[arg(long, default_value = "mixed", value_parser = parse_workload)]
     workload: Workload,
     /// Print every event of each run (use with one seed).
@@ -79,7 +85,7 @@ fn parse_protocol(s: &str) -> Result<ProtocolKind, String> {
 }
 
 fn parse_workload(s: &str) -> Result<Workload, String> {
-    Workload::parse(s).ok_or_else(|| format!("unknown workload {s:?}; one of mixed, f1"))
+    Workload::parse(s).ok_or_else(|| format!("unknown workload {s:?}; one of mixed, f1, tpcc"))
 }
 
 pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
@@ -87,13 +93,16 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         eprintln!("error: --servers, --clients, --keys and --seeds must be at least 1");
         return ExitCode::from(2);
     }
-    let defaults = SimOptions::new(0);
-    if args.recovery_after < 2 * defaults.delay_max {
+    if args.delay_min > args.delay_max {
+        eprintln!("error: --delay-min must not exceed --delay-max");
+        return ExitCode::from(2);
+    }
+    if args.recovery_after < 2 * args.delay_max {
         // Shorter than a round trip, the backup aborts transactions faster than their
         // clients can finish them: correct, but no run ends.
         eprintln!(
             "error: --recovery-after must be at least {} µs (two message delays)",
-            2 * defaults.delay_max
+            2 * args.delay_max
         );
         return ExitCode::from(2);
     }
@@ -135,6 +144,8 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         o.keys = args.keys;
         o.txns_per_client = args.txns;
         o.skew_max = args.skew;
+        o.delay_min = args.delay_min;
+        o.delay_max = args.delay_max;
         o.loss_percent = args.loss;
         o.ncc_rw = args.ncc_rw;
         o.protocol = args.protocol;

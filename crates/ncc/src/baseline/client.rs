@@ -171,11 +171,17 @@ impl BaselineClient {
             }
             a.ops.push(op);
             a.reads.push(None);
-            // dOCC and TAPIR-CC keep writes here until prepare.
-            if flavor.locks_at_execute() || !op.is_write() {
+            // dOCC and TAPIR-CC keep writes here until prepare (a read-write's read goes
+            // now, its write then).
+            let sent = match op {
+                _ if flavor.locks_at_execute() => Some(op),
+                Op::Read(_) | Op::ReadWrite(..) => Some(Op::Read(op.key())),
+                Op::Write(..) => None,
+            };
+            if let Some(sent) = sent {
                 shot.entry(shard_of(op.key(), servers))
                     .or_default()
-                    .push(op);
+                    .push(sent);
             }
         }
         if flavor == Flavor::TapirCc && last {
@@ -210,10 +216,8 @@ impl BaselineClient {
             let reads = a.ops[a.shot_start..]
                 .iter()
                 .zip(&a.reads[a.shot_start..])
-                .filter_map(|(op, r)| match op {
-                    Op::Read(k) => Some((*k, r.expect("answered").0)),
-                    Op::Write(..) => None,
-                })
+                .filter(|(op, _)| op.reads())
+                .map(|(op, r)| (op.key(), r.expect("answered").0))
                 .collect();
             self.events.push(ClientEvent::ShotDone { reads });
             return;
@@ -233,14 +237,17 @@ impl BaselineClient {
         let mut per: BTreeMap<ServerId, PrepareParts> = BTreeMap::new();
         for (i, op) in a.ops.iter().enumerate() {
             let s = shard_of(op.key(), servers);
-            match *op {
-                Op::Write(k, v) => per.entry(s).or_default().1.push((k, v)),
-                Op::Read(_) if a.reads[i].is_some_and(|r| r.1 == OWN_WRITE) => {}
-                Op::Read(k) => match a.reads[i] {
-                    Some((_, ver)) => per.entry(s).or_default().0.push((k, ver)),
-                    // TAPIR-CC's merged last shot.
-                    None => per.entry(s).or_default().2.push(k),
-                },
+            let k = op.key();
+            if let Some(v) = op.written() {
+                per.entry(s).or_default().1.push((k, v));
+            }
+            if !op.reads() || a.reads[i].is_some_and(|r| r.1 == OWN_WRITE) {
+                continue;
+            }
+            match a.reads[i] {
+                Some((_, ver)) => per.entry(s).or_default().0.push((k, ver)),
+                // TAPIR-CC's merged last shot.
+                None => per.entry(s).or_default().2.push(k),
             }
         }
         // d2PL-wound-wait asks only the servers that hold its locks.
@@ -283,10 +290,8 @@ impl BaselineClient {
             .ops
             .iter()
             .zip(&a.reads)
-            .filter_map(|(op, r)| match op {
-                Op::Read(k) => Some((*k, r.expect("every read answered").0)),
-                Op::Write(..) => None,
-            })
+            .filter(|(op, _)| op.reads())
+            .map(|(op, r)| (op.key(), r.expect("every read answered").0))
             .collect();
         self.events.push(ClientEvent::Committed(Outcome {
             ops: a.ops,
@@ -376,12 +381,11 @@ impl TxnClient for BaselineClient {
                 // The server answers its reads in the shot's order.
                 let mut answers = reads.into_iter();
                 for i in a.shot_start..a.ops.len() {
-                    if let Op::Read(k) = a.ops[i] {
-                        if shard_of(k, servers) == from && a.reads[i].is_none() {
-                            let (rk, v, ver) = answers.next().expect("one answer per read");
-                            debug_assert_eq!(rk, k);
-                            a.reads[i] = Some((v, ver));
-                        }
+                    let (op, k) = (a.ops[i], a.ops[i].key());
+                    if op.reads() && shard_of(k, servers) == from && a.reads[i].is_none() {
+                        let (rk, v, ver) = answers.next().expect("one answer per read");
+                        debug_assert_eq!(rk, k);
+                        a.reads[i] = Some((v, ver));
                     }
                 }
                 if waiting.is_empty() {
@@ -410,12 +414,11 @@ impl TxnClient for BaselineClient {
                 }
                 let mut answers = reads.into_iter();
                 for i in 0..a.ops.len() {
-                    if let Op::Read(k) = a.ops[i] {
-                        if a.reads[i].is_none() && shard_of(k, servers) == from {
-                            let (rk, v, ver) = answers.next().expect("one answer per read");
-                            debug_assert_eq!(rk, k);
-                            a.reads[i] = Some((v, ver));
-                        }
+                    let (op, k) = (a.ops[i], a.ops[i].key());
+                    if op.reads() && a.reads[i].is_none() && shard_of(k, servers) == from {
+                        let (rk, v, ver) = answers.next().expect("one answer per read");
+                        debug_assert_eq!(rk, k);
+                        a.reads[i] = Some((v, ver));
                     }
                 }
                 if waiting.is_empty() {

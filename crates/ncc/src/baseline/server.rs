@@ -237,11 +237,11 @@ impl BaselineServer {
                 let st = self.txns.get_mut(&txn).expect("known");
                 st.holds.insert(k);
                 let p = st.parked.as_mut().expect("parked");
-                match op {
-                    Op::Read(_) => p.reads.push((k, v, ver)),
-                    Op::Write(_, value) => {
-                        st.writes.insert(k, value);
-                    }
+                if op.reads() {
+                    p.reads.push((k, v, ver));
+                }
+                if let Some(value) = op.written() {
+                    st.writes.insert(k, value);
                 }
                 p.next += 1;
                 continue;

@@ -113,6 +113,13 @@ impl Server {
                             e.reads.push((k, r.value.expect("a read returns a value")));
                         }
                         (Op::Write(k, v), _) => e.writes.push((k, v)),
+                        (Op::ReadWrite(k, v), answer) => {
+                            if let Some(ExecResult::Done(r)) = answer {
+                                e.reads
+                                    .push((k, r.value.expect("a read-write returns a value")));
+                            }
+                            e.writes.push((k, v));
+                        }
                         _ => {}
                     }
                 }

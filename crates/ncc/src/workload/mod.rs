@@ -3,19 +3,25 @@
 //! - [`Workload::Mixed`]: every shape the protocols must handle, over a small contended key
 //!   space: read-only, one-shot read-write, and two shots whose second writes keys chosen by
 //!   what the first read, or writes back the keys it read (read-modify-write).
+//! - [`Workload::Tpcc`]: TPC-C's five transactions in the paper's mix and shapes (§6.1;
+//!   Payment and Order-Status in two shots), one warehouse per server ([`tpcc`]).
 //! - [`Workload::F1`]: the paper's Google-F1 mix (§6.1, digest §4): one shot of 1-10 keys
 //!   drawn from 1 M keys by a Zipf 0.8 law, the popular keys spread at random; 0.3 % of
 //!   transactions write (the paper's write fraction; which of a read-write transaction's
 //!   keys it writes the paper does not say: here every other one, at least one).
 
+pub mod tpcc;
+
 use crate::sim::SimOptions;
 use crate::types::{Key, Op};
+pub(crate) use tpcc::TpccSecond;
 
 /// Which mix (module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workload {
     Mixed,
     F1,
+    Tpcc,
 }
 
 impl Workload {
@@ -23,6 +29,7 @@ impl Workload {
         match s {
             "mixed" => Some(Workload::Mixed),
             "f1" => Some(Workload::F1),
+            "tpcc" => Some(Workload::Tpcc),
             _ => None,
         }
     }
@@ -123,7 +130,21 @@ pub(crate) struct Program {
 /// The second shot of a two-shot transaction: it writes `values.len()` of `candidates`,
 /// chosen by the values the first shot read (so an attempt that read differently writes
 /// different keys), or, for a read-modify-write, the keys the first shot read.
-pub(crate) struct SecondShot {
+pub(crate) enum SecondShot {
+    Mixed(MixedSecond),
+    Tpcc(TpccSecond),
+}
+
+impl SecondShot {
+    pub(crate) fn ops(&self, reads: &[(Key, u64)]) -> Vec<Op> {
+        match self {
+            SecondShot::Mixed(m) => m.ops(reads),
+            SecondShot::Tpcc(t) => t.ops(reads),
+        }
+    }
+}
+
+pub(crate) struct MixedSecond {
     candidates: Vec<Key>,
     values: Vec<u64>,
     /// Read-modify-write: write back every key the first shot read instead.
@@ -132,8 +153,8 @@ pub(crate) struct SecondShot {
     read_back: Vec<Key>,
 }
 
-impl SecondShot {
-    pub(crate) fn ops(&self, reads: &[(Key, u64)]) -> Vec<Op> {
+impl MixedSecond {
+    fn ops(&self, reads: &[(Key, u64)]) -> Vec<Op> {
         let back = self.read_back.iter().map(|&k| Op::Read(k));
         if self.rmw {
             return reads
@@ -154,7 +175,7 @@ impl SecondShot {
 }
 
 /// A value no other write uses: a read names the write it saw.
-fn fresh_value(next_value: &mut u64) -> u64 {
+pub(crate) fn fresh_value(next_value: &mut u64) -> u64 {
     *next_value += 1;
     *next_value
 }
@@ -169,6 +190,7 @@ pub(crate) fn random_program(
     match opts.workload {
         Workload::Mixed => mixed_program(rng, opts, next_value),
         Workload::F1 => f1_program(rng, next_value, zipf.expect("made for F1")),
+        Workload::Tpcc => tpcc::program(rng, opts.servers, next_value),
     }
 }
 
@@ -204,12 +226,12 @@ fn mixed_program(rng: &mut Rng, opts: &SimOptions, next_value: &mut u64) -> Prog
         let values = (0..writes).map(|_| fresh_value(next_value)).collect();
         return Program {
             first,
-            second: Some(SecondShot {
+            second: Some(SecondShot::Mixed(MixedSecond {
                 candidates,
                 values,
                 rmw,
                 read_back,
-            }),
+            })),
         };
     }
     let write_at = rng.below(n as u64) as usize;
@@ -218,7 +240,12 @@ fn mixed_program(rng: &mut Rng, opts: &SimOptions, next_value: &mut u64) -> Prog
         .enumerate()
         .map(|(i, &k)| {
             if !read_only && (i == write_at || rng.below(2) == 0) {
-                Op::Write(k, fresh_value(next_value))
+                // A third of the writes read what they replace (server-side read-modify-write).
+                if rng.below(3) == 0 {
+                    Op::ReadWrite(k, fresh_value(next_value))
+                } else {
+                    Op::Write(k, fresh_value(next_value))
+                }
             } else {
                 Op::Read(k)
             }
