@@ -1167,4 +1167,32 @@ mod tests {
             Some(0)
         );
     }
+
+    /// A read-write returns the value it replaced; if that value's writer aborts, its
+    /// held answer reads the version below instead, and a commit then installs it on top.
+    #[test]
+    fn a_read_write_rereads_when_the_version_it_read_aborts() {
+        let mut s = Server::new(Mistakes::default());
+        done(&exec(&mut s, txn(1, 1), ts(10, 1), &[Op::Write(A, 7)]));
+        // Above the undecided write: its answer waits for it (D3).
+        assert!(exec(&mut s, txn(2, 1), ts(20, 2), &[Op::ReadWrite(A, 8)]).is_empty());
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: txn(1, 1),
+                commit: false,
+            },
+        );
+        let r = done(&replies(&mut s));
+        assert_eq!((r.value, r.tw), (Some(0), ts(20, 2)), "reads the initial value now");
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: txn(2, 1),
+                commit: true,
+            },
+        );
+        assert_eq!(s.committed_versions(), vec![(A, vec![0, 8])]);
+        s.check_invariants().expect("invariants");
+    }
 }

@@ -163,3 +163,14 @@ fn a_backup_aborting_cleared_records_fails_some_schedule() {
         "{e}"
     );
 }
+
+/// Server-side read-modify-writes (`Op::ReadWrite`) racing a blind writer with a lower
+/// timestamp and a reader of both keys.
+#[test]
+fn read_writes_are_strictly_serializable() {
+    check(vec![
+        (10, vec![Op::ReadWrite(A, 11), Op::Write(B, 12)]),
+        (9, vec![Op::Write(A, 21)]),
+        (11, vec![Op::Read(A), Op::Read(B)]),
+    ]);
+}
