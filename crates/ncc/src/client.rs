@@ -12,6 +12,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::decisions::Decisions;
+
 use crate::types::{ClientId, ExecResult, Key, Msg, Op, OpReply, ServerId, Ts, TxnId, Value};
 
 /// What the client tells the application.
@@ -98,14 +100,6 @@ struct Attempt {
     last_sent: u64,
 }
 
-/// A decision the client sends until every participant acknowledges it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct PendingDecide {
-    commit: bool,
-    unacked: BTreeSet<ServerId>,
-    last_sent: u64,
-}
-
 /// Counts for the simulator's report.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ClientStats {
@@ -139,7 +133,7 @@ pub struct Client {
     t_ro: Vec<u64>,
     next_seq: u64,
     current: Option<Attempt>,
-    decides: BTreeMap<TxnId, PendingDecide>,
+    decides: Decisions,
     /// How long (client clock) an unanswered message waits before it is sent again.
     pub resend_after: u64,
     /// Run transactions without writes by §5.5's read-only protocol (one round, no commit
@@ -169,7 +163,7 @@ impl Client {
             t_ro: vec![0; servers as usize],
             next_seq: 1,
             current: None,
-            decides: BTreeMap::new(),
+            decides: Decisions::default(),
             resend_after: 10_000,
             read_only_protocol: true,
             out: Vec::new(),
@@ -227,17 +221,8 @@ impl Client {
             }
             a.last_sent = now;
         }
-        for (&txn, d) in self.decides.iter_mut().filter(|(_, d)| due(d.last_sent)) {
-            for &s in &d.unacked {
-                resend.push((
-                    s,
-                    Msg::Decide {
-                        txn,
-                        commit: d.commit,
-                    },
-                ));
-            }
-            d.last_sent = now;
+        for (s, txn, commit) in self.decides.due(now, self.resend_after) {
+            resend.push((s, Msg::Decide { txn, commit }));
         }
         self.stats.resent += resend.len() as u64;
         self.out.extend(resend);
@@ -469,14 +454,7 @@ impl Client {
                     self.commit(now, to);
                 }
             }
-            Msg::DecideAck { txn } => {
-                if let Some(d) = self.decides.get_mut(&txn) {
-                    d.unacked.remove(&from);
-                    if d.unacked.is_empty() {
-                        self.decides.remove(&txn);
-                    }
-                }
-            }
+            Msg::DecideAck { txn } => self.decides.acked(txn, from),
             Msg::Execute { .. }
             | Msg::SmartRetry { .. }
             | Msg::Decide { .. }
@@ -489,18 +467,10 @@ impl Client {
     }
 
     /// Sends `txn`'s decision to `servers`, and again until each acknowledges it.
-    fn send_decision(&mut self, now: u64, txn: TxnId, commit: bool, servers: BTreeSet<ServerId>) {
-        for &s in &servers {
+    fn send_decision(&mut self, now: u64, txn: TxnId, commit: bool, to: BTreeSet<ServerId>) {
+        for (s, txn, commit) in self.decides.send(now, txn, commit, to) {
             self.out.push((s, Msg::Decide { txn, commit }));
         }
-        self.decides.insert(
-            txn,
-            PendingDecide {
-                commit,
-                unacked: servers,
-                last_sent: now,
-            },
-        );
     }
 
     /// The current shot is answered: hand its reads to the application, or after the last

@@ -30,6 +30,7 @@
 pub mod baseline;
 pub mod check;
 pub mod client;
+mod decisions;
 pub mod explore;
 pub mod protocol;
 pub mod server;

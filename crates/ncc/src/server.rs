@@ -1184,7 +1184,11 @@ mod tests {
             },
         );
         let r = done(&replies(&mut s));
-        assert_eq!((r.value, r.tw), (Some(0), ts(20, 2)), "reads the initial value now");
+        assert_eq!(
+            (r.value, r.tw),
+            (Some(0), ts(20, 2)),
+            "reads the initial value now"
+        );
         s.on_message(
             0,
             Msg::Decide {

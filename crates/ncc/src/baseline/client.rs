@@ -10,6 +10,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::decisions::Decisions;
+
 use super::{BMsg, Flavor, Version};
 use crate::client::{own_write, shard_of, ClientEvent, ClientStats, Outcome};
 use crate::protocol::TxnClient;
@@ -66,13 +68,6 @@ struct Restart {
     attempts: u32,
 }
 
-#[derive(Clone, Debug)]
-struct PendingDecide {
-    commit: bool,
-    unacked: BTreeSet<ServerId>,
-    last_sent: u64,
-}
-
 /// One baseline client (module docs).
 #[derive(Clone, Debug)]
 pub struct BaselineClient {
@@ -87,7 +82,7 @@ pub struct BaselineClient {
     retry_above: Option<Ts>,
     current: Option<Attempt>,
     restart: Option<Restart>,
-    decides: BTreeMap<TxnId, PendingDecide>,
+    decides: Decisions,
     pub resend_after: u64,
     /// The first back-off, doubled per attempt up to 64 times this.
     pub backoff: u64,
@@ -108,7 +103,7 @@ impl BaselineClient {
             retry_above: None,
             current: None,
             restart: None,
-            decides: BTreeMap::new(),
+            decides: Decisions::default(),
             resend_after: 10_000,
             backoff: 100,
             out: Vec::new(),
@@ -321,20 +316,9 @@ impl BaselineClient {
     }
 
     fn send_decision(&mut self, now: u64, txn: TxnId, commit: bool, to: BTreeSet<ServerId>) {
-        if to.is_empty() {
-            return;
-        }
-        for &s in &to {
+        for (s, txn, commit) in self.decides.send(now, txn, commit, to) {
             self.out.push((s, BMsg::Decide { txn, commit }));
         }
-        self.decides.insert(
-            txn,
-            PendingDecide {
-                commit,
-                unacked: to,
-                last_sent: now,
-            },
-        );
     }
 }
 
@@ -425,14 +409,7 @@ impl TxnClient for BaselineClient {
                     self.commit(now);
                 }
             }
-            BMsg::DecideAck { txn } => {
-                if let Some(d) = self.decides.get_mut(&txn) {
-                    d.unacked.remove(&from);
-                    if d.unacked.is_empty() {
-                        self.decides.remove(&txn);
-                    }
-                }
-            }
+            BMsg::DecideAck { txn } => self.decides.acked(txn, from),
             BMsg::Execute { .. } | BMsg::Prepare { .. } | BMsg::Decide { .. } => {}
         }
     }
@@ -452,17 +429,8 @@ impl TxnClient for BaselineClient {
             }
             a.last_sent = now;
         }
-        for (&txn, d) in self.decides.iter_mut().filter(|(_, d)| due(d.last_sent)) {
-            for &s in &d.unacked {
-                resend.push((
-                    s,
-                    BMsg::Decide {
-                        txn,
-                        commit: d.commit,
-                    },
-                ));
-            }
-            d.last_sent = now;
+        for (s, txn, commit) in self.decides.due(now, self.resend_after) {
+            resend.push((s, BMsg::Decide { txn, commit }));
         }
         self.stats.resent += resend.len() as u64;
         self.out.extend(resend);
