@@ -376,8 +376,7 @@ impl Client {
         match msg {
             Msg::ExecReply {
                 txn,
-                index,
-                result,
+                results,
                 ts_server,
                 latest,
             } => {
@@ -389,28 +388,32 @@ impl Client {
                 if a.phase != Phase::Executing {
                     return;
                 }
-                let Some(&i) = a
-                    .by_server
-                    .get(&from)
-                    .and_then(|idx| idx.get(index as usize))
-                else {
+                // Each result's request, among the attempt's, if it still awaits an answer
+                // (not a duplicate, not an earlier shot's).
+                let fresh: Vec<(usize, ExecResult)> = results
+                    .into_iter()
+                    .filter_map(|(index, result)| {
+                        let &i = a.by_server.get(&from)?.get(index as usize)?;
+                        (i >= a.shot_start && a.replies[i].is_none()).then_some((i, result))
+                    })
+                    .collect();
+                if fresh.is_empty() {
                     return;
-                };
-                if i < a.shot_start || a.replies[i].is_some() {
-                    return; // a duplicate of an earlier shot's answer
                 }
                 if let Some(&sent) = a.sent_at.get(&from) {
                     self.delta[from as usize] = ts_server as i64 - sent as i64;
                 }
-                match result {
-                    ExecResult::Done(reply) => a.replies[i] = Some(reply),
-                    ExecResult::EarlyAbort => {
-                        self.stats.early_aborts += 1;
-                        return self.abort_and_retry(now);
-                    }
-                    ExecResult::RoAbort => {
-                        self.stats.ro_aborts += 1;
-                        return self.abort_and_retry(now);
+                for (i, result) in fresh {
+                    match result {
+                        ExecResult::Done(reply) => a.replies[i] = Some(reply),
+                        ExecResult::EarlyAbort => {
+                            self.stats.early_aborts += 1;
+                            return self.abort_and_retry(now);
+                        }
+                        ExecResult::RoAbort => {
+                            self.stats.ro_aborts += 1;
+                            return self.abort_and_retry(now);
+                        }
                     }
                 }
                 if a.replies[a.shot_start..].iter().all(Option::is_some)

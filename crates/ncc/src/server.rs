@@ -171,9 +171,37 @@ impl Server {
         self
     }
 
-    /// Messages to send, as (client, message).
+    /// Messages to send, as (client, message). The answers to one transaction released by
+    /// one event leave in one message (a read-only transaction's reads at a server, a run
+    /// of reads a decision releases): as many messages as the paper's per-server rounds.
     pub fn drain(&mut self) -> Vec<(ClientId, Msg)> {
-        std::mem::take(&mut self.out)
+        let mut out: Vec<(ClientId, Msg)> = Vec::with_capacity(self.out.len());
+        let mut first_reply: Vec<(TxnId, usize)> = Vec::new();
+        for (c, msg) in std::mem::take(&mut self.out) {
+            if let Msg::ExecReply {
+                txn,
+                results,
+                latest,
+                ..
+            } = &msg
+            {
+                if let Some(&(_, at)) = first_reply.iter().find(|(t, _)| t == txn) {
+                    if let Msg::ExecReply {
+                        results: into,
+                        latest: into_latest,
+                        ..
+                    } = &mut out[at].1
+                    {
+                        into.extend(results.iter().copied());
+                        *into_latest = (*into_latest).max(*latest);
+                    }
+                    continue;
+                }
+                first_reply.push((*txn, out.len()));
+            }
+            out.push((c, msg));
+        }
+        out
     }
 
     /// Handles a client's message; `now` is this server's clock.
@@ -893,8 +921,7 @@ impl Server {
             txn.client,
             Msg::ExecReply {
                 txn,
-                index,
-                result,
+                results: vec![(index, result)],
                 ts_server,
                 latest: self.decided_through(),
             },
@@ -948,9 +975,9 @@ mod tests {
     fn replies(s: &mut Server) -> Vec<(u32, ExecResult)> {
         s.drain()
             .into_iter()
-            .filter_map(|(_, m)| match m {
-                Msg::ExecReply { index, result, .. } => Some((index, result)),
-                _ => None,
+            .flat_map(|(_, m)| match m {
+                Msg::ExecReply { results, .. } => results,
+                _ => Vec::new(),
             })
             .collect()
     }

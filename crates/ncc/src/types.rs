@@ -114,14 +114,14 @@ pub enum Msg {
         txn: TxnId,
         ok: bool,
     },
-    /// Server → client: the result of request `index` of `txn`'s execute message, released
-    /// by response timing control. `ts_server` is the server's clock when it executed the
-    /// request (for the client's asynchrony-aware timestamps); `latest` the version number
+    /// Server → client: the results of requests of `txn` (each by its index among the
+    /// transaction's requests at this server) that response timing control released
+    /// together, in one message. `ts_server` is the server's clock when it executed the
+    /// requests (for the client's asynchrony-aware timestamps); `latest` the version number
     /// through which every version is decided here (read-only transactions' `t_ro`).
     ExecReply {
         txn: TxnId,
-        index: u32,
-        result: ExecResult,
+        results: Vec<(u32, ExecResult)>,
         ts_server: u64,
         latest: u64,
     },

@@ -12,9 +12,9 @@ fn reply(s: &mut Server) -> ExecResult {
     let answers: Vec<ExecResult> = s
         .drain()
         .into_iter()
-        .filter_map(|(_, m)| match m {
-            Msg::ExecReply { result, .. } => Some(result),
-            _ => None, // acknowledgements of decisions
+        .flat_map(|(_, m)| match m {
+            Msg::ExecReply { results, .. } => results.into_iter().map(|(_, r)| r).collect(),
+            _ => Vec::new(), // acknowledgements of decisions
         })
         .collect();
     match answers[..] {
