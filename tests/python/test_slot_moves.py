@@ -55,8 +55,12 @@ def check_history(history):
             f.write(json.dumps(op) + "\n")
         path = f.name
     out = subprocess.run([VERSO, "check", "registers", path], capture_output=True, text=True)
+    if out.returncode != 0:
+        # Keep the history for diagnosis: CI prints where it is.
+        kept = os.path.join(tempfile.gettempdir(), f"verso-failed-history-{os.getpid()}.jsonl")
+        os.replace(path, kept)
+        assert out.returncode == 0, f"{out.stderr}\n(history kept in {kept})"
     os.unlink(path)
-    assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
 

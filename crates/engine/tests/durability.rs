@@ -369,3 +369,55 @@ fn a_damaged_checkpoint_falls_back_to_the_one_before() {
     let err = Db::open(options(dir.path(), Durability::Lazy)).unwrap_err();
     assert!(err.to_string().contains("part-0000.vckp"), "{err}");
 }
+
+#[test]
+fn a_read_of_an_undurable_write_is_not_durable_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = FaultyStorage::default();
+    let db =
+        Db::open(options(dir.path(), Durability::Sync).storage(Arc::new(faulty.clone()))).unwrap();
+    let t = db.table("a").unwrap();
+    let mut txn = db.begin().unwrap();
+    txn.put(&t, b"k", b"1").unwrap();
+    txn.commit().unwrap();
+    let read = |db: &Db| {
+        let txn = db.begin_read_only().unwrap();
+        let v = txn.get(&t, b"k").unwrap().map(<[u8]>::to_vec);
+        (v, txn.commit_with_ticket().unwrap().1)
+    };
+    // Everything it saw is on disk: nothing to wait for.
+    let (v, ticket) = read(&db);
+    assert_eq!(v.as_deref(), Some(&b"1"[..]));
+    assert!(db.is_durable(ticket));
+    // A write visible but not yet on disk (the disk is slow)...
+    faulty.plan.syncs_held.store(true, Ordering::SeqCst);
+    // Released however the test ends: dropping the Db flushes the log.
+    struct Release<'p>(&'p std::sync::atomic::AtomicBool);
+    impl Drop for Release<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::SeqCst);
+        }
+    }
+    let _release = Release(&faulty.plan.syncs_held);
+    let mut txn = db.begin().unwrap();
+    txn.put(&t, b"k", b"2").unwrap();
+    let (_, written) = txn.commit_with_ticket().unwrap();
+    assert!(!db.is_durable(written));
+    // ...and a read that saw it: its answer must wait as long (a crash now loses the write).
+    let (v, ticket) = read(&db);
+    assert_eq!(v.as_deref(), Some(&b"2"[..]));
+    assert!(
+        !db.is_durable(ticket),
+        "a read of an undurable write was durable at once"
+    );
+    assert!(ticket >= written);
+    // So does a read-write transaction that wrote nothing.
+    let txn = db.begin().unwrap();
+    assert_eq!(txn.get(&t, b"k").unwrap(), Some(&b"2"[..]));
+    let (_, rw_ticket) = txn.commit_with_ticket().unwrap();
+    assert!(!db.is_durable(rw_ticket));
+    faulty.plan.syncs_held.store(false, Ordering::SeqCst);
+    db.wait_durable(ticket).unwrap();
+    db.wait_durable(rw_ticket).unwrap();
+    assert!(db.is_durable(written));
+}

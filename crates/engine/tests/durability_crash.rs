@@ -3,7 +3,10 @@
 //! the copy is recovered. Transfers between accounts keep the total constant, so a recovered
 //! state with half a transaction, or one transaction without another it read from, shows
 //! up as a wrong total; per-thread counters show that every commit acknowledged (sync mode)
-//! before the copy began survived, and that the survivors of each thread are a prefix.
+//! before the copy began survived, and that the survivors of each thread are a prefix. A
+//! reader thread shows the same of what reads answered: a counter value a read-only
+//! transaction saw and returned (sync mode) before the copy began survived too, though the
+//! write it saw may have been visible before it was on disk.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -72,7 +75,7 @@ fn check_image(image: &Path, durability: Durability, cc: Concurrency, acked: &[u
         if durability == Durability::Sync {
             assert!(
                 n >= acked,
-                "{cc}: thread {thread} had {acked} acknowledged, {n} survived"
+                "{cc}: thread {thread} had {acked} acknowledged or read, {n} survived"
             );
         }
     }
@@ -92,6 +95,8 @@ fn run(durability: Durability, cc: Concurrency) {
     .unwrap();
     let stop = AtomicBool::new(false);
     let acked: Vec<AtomicU64> = (0..THREADS).map(|_| AtomicU64::new(0)).collect();
+    // The largest value of each counter a committed read-only transaction returned.
+    let read: Vec<AtomicU64> = (0..THREADS).map(|_| AtomicU64::new(0)).collect();
     /// Stops the workers however the checking thread leaves the scope (a failed check
     /// panics; without this the scope would wait for them forever).
     struct StopOnDrop<'a>(&'a AtomicBool);
@@ -138,6 +143,27 @@ fn run(durability: Durability, cc: Concurrency) {
                 }
             });
         }
+        let (db_r, stop_r, read_r) = (&db, &stop, &read);
+        s.spawn(move || {
+            while !stop_r.load(Ordering::Relaxed) {
+                let txn = db_r.begin_read_only().unwrap();
+                let seen: Vec<u64> = (0..THREADS)
+                    .map(|thread| {
+                        txn.get(&t, format!("count{thread}"))
+                            .unwrap()
+                            .map_or(0, |v| {
+                                std::str::from_utf8(v).unwrap().parse::<u64>().unwrap()
+                            })
+                    })
+                    .collect();
+                // Returns once what it read is as durable as the mode promises.
+                if txn.commit().is_ok() {
+                    for (r, v) in read_r.iter().zip(seen) {
+                        r.fetch_max(v, Ordering::SeqCst);
+                    }
+                }
+            }
+        });
         let _stop = StopOnDrop(&stop);
         let mut n = 0;
         for round in 0..6 {
@@ -146,7 +172,11 @@ fn run(durability: Durability, cc: Concurrency) {
                 db.checkpoint().unwrap();
                 continue;
             }
-            let before: Vec<u64> = acked.iter().map(|a| a.load(Ordering::SeqCst)).collect();
+            let before: Vec<u64> = acked
+                .iter()
+                .zip(&read)
+                .map(|(a, r)| a.load(Ordering::SeqCst).max(r.load(Ordering::SeqCst)))
+                .collect();
             let image = images.path().join(format!("image{n}"));
             copy_dir(dir.path(), &image);
             std::fs::remove_file(image.join("LOCK")).ok();

@@ -18,6 +18,11 @@
 //! So "every transaction with epoch `<= D`", where `D` is the smallest mark every log has on
 //! disk, is a prefix of the commit order closed under dependencies: recovery replays exactly
 //! that (`recovery.rs`), and a commit is acknowledged in `sync` mode once `durable >= epoch`.
+//!
+//! A transaction that only read has no epoch of its own, yet what it read may still be lost
+//! to a crash: its answer waits for [`Logger::appended_epoch`] taken after its reads, the
+//! largest epoch any append was tagged with (by the second invariant, at least the epoch of
+//! every write it saw). Usually that is durable already and nothing waits.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -75,6 +80,9 @@ struct LogBuffer {
 struct Shared {
     /// The epoch new commits join.
     epoch: AtomicU64,
+    /// The largest epoch an append was tagged with (0: none yet). Raised before the append
+    /// returns, so before the writer installs anything a reader could see.
+    appended: AtomicU64,
     /// Invariant: every transaction tagged with an epoch `<= durable` is on disk in its log,
     /// followed by a mark `>= durable`.
     durable: AtomicU64,
@@ -142,6 +150,7 @@ impl Logger {
             .map_err(LogError::io(&config.dir))?;
         let shared = Arc::new(Shared {
             epoch: AtomicU64::new(config.first_epoch),
+            appended: AtomicU64::new(0),
             durable: AtomicU64::new(config.first_epoch - 1),
             buffers: (0..config.logs)
                 .map(|_| {
@@ -242,6 +251,10 @@ impl Logger {
         append_txn(&mut buf.bytes, epoch, ts, writes);
         let over = buf.bytes.len() > LOG_BUFFER_BYTES_MAX;
         drop(buf);
+        // The epoch changes once a round: mostly a read of a line every committer shares.
+        if shared.appended.load(Ordering::SeqCst) < epoch {
+            shared.appended.fetch_max(epoch, Ordering::SeqCst);
+        }
         if !shared.pending.load(Ordering::Relaxed) {
             shared.pending.store(true, Ordering::SeqCst);
             if shared.mode == SyncMode::Sync {
@@ -277,6 +290,14 @@ impl Logger {
     /// committed before this call is durable.
     pub fn current_epoch(&self) -> u64 {
         self.shared.epoch.load(Ordering::SeqCst)
+    }
+
+    /// The ticket of a transaction that only read, taken after its reads: durable once
+    /// every write it could have seen is (module docs). Already durable, usually.
+    pub fn read_ticket(&self) -> Ticket {
+        Ticket {
+            epoch: self.shared.appended.load(Ordering::SeqCst),
+        }
     }
 
     /// Blocks until `ticket` is durable, or the log fails.

@@ -7,7 +7,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A file being appended to.
@@ -90,6 +90,8 @@ pub struct FaultPlan {
     pub bytes_left: AtomicU64,
     /// `sync_data` calls that still succeed; the next one fails with `EIO`.
     pub syncs_left: AtomicU64,
+    /// While set, `sync_data` waits (a slow disk: commits stay undurable meanwhile).
+    pub syncs_held: AtomicBool,
 }
 
 impl Default for FaultPlan {
@@ -97,6 +99,7 @@ impl Default for FaultPlan {
         FaultPlan {
             bytes_left: AtomicU64::new(u64::MAX),
             syncs_left: AtomicU64::new(u64::MAX),
+            syncs_held: AtomicBool::new(false),
         }
     }
 }
@@ -127,6 +130,9 @@ impl AppendFile for FaultyFile {
         Ok(())
     }
     fn sync_data(&mut self) -> io::Result<()> {
+        while self.plan.syncs_held.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let left = self.plan.syncs_left.load(Ordering::SeqCst);
         if left != u64::MAX {
             if left == 0 {

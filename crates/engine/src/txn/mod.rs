@@ -447,9 +447,26 @@ impl<'db> Txn<'db> {
     /// Commits without waiting for the disk: returns the durability ticket to wait on
     /// later ([`Db::wait_durable`], [`Db::is_durable`]), so one thread can keep committing
     /// while earlier commits are being written (Silo's group commit).
+    ///
+    /// A transaction that only read gets a ticket too: what it read may not be on disk yet
+    /// (a commit is visible before it is durable), and an answer built on it must not leave
+    /// before it is, or a crash could take back what a client was told. It is durable at
+    /// once unless a write it could have seen is still in flight.
     pub fn commit_with_ticket(mut self) -> Result<(CommitTs, DurabilityTicket), Error> {
         let result = self.commit_counted();
-        let ticket = DurabilityTicket(self.log_epoch.get());
+        let ticket = match (&self.db.durable, self.log_epoch.get()) {
+            // Nothing logged: it only read (or wrote nothing).
+            (Some(d), 0) if result.is_ok() => {
+                // After the reads: at least the epoch of every write they saw.
+                let t = d.logger.read_ticket();
+                if d.logger.is_durable(t) {
+                    DurabilityTicket::DURABLE
+                } else {
+                    DurabilityTicket(t.epoch)
+                }
+            }
+            _ => DurabilityTicket(self.log_epoch.get()),
+        };
         self.end();
         result.map(|ts| (ts, ticket))
     }
