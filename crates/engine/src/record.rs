@@ -866,11 +866,11 @@ impl Record {
         Ok(())
     }
 
-    /// Unlinks the versions above `ts` from the head of the chain onto `unlinked` (the
-    /// caller's limbo: a walk standing on one still finds its way on, since their `next`
-    /// links are left intact). Returns whether the record is left empty. `Removed` if it is
-    /// dead (its last version was a tombstone below the GC watermark: nothing above `ts`).
-    pub(crate) fn rollback_above(
+    /// Unlinks the version written at exactly `ts` onto `unlinked`, wherever it is in the
+    /// chain (an undo record names it: [`crate::Db::rollback_versions`]); nothing if there
+    /// is none. Returns whether the record is left empty. `Removed` if it is dead (its
+    /// last version was a tombstone below the GC watermark, never one a rollback names).
+    pub(crate) fn rollback_version(
         &self,
         ts: u64,
         unlinked: &mut Vec<NonNull<Version>>,
@@ -888,20 +888,28 @@ impl Record {
                 Err(_) => spin_step(&mut step),
             }
         }
-        let mut head = self.head.load(Ordering::Acquire);
+        // The link that points at `cur`: the head, then each version's `next`.
+        let mut link = &self.head;
+        let mut cur = link.load(Ordering::Acquire);
         // SAFETY: holding OWNER_GC excludes committers and pruners, so every version on the
-        // chain is live.
-        while let Some(v) = unsafe { head.as_ref() } {
-            if v.ts <= ts {
+        // chain is live; versions are in decreasing `ts` order, so the walk stops below `ts`.
+        while let Some(v) = unsafe { cur.as_ref() } {
+            if v.ts < ts {
                 break;
             }
-            // SAFETY: `head` is non-null (just dereferenced).
-            unlinked.push(unsafe { NonNull::new_unchecked(head) });
-            head = v.next.load(Ordering::Acquire);
+            if v.ts == ts {
+                // Readers standing on it still find their way on: its own `next` is kept.
+                link.store(v.next.load(Ordering::Acquire), Ordering::Release);
+                // SAFETY: `cur` is non-null (just dereferenced).
+                unlinked.push(unsafe { NonNull::new_unchecked(cur) });
+                break;
+            }
+            link = &v.next;
+            cur = link.load(Ordering::Acquire);
         }
-        self.head.store(head, Ordering::Release);
+        let empty = self.head.load(Ordering::Acquire).is_null();
         self.owner.store(OWNER_NONE, Ordering::Release);
-        Ok(head.is_null())
+        Ok(empty)
     }
 
     /// Releases the record after `lock_for_commit` at `ts`.

@@ -7,9 +7,12 @@
 //!   the write locks, before installing. So the replicated log's order is the commit
 //!   order, and a transaction that read or overwrote another's writes comes after it.
 //! - A backup installs those write sets at their timestamps ([`Db::apply_replicated`]).
-//! - Because the log is in timestamp order, discarding a suffix of it is dropping every
-//!   version above one timestamp ([`Db::rollback_above`]), and the garbage collector must
-//!   keep every version such a rollback may uncover ([`Db::set_gc_floor`]).
+//! - Discarding a suffix of the log undoes its operations newest first, each by its undo
+//!   records: the exact (key, timestamp) versions it installed ([`Db::rollback_versions`]),
+//!   not "every version above a timestamp", so nothing here relies on timestamps growing
+//!   along the log (NCC's do not). The garbage collector must keep every version such a
+//!   rollback may uncover ([`Db::set_gc_floor`]); that floor is still a timestamp, which
+//!   holds while the log is in timestamp order (precision locking's commit order).
 //! - A replica that becomes primary continues above every timestamp it applied
 //!   ([`Db::raise_timestamp_floor`]).
 
@@ -118,16 +121,19 @@ impl Db {
         result
     }
 
-    /// Drops every version above `ts` of the given keys: the replicated log lost the
-    /// commits that wrote them (a view change or recovery discarded a suffix, or a deposed
-    /// primary's commits never reached the log). Keys left with no version leave the
-    /// index. Readers walking the dropped versions finish safely: they are freed through
-    /// the GC's limbo.
-    pub fn rollback_above<'a>(&self, ts: u64, keys: impl Iterator<Item = (&'a str, &'a [u8])>) {
-        let site = (ts as usize) % self.gc.len();
+    /// Undoes single writes: drops, for each `(table, key, ts)`, the version of `key`
+    /// written at exactly `ts` (an undo record of the replicated log: the write of an
+    /// operation a view change discarded, or a deposed primary's commit that never reached
+    /// the log), wherever it sits in the key's chain. It assumes nothing about how
+    /// timestamps grow along the log, which NCC's refined and re-stamped timestamps need
+    /// (issue 18): undo the discarded operations newest first. Keys left with no version leave the index; readers walking
+    /// a dropped version finish safely (it is freed through the GC's limbo).
+    pub fn rollback_versions<'a>(&self, writes: impl Iterator<Item = (&'a str, &'a [u8], u64)>) {
         let mut unlinked: Vec<NonNull<Version>> = Vec::new();
         let mut emptied = Vec::new();
-        for (table, key) in keys {
+        let mut site = 0;
+        for (table, key, ts) in writes {
+            site = (ts as usize) % self.gc.len();
             let Ok(table) = self.table(table) else {
                 continue;
             };
@@ -137,10 +143,11 @@ impl Db {
             let Some(record) = state.index.get_or_stamp(key, 0) else {
                 continue;
             };
-            // A dead record's last version is a tombstone below the GC watermark, which
-            // the GC floor keeps below every version a rollback drops: nothing to do.
-            if let Ok(true) = record.get().rollback_above(ts, &mut unlinked) {
-                emptied.push(record);
+            // A key named twice (two operations wrote it) is emptied once.
+            if let Ok(true) = record.get().rollback_version(ts, &mut unlinked) {
+                if !emptied.contains(&record) {
+                    emptied.push(record);
+                }
             }
         }
         if !unlinked.is_empty() {

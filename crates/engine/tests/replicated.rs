@@ -1,5 +1,6 @@
 //! The replicated engine's primitives against a model: a backup installs write sets at their
-//! timestamps in log order, a rollback drops everything above one operation's timestamp, and
+//! timestamps in log order, a rollback undoes the newest operations by their undo records
+//! (the exact versions they wrote), and
 //! the GC floor keeps what any rollback to or above it may uncover, while the GC runs; a
 //! backup's readers (the read horizon) see the durable prefix and nothing freed under them.
 
@@ -62,9 +63,9 @@ proptest! {
     fn rollback_and_gc_floor_agree_with_a_model(steps in prop::collection::vec(step(), 1..60)) {
         let db = Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)).unwrap();
         db.set_gc_floor(0);
-        // (timestamp, state after) of each applied operation above the durable point, and
-        // the durable one.
-        let mut applied: Vec<(u64, State)> = Vec::new();
+        // (timestamp, state after, keys written) of each applied operation above the
+        // durable point, and the durable one.
+        let mut applied: Vec<(u64, State, Vec<Vec<u8>>)> = Vec::new();
         let mut durable: (u64, State) = (0, State::new());
         let mut ts = 1000u64;
         let mut held: Vec<(Box<dyn Fn() -> State + '_>, State)> = Vec::new();
@@ -93,18 +94,18 @@ proptest! {
                         key: k,
                         value: v.as_deref(),
                     })).unwrap();
-                    applied.push((ts, state));
+                    applied.push((ts, state, dedup.keys().cloned().collect()));
                 }
                 Step::Rollback(n) => {
-                    let keep = applied.len().saturating_sub(n);
-                    applied.truncate(keep);
-                    let to = applied.last().map_or(durable.0, |a| a.0);
-                    let keys: Vec<Vec<u8>> = (0u8..12).map(|k| vec![k]).collect();
-                    db.rollback_above(to, keys.iter().map(|k| ("t", k.as_slice())));
+                    // Newest first, each by its own undo records.
+                    for _ in 0..n.min(applied.len()) {
+                        let (ts, _, keys) = applied.pop().expect("counted");
+                        db.rollback_versions(keys.iter().map(|k| ("t", k.as_slice(), ts)));
+                    }
                 }
                 Step::Durable => {
-                    if let Some(last) = applied.pop() {
-                        durable = last;
+                    if let Some((ts, state, _)) = applied.pop() {
+                        durable = (ts, state);
                         applied.clear();
                         db.set_gc_floor(durable.0);
                     }
@@ -136,13 +137,78 @@ fn without_the_floor_a_rollback_uncovers_nothing() {
     let db = Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)).unwrap();
     let w = |v: &'static [u8]| ReplicatedWrite {
         table: "t",
-        key: b"k",
+        key: &[5],
         value: Some(v),
     };
     db.apply_replicated(10, std::iter::once(w(b"old"))).unwrap();
     db.apply_replicated(20, std::iter::once(w(b"new"))).unwrap();
     db.collect_garbage();
-    db.rollback_above(10, std::iter::once(("t", &b"k"[..])));
+    assert_eq!(
+        state_of(&db).get(&[5u8][..]).map(Vec::as_slice),
+        Some(&b"new"[..])
+    );
+    db.rollback_versions(std::iter::once(("t", &[5u8][..], 20)));
     // The old version was collected (no reader, no floor): the key is gone, not "old".
-    assert_eq!(state_of(&db).get(&b"k"[..]), None);
+    assert_eq!(state_of(&db).get(&[5u8][..]), None);
+}
+
+/// NCC's timestamps do not grow along the log: an operation may write below one logged
+/// before it (on another key). Undoing it drops its own version only; "everything above
+/// the last kept operation's timestamp" would keep it.
+#[test]
+fn an_undo_drops_its_own_versions_whatever_the_timestamps_before_it() {
+    let db = Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)).unwrap();
+    db.set_gc_floor(0);
+    let w = |k: &'static [u8], v: &'static [u8]| ReplicatedWrite {
+        table: "t",
+        key: k,
+        value: Some(v),
+    };
+    db.apply_replicated(50, std::iter::once(w(&[1], b"a")))
+        .unwrap(); // op 1
+    db.apply_replicated(20, std::iter::once(w(&[2], b"b")))
+        .unwrap(); // op 2, lower
+    db.rollback_versions(std::iter::once(("t", &[2u8][..], 20))); // undo op 2
+    let state = state_of(&db);
+    assert_eq!(state.get(&[1u8][..]).map(Vec::as_slice), Some(&b"a"[..]));
+    assert_eq!(
+        state.get(&[2u8][..]),
+        None,
+        "op 2's write survived its undo"
+    );
+}
+
+/// A version below the newest is dropped from the middle of the chain; readers then see
+/// the chain without it, and a key whose versions are all dropped is gone.
+#[test]
+fn an_undo_unlinks_a_version_from_the_middle_of_a_chain() {
+    let db = Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)).unwrap();
+    db.set_gc_floor(0);
+    let w = |v: &'static [u8]| ReplicatedWrite {
+        table: "t",
+        key: &[5],
+        value: Some(v),
+    };
+    for (ts, v) in [(10, &b"one"[..]), (20, b"two"), (30, b"three")] {
+        db.apply_replicated(ts, std::iter::once(w(v))).unwrap();
+    }
+    let t = db.table("t").unwrap();
+    let held = db.begin_read_only().unwrap(); // reads at the newest
+    db.rollback_versions(std::iter::once(("t", &[5u8][..], 20)));
+    assert_eq!(held.get(&t, [5u8]).unwrap(), Some(&b"three"[..]));
+    db.rollback_versions(std::iter::once(("t", &[5u8][..], 30)));
+    assert_eq!(
+        state_of(&db).get(&[5u8][..]).map(Vec::as_slice),
+        Some(&b"one"[..])
+    );
+    // Nothing at 25: nothing changes.
+    db.rollback_versions(std::iter::once(("t", &[5u8][..], 25)));
+    assert_eq!(
+        state_of(&db).get(&[5u8][..]).map(Vec::as_slice),
+        Some(&b"one"[..])
+    );
+    db.rollback_versions(std::iter::once(("t", &[5u8][..], 10)));
+    assert_eq!(state_of(&db).get(&[5u8][..]), None);
+    drop(held);
+    db.collect_garbage();
 }

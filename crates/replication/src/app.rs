@@ -29,8 +29,11 @@ struct Applied {
     keys: Keys,
 }
 
-/// Keys a batch wrote, as (table, key).
-pub(crate) type Keys = Vec<(String, Vec<u8>)>;
+/// A batch's undo records: each write as (table, key, commit timestamp of the version it
+/// installed). Undoing drops exactly those versions, newest operation first
+/// (`Db::rollback_versions`), not "everything above a timestamp": NCC's timestamps will not
+/// grow along the log (issue 18).
+pub(crate) type Keys = Vec<(String, Vec<u8>, u64)>;
 
 /// State the replication thread and the application share (both on that thread).
 #[derive(Default)]
@@ -38,8 +41,8 @@ pub(crate) struct Local {
     /// The next slot to take from the commit slots.
     pub(crate) next_slot: u64,
     /// Own batches handed to VSR and not applied yet (queued behind the pipeline): first
-    /// slot → (smallest commit timestamp, keys).
-    pub(crate) handed: BTreeMap<u64, (u64, Keys)>,
+    /// slot → its undo records.
+    pub(crate) handed: BTreeMap<u64, Keys>,
     pub(crate) slots_retracted: u64,
     /// Own batches in the log, in op order: (op number, the slot after the batch's last),
     /// until every replica reported them on disk (`WAIT`).
@@ -57,10 +60,23 @@ pub struct EngineApp {
     durable_cts: u64,
 }
 
-fn keys_of(txns: &[TxnWrites]) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn keys_of(txns: &[TxnWrites]) -> Keys {
     txns.iter()
-        .flat_map(|t| t.writes.iter().map(|w| (w.table.clone(), w.key.clone())))
+        .flat_map(|t| {
+            t.writes
+                .iter()
+                .map(|w| (w.table.clone(), w.key.clone(), t.cts))
+        })
         .collect()
+}
+
+/// Drops the versions `undo` names, the last one first.
+fn undo_writes(db: &Db, undo: &Keys) {
+    db.rollback_versions(
+        undo.iter()
+            .rev()
+            .map(|(t, k, ts)| (t.as_str(), k.as_slice(), *ts)),
+    );
 }
 
 impl EngineApp {
@@ -117,29 +133,21 @@ pub(crate) fn retract_unlogged(db: &Db, shared: &Replication, local: &RefCell<Lo
             }
         }
     }
-    let mut keys = keys_of(&txns);
-    let mut low = txns
-        .iter()
-        .filter(|t| !t.writes.is_empty())
-        .map(|t| t.cts)
-        .min();
-    let handed = std::mem::take(&mut local.handed);
-    for (_, (cts, k)) in handed {
-        low = Some(low.map_or(cts, |l| l.min(cts)));
-        keys.extend(k);
+    // In commit order: the handed batches (by first slot), then the slots filled since.
+    let mut undo: Keys = Vec::new();
+    for (_, k) in std::mem::take(&mut local.handed) {
+        undo.extend(k);
     }
+    undo.extend(keys_of(&txns));
     local.slots_retracted += txns.len() as u64;
     drop(local);
-    if let Some(low) = low.filter(|&l| l != u64::MAX) {
+    if !undo.is_empty() {
         tracing::info!(
             commits = txns.len(),
-            keys = keys.len(),
+            writes = undo.len(),
             "rolling back commits that never reached the replicated log"
         );
-        db.rollback_above(
-            low - 1,
-            keys.iter().map(|(t, k)| (t.as_str(), k.as_slice())),
-        );
+        undo_writes(db, &undo);
     }
 }
 
@@ -181,23 +189,18 @@ impl App for EngineApp {
         self.undo.push_back(Applied {
             op: op_number,
             cts_through: self.applied_cts,
-            keys: handed.map_or_else(|| keys_of(&batch.txns), |(_, keys)| keys),
+            keys: handed.unwrap_or_else(|| keys_of(&batch.txns)),
         });
     }
 
     fn undo_to(&mut self, op_number: u64) {
         retract_unlogged(&self.db, &self.shared, &self.local);
-        let mut keys = Vec::new();
+        // Newest operation first: each drops exactly the versions it installed.
         while self.undo.back().is_some_and(|a| a.op > op_number) {
             let a = self.undo.pop_back().expect("checked");
-            keys.extend(a.keys);
+            undo_writes(&self.db, &a.keys);
         }
-        let to = self.undo.back().map_or(self.durable_cts, |a| a.cts_through);
-        if !keys.is_empty() {
-            self.db
-                .rollback_above(to, keys.iter().map(|(t, k)| (t.as_str(), k.as_slice())));
-        }
-        self.applied_cts = to;
+        self.applied_cts = self.undo.back().map_or(self.durable_cts, |a| a.cts_through);
     }
 
     fn forget_undo(&mut self, op_number: u64) {

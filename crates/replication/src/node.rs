@@ -378,19 +378,8 @@ impl Run {
                 first_slot: first,
                 txns,
             };
-            let low = batch
-                .txns
-                .iter()
-                .filter(|t| !t.writes.is_empty())
-                .map(|t| t.cts)
-                .min()
-                .unwrap_or(u64::MAX);
-            let keys = batch
-                .txns
-                .iter()
-                .flat_map(|t| t.writes.iter().map(|w| (w.table.clone(), w.key.clone())))
-                .collect();
-            self.local.borrow_mut().handed.insert(first, (low, keys));
+            let keys = crate::app::keys_of(&batch.txns);
+            self.local.borrow_mut().handed.insert(first, keys);
             self.seq += 1;
             self.outstanding.insert(self.seq, batch.end_slot());
             self.slots_proposed += batch.txns.len() as u64;
