@@ -1305,6 +1305,40 @@ pub(crate) mod loom_tests {
         });
     }
 
+    /// An undo unlinks a version from the middle of the chain (versions 1, 2, 3; it drops
+    /// 2) while a snapshot reader at 3 walks past the head: the reader gets the version at
+    /// 2 (still linked when it looked, and not freed under it) or the one at 1, never
+    /// anything else, and afterwards the chain is 3, 1.
+    #[test]
+    fn an_undo_from_the_middle_keeps_walks_whole() {
+        loom::model(|| {
+            let rec = TestRecord::new(0);
+            for ts in 1..=3 {
+                rec.lock_for_commit(ts).unwrap();
+                rec.install(Version::new(ts, Some(b"v")));
+                rec.unlock(ts);
+            }
+            let r2 = rec.clone();
+            let undo = loom::thread::spawn(move || {
+                let mut unlinked = Vec::new();
+                let emptied = r2.rollback_version(2, &mut unlinked).unwrap();
+                assert!(!emptied);
+                unlinked
+            });
+            let walk = AtomicU64::new(0);
+            let saw = rec.read_snapshot(3, &walk).map(|v| v.ts());
+            let unlinked = undo.join().unwrap();
+            assert!(matches!(saw, Some(1 | 2)), "the walk found {saw:?}");
+            assert_eq!(unlinked.len(), 1);
+            assert_eq!(rec.read_snapshot(3, &walk).map(|v| v.ts()), Some(1));
+            assert_eq!(rec.read_snapshot(4, &walk).map(|v| v.ts()), Some(3));
+            // SAFETY: off the chain, and the reader is done (the GC's limbo waits for that).
+            unsafe { Version::free(unlinked[0]) };
+            // SAFETY: both threads are done.
+            unsafe { rec.free_versions() };
+        });
+    }
+
     /// The inline slot's reuse. The slot holds the version at 1; a reader at 5 races a
     /// writer that commits at 3 (to the heap), then collects as the GC would with the
     /// reader active: the version at 1 is below the newest one under 5, so it is freed at
