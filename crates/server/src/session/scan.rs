@@ -108,7 +108,11 @@ impl<'s> Session<'s> {
             o.pattern.as_deref(),
             o.kind,
         );
-        drop(txn);
+        // Committed, not dropped: under `sync` the reply then waits for what it saw to be
+        // on disk (`Txn::commit_with_ticket`).
+        if let Err(e) = self.commit(txn) {
+            return engine_error(&e);
+        }
         let (keys, last) = match found {
             Ok(x) => x,
             Err(CmdError::Reply(r)) => return r,
@@ -161,7 +165,9 @@ impl<'s> Session<'s> {
             }
             Ok((out, last))
         })();
-        drop(txn);
+        if let Err(e) = self.commit(txn) {
+            return engine_error(&e);
+        }
         let (items, last) = match page {
             Ok(x) => x,
             Err(CmdError::Reply(r)) => return r,
