@@ -220,7 +220,7 @@ fn scan_returns_every_key_once_across_cursors() {
 }
 
 /// Under `sync` a write leaves a durability ticket for the network loop to hold its reply
-/// on; reads leave none, and under `lazy` nothing is held. SAVE, BGSAVE and LASTSAVE work on
+/// on; a read of what is already durable leaves none, and under `lazy` nothing is held. SAVE, BGSAVE and LASTSAVE work on
 /// a durable server and are refused on a memory-only one.
 #[test]
 fn durability_tickets_and_save_commands() {
@@ -247,7 +247,10 @@ fn durability_tickets_and_save_commands() {
             assert!(shared.db.is_durable(t));
         }
         s.execute_into(&args("GET k"), &mut out);
-        assert!(s.take_ticket().is_none(), "reads hold nothing");
+        assert!(
+            s.take_ticket().is_none(),
+            "a read of durable data holds nothing"
+        );
         assert_eq!(cmd(&mut s, "LASTSAVE"), Reply::Integer(0));
         assert_eq!(cmd(&mut s, "SAVE"), Reply::ok());
         assert!(matches!(cmd(&mut s, "LASTSAVE"), Reply::Integer(t) if t > 0));
@@ -260,6 +263,60 @@ fn durability_tickets_and_save_commands() {
         &cmd(&mut s, "SAVE"),
         "ERR SAVE needs a durable server"
     ));
+}
+
+/// Under `sync` a write is visible before it is on disk, so a read that sees it must not
+/// answer before it is (a crash would take back what the client was told): GET, MGET and
+/// SCAN on another connection hold their replies on a ticket while the disk is slow, and
+/// hold nothing once it has caught up.
+#[test]
+fn under_sync_a_read_of_an_undurable_write_is_held() {
+    use std::sync::atomic::Ordering;
+    use verso_engine::log::FaultyStorage;
+    use verso_engine::Durability;
+    use verso_server::session::Hold;
+    let args =
+        |line: &str| -> Vec<Vec<u8>> { line.split(' ').map(|w| w.as_bytes().to_vec()).collect() };
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = FaultyStorage::default();
+    let db = Db::open(
+        Options::default()
+            .concurrency(Concurrency::PrecisionLocking)
+            .durability(Durability::Sync)
+            .data_dir(dir.path())
+            .storage(std::sync::Arc::new(faulty.clone())),
+    )
+    .unwrap();
+    let shared = Shared::new(db, None).unwrap();
+    let (mut writer, mut reader) = (Session::new(&shared), Session::new(&shared));
+    let mut out = Vec::new();
+    faulty.plan.syncs_held.store(true, Ordering::SeqCst);
+    struct Release<'p>(&'p std::sync::atomic::AtomicBool);
+    impl Drop for Release<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::SeqCst);
+        }
+    }
+    let _release = Release(&faulty.plan.syncs_held);
+    writer.execute_into(&args("SET k v"), &mut out);
+    let Some(Hold::Durable(written)) = writer.take_ticket() else {
+        panic!("a write under sync holds its reply");
+    };
+    assert!(!shared.db.is_durable(written));
+    for read in ["GET k", "MGET k other", "SCAN 0"] {
+        reader.execute_into(&args(read), &mut out);
+        match reader.take_ticket() {
+            Some(Hold::Durable(t)) => assert!(!shared.db.is_durable(t), "{read}"),
+            other => panic!("{read} saw an undurable write and held nothing: {other:?}"),
+        }
+    }
+    faulty.plan.syncs_held.store(false, Ordering::SeqCst);
+    shared.db.wait_durable(written).unwrap();
+    reader.execute_into(&args("GET k"), &mut out);
+    assert!(
+        reader.take_ticket().is_none(),
+        "nothing in flight: nothing held"
+    );
 }
 
 /// `a` watches `key` (in its current database), `change` runs on `b`, and `a` runs a block
