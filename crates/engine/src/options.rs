@@ -110,7 +110,9 @@ pub enum Durability {
     /// window, and what survives is a prefix of the commit order.
     Lazy,
     /// `commit` returns only once the transaction is on disk (group commit: one
-    /// `fdatasync` per log covers every commit that arrived meanwhile).
+    /// `fdatasync` per log covers every commit that arrived meanwhile). A transaction that
+    /// only read returns once every write it could have seen is on disk too (at once,
+    /// unless writes are in flight): a crash never takes back what a commit returned.
     Sync,
 }
 
