@@ -339,12 +339,26 @@ impl CommitSink for Replication {
     fn reserve(&self, _cts: u64) -> Option<u64> {
         // Serialized by the engine's critical section, but not with `close`: one word holds
         // both, so a reserve either lands before the close (and `close` returns past it) or
-        // sees it.
-        let before = self.word.fetch_add(1, Ordering::AcqRel);
-        if before & CLOSED != 0 {
-            return None;
+        // sees it and takes nothing. Nothing at all: a number taken while closed is never
+        // filled, and the next `close` (every retraction closes again, and a replica that
+        // leads again retracts before it opens) would wait for it for ever. The partition
+        // test found that: a commit racing a deposition left its number behind, and the
+        // replica hung when it was elected again.
+        let mut word = self.word.load(Ordering::Acquire);
+        loop {
+            if word & CLOSED != 0 {
+                return None;
+            }
+            match self.word.compare_exchange_weak(
+                word,
+                word + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(word),
+                Err(now) => word = now,
+            }
         }
-        Some(before)
     }
 
     fn fill(&self, slot: u64, cts: u64, writes: &mut dyn Iterator<Item = ReplicatedWrite<'_>>) {
@@ -409,5 +423,22 @@ mod tests {
         assert_eq!(r.ticket_state(t), TicketState::Waiting);
         r.set_committed(slot + 1);
         assert_eq!(r.ticket_state(t), TicketState::Ready);
+    }
+
+    /// A reserve that comes after the close takes no number: a later close (a retraction
+    /// before leading again) returns the same end, and waits for no slot nobody fills.
+    #[test]
+    fn a_refused_reserve_leaves_no_slot_to_wait_for() {
+        let r = primary();
+        let slot = r.reserve(100).expect("open");
+        let end = r.close();
+        assert_eq!(end, slot + 1);
+        // A commit that drew its timestamp after the close is refused...
+        assert_eq!(r.reserve(101), None);
+        assert_eq!(r.reserve(102), None);
+        // ...and the next close still ends where the first did.
+        assert_eq!(r.close(), end, "refused reserves took slot numbers");
+        assert_eq!(r.open(), end);
+        assert_eq!(r.reserve(103), Some(end));
     }
 }
