@@ -246,6 +246,23 @@ impl Db {
         }
     }
 
+    /// A ticket durable once every write visible now is: what an answer built from reads
+    /// waits for when its transaction did not commit (an error reply, an aborted EXEC).
+    /// Take it after the reads. [`DurabilityTicket::DURABLE`] when nothing is in flight.
+    pub fn read_ticket(&self) -> DurabilityTicket {
+        match &self.durable {
+            Some(d) => {
+                let t = d.logger.read_ticket();
+                if d.logger.is_durable(t) {
+                    DurabilityTicket::DURABLE
+                } else {
+                    DurabilityTicket(t.epoch)
+                }
+            }
+            None => DurabilityTicket::DURABLE,
+        }
+    }
+
     /// Whether the commit that returned `ticket` is on disk (always, when memory-only).
     pub fn is_durable(&self, ticket: DurabilityTicket) -> bool {
         match &self.durable {

@@ -106,6 +106,11 @@ struct LimboBatch {
     bytes: usize,
     /// (slot, odd walk counter) of each walk in progress at the unlink.
     walks: Vec<(SlotId, u64)>,
+    /// A rollback's batch: a timestamp drawn after the unlink. Its versions were visible
+    /// (a reader may hold one it read, not only be walking past it, as it may past a pruned
+    /// one), so they also wait until every transaction begun before then has ended, as a
+    /// retired record does.
+    after: Option<u64>,
 }
 
 // SAFETY: limbo versions are unreachable from any record and owned by the queue; they are
@@ -157,9 +162,17 @@ impl GcQueue {
             .extend(records.map(|record| Retired { record, after }));
     }
 
-    /// Takes versions a rollback unlinked, to free once the walks in progress now end.
-    pub(crate) fn push_limbo(&mut self, versions: Vec<NonNull<Version>>, timestamps: &Timestamps) {
-        self.limbo.push(LimboBatch::new(versions, timestamps));
+    /// Takes versions a rollback unlinked, to free once the walks in progress now end and
+    /// every transaction begun before `after` (a timestamp drawn after the unlink) has too.
+    pub(crate) fn push_limbo(
+        &mut self,
+        versions: Vec<NonNull<Version>>,
+        after: u64,
+        timestamps: &Timestamps,
+    ) {
+        let mut batch = LimboBatch::new(versions, timestamps);
+        batch.after = Some(after);
+        self.limbo.push(batch);
     }
 
     pub(crate) fn wants_collection(&self) -> bool {
@@ -353,6 +366,8 @@ impl GcQueue {
     /// Frees every limbo batch whose recorded walks have all finished.
     fn free_limbo(&mut self, timestamps: &Timestamps) -> Collected {
         let mut done = Collected::default();
+        // Taken once, and only if a rollback's batch needs it.
+        let mut low = None;
         self.limbo.retain_mut(|batch| {
             let finished = batch
                 .walks
@@ -360,6 +375,11 @@ impl GcQueue {
                 .all(|&(slot, seq)| timestamps.walk_word(slot).load(Ordering::SeqCst) != seq);
             if !finished {
                 return true;
+            }
+            if let Some(after) = batch.after {
+                if *low.get_or_insert_with(|| timestamps.snapshot().low) <= after {
+                    return true;
+                }
             }
             batch.free();
             done.bytes += batch.bytes;
@@ -410,6 +430,7 @@ impl LimboBatch {
             versions,
             bytes,
             walks,
+            after: None,
         }
     }
 
@@ -501,7 +522,7 @@ mod loom_tests {
             );
             let mut q = GcQueue::default();
             let queued = rec.queued_count();
-            q.push_limbo(unlinked, &timestamps);
+            q.limbo.push(LimboBatch::new(unlinked, &timestamps));
             assert_eq!(rec.queued_count(), queued + 1, "limbo holds the record");
             q.free_limbo(&timestamps);
             // A committer that takes the slot now overwrites the unlinked version: only

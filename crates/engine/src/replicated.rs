@@ -143,18 +143,18 @@ impl Db {
             let Some(record) = state.index.get_or_stamp(key, 0) else {
                 continue;
             };
-            // A key named twice (two operations wrote it) is emptied once.
+            // A key named twice may be listed twice: removing a dead record again fails.
             if let Ok(true) = record.get().rollback_version(ts, &mut unlinked) {
-                if !emptied.contains(&record) {
-                    emptied.push(record);
-                }
+                emptied.push(record);
             }
         }
         if !unlinked.is_empty() {
+            // Drawn after the unlinks: a reader that could have read one began before it.
+            let after = self.timestamps.fresh(site);
             self.gc[site]
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push_limbo(unlinked, &self.timestamps);
+                .push_limbo(unlinked, after, &self.timestamps);
         }
         if !emptied.is_empty() {
             self.remove_empty_records(site, emptied.into_iter());

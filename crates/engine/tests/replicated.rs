@@ -212,3 +212,40 @@ fn an_undo_unlinks_a_version_from_the_middle_of_a_chain() {
     drop(held);
     db.collect_garbage();
 }
+
+/// A reader may hold a version an undo drops (it read it before the undo), not only walk
+/// past it: the version is freed only once that reader has ended.
+#[test]
+fn a_rolled_back_version_outlives_the_readers_that_saw_it() {
+    let db = Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)).unwrap();
+    // Keeps "old", which the undo uncovers.
+    db.set_gc_floor(15);
+    let w = |v: &'static [u8]| ReplicatedWrite {
+        table: "t",
+        key: &[5],
+        value: Some(v),
+    };
+    db.apply_replicated(10, std::iter::once(w(b"old"))).unwrap();
+    db.apply_replicated(20, std::iter::once(w(b"new"))).unwrap();
+    let t = db.table("t").unwrap();
+    let reader = db.begin_read_only().unwrap();
+    let got = reader.get(&t, [5u8]).unwrap();
+    assert_eq!(got, Some(&b"new"[..]));
+    db.collect_garbage();
+    let before = db.stats().gc_pending;
+    db.rollback_versions(std::iter::once(("t", &[5u8][..], 20)));
+    db.collect_garbage();
+    db.collect_garbage();
+    assert!(
+        db.stats().gc_pending > before,
+        "the dropped version was freed under a reader that holds it"
+    );
+    assert_eq!(got, Some(&b"new"[..]));
+    reader.abort();
+    db.set_gc_floor(u64::MAX);
+    db.collect_garbage();
+    assert!(
+        db.stats().gc_pending <= before,
+        "not freed once the reader ended"
+    );
+}

@@ -20,7 +20,7 @@
 //! that (`recovery.rs`), and a commit is acknowledged in `sync` mode once `durable >= epoch`.
 //!
 //! A transaction that only read has no epoch of its own, yet what it read may still be lost
-//! to a crash: its answer waits for [`Logger::appended_epoch`] taken after its reads, the
+//! to a crash: its answer waits for [`Logger::read_ticket`] taken after its reads, the
 //! largest epoch any append was tagged with (by the second invariant, at least the epoch of
 //! every write it saw). Usually that is durable already and nothing waits.
 

@@ -266,9 +266,9 @@ fn durability_tickets_and_save_commands() {
 }
 
 /// Under `sync` a write is visible before it is on disk, so a read that sees it must not
-/// answer before it is (a crash would take back what the client was told): GET, MGET and
-/// SCAN on another connection hold their replies on a ticket while the disk is slow, and
-/// hold nothing once it has caught up.
+/// answer before it is (a crash would take back what the client was told): GET, MGET, SCAN
+/// and an error reply built from a read (WRONGTYPE) on another connection hold their
+/// replies on a ticket while the disk is slow, and hold nothing once it has caught up.
 #[test]
 fn under_sync_a_read_of_an_undurable_write_is_held() {
     use std::sync::atomic::Ordering;
@@ -299,11 +299,13 @@ fn under_sync_a_read_of_an_undurable_write_is_held() {
     }
     let _release = Release(&faulty.plan.syncs_held);
     writer.execute_into(&args("SET k v"), &mut out);
+    writer.execute_into(&args("RPUSH l x"), &mut out);
     let Some(Hold::Durable(written)) = writer.take_ticket() else {
         panic!("a write under sync holds its reply");
     };
     assert!(!shared.db.is_durable(written));
-    for read in ["GET k", "MGET k other", "SCAN 0"] {
+    // GET l answers WRONGTYPE: an error reply tells what it read, too.
+    for read in ["GET k", "MGET k other", "SCAN 0", "GET l"] {
         reader.execute_into(&args(read), &mut out);
         match reader.take_ticket() {
             Some(Hold::Durable(t)) => assert!(!shared.db.is_durable(t), "{read}"),

@@ -454,18 +454,11 @@ impl<'db> Txn<'db> {
     /// once unless a write it could have seen is still in flight.
     pub fn commit_with_ticket(mut self) -> Result<(CommitTs, DurabilityTicket), Error> {
         let result = self.commit_counted();
-        let ticket = match (&self.db.durable, self.log_epoch.get()) {
-            // Nothing logged: it only read (or wrote nothing).
-            (Some(d), 0) if result.is_ok() => {
-                // After the reads: at least the epoch of every write they saw.
-                let t = d.logger.read_ticket();
-                if d.logger.is_durable(t) {
-                    DurabilityTicket::DURABLE
-                } else {
-                    DurabilityTicket(t.epoch)
-                }
-            }
-            _ => DurabilityTicket(self.log_epoch.get()),
+        let ticket = match self.log_epoch.get() {
+            // Nothing logged: it only read (or wrote nothing). After the reads: at least
+            // the epoch of every write they saw.
+            0 if result.is_ok() => self.db.read_ticket(),
+            epoch => DurabilityTicket(epoch),
         };
         self.end();
         result.map(|ts| (ts, ticket))

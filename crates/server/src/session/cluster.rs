@@ -246,6 +246,7 @@ impl Session<'_> {
                 keys.push(k.to_vec());
             }
         }
+        self.commit(txn).map_err(|e| engine_error(&e))?;
         Ok(keys)
     }
 }

@@ -175,7 +175,9 @@ impl<'s> Session<'s> {
                     reply
                 }),
                 Err(CmdError::Reply(r)) => {
+                    // WRONGTYPE and the like tell what the command read.
                     txn.abort();
+                    self.hold_reads();
                     return r;
                 }
                 Err(CmdError::Engine(e)) => Err(e),

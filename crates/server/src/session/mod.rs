@@ -491,6 +491,18 @@ impl<'s> Session<'s> {
         self.hold(Hold::Replicated(ticket));
     }
 
+    /// Under `sync`, holds the reply until every write visible now is durable: for an
+    /// answer built from reads whose transaction did not commit (an error reply, an EXEC
+    /// that a watched key failed). Call it after the reads.
+    fn hold_reads(&mut self) {
+        if self.sync {
+            let ticket = self.shared.db.read_ticket();
+            if ticket != DurabilityTicket::DURABLE {
+                self.hold(Hold::Durable(ticket));
+            }
+        }
+    }
+
     /// Commits `txn`, noting its ticket instead of waiting for the disk.
     fn commit(&mut self, txn: Txn<'_>) -> Result<(), Error> {
         let wrote = txn.has_writes();

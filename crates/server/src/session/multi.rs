@@ -148,7 +148,12 @@ impl<'s> Session<'s> {
         let outcome = match unchanged {
             Ok(true) => run_queue(&mut txn, shared.spaces(), db, queue)
                 .and_then(|r| self.commit(txn).map(|_| Some(r))),
-            Ok(false) => Ok(None), // dropping `txn` aborts it
+            Ok(false) => {
+                // The nil tells that a watched key changed: that change may be in flight.
+                txn.abort();
+                self.hold_reads();
+                Ok(None)
+            }
             Err(e) => Err(e),
         };
         match outcome {
