@@ -390,15 +390,7 @@ fn a_read_of_an_undurable_write_is_not_durable_before_it() {
     assert_eq!(v.as_deref(), Some(&b"1"[..]));
     assert!(db.is_durable(ticket));
     // A write visible but not yet on disk (the disk is slow)...
-    faulty.plan.syncs_held.store(true, Ordering::SeqCst);
-    // Released however the test ends: dropping the Db flushes the log.
-    struct Release<'p>(&'p std::sync::atomic::AtomicBool);
-    impl Drop for Release<'_> {
-        fn drop(&mut self) {
-            self.0.store(false, Ordering::SeqCst);
-        }
-    }
-    let _release = Release(&faulty.plan.syncs_held);
+    let held = faulty.plan.hold_syncs();
     let mut txn = db.begin().unwrap();
     txn.put(&t, b"k", b"2").unwrap();
     let (_, written) = txn.commit_with_ticket().unwrap();
@@ -416,7 +408,7 @@ fn a_read_of_an_undurable_write_is_not_durable_before_it() {
     assert_eq!(txn.get(&t, b"k").unwrap(), Some(&b"2"[..]));
     let (_, rw_ticket) = txn.commit_with_ticket().unwrap();
     assert!(!db.is_durable(rw_ticket));
-    faulty.plan.syncs_held.store(false, Ordering::SeqCst);
+    drop(held);
     db.wait_durable(ticket).unwrap();
     db.wait_durable(rw_ticket).unwrap();
     assert!(db.is_durable(written));

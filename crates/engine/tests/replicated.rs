@@ -131,25 +131,46 @@ proptest! {
     }
 }
 
+/// A replica's database with a GC floor (`None`: none).
+fn replica(floor: Option<u64>) -> Db {
+    let db = Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)).unwrap();
+    if let Some(f) = floor {
+        db.set_gc_floor(f);
+    }
+    db
+}
+
+/// Applies one replicated write of `key` at `ts`.
+fn put(db: &Db, ts: u64, key: u8, value: &[u8]) {
+    let write = ReplicatedWrite {
+        table: "t",
+        key: &[key],
+        value: Some(value),
+    };
+    db.apply_replicated(ts, std::iter::once(write)).unwrap();
+}
+
+/// Undoes the write of `key` at `ts`.
+fn undo(db: &Db, ts: u64, key: u8) {
+    db.rollback_versions(std::iter::once(("t", &[key][..], ts)));
+}
+
+/// What `key` holds now.
+fn value_of(db: &Db, key: u8) -> Option<Vec<u8>> {
+    state_of(db).remove(&[key][..])
+}
+
 /// Without the floor the GC frees the version a rollback needs: the check above can fail.
 #[test]
 fn without_the_floor_a_rollback_uncovers_nothing() {
-    let db = Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)).unwrap();
-    let w = |v: &'static [u8]| ReplicatedWrite {
-        table: "t",
-        key: &[5],
-        value: Some(v),
-    };
-    db.apply_replicated(10, std::iter::once(w(b"old"))).unwrap();
-    db.apply_replicated(20, std::iter::once(w(b"new"))).unwrap();
+    let db = replica(None);
+    put(&db, 10, 5, b"old");
+    put(&db, 20, 5, b"new");
     db.collect_garbage();
-    assert_eq!(
-        state_of(&db).get(&[5u8][..]).map(Vec::as_slice),
-        Some(&b"new"[..])
-    );
-    db.rollback_versions(std::iter::once(("t", &[5u8][..], 20)));
+    assert_eq!(value_of(&db, 5).as_deref(), Some(&b"new"[..]));
+    undo(&db, 20, 5);
     // The old version was collected (no reader, no floor): the key is gone, not "old".
-    assert_eq!(state_of(&db).get(&[5u8][..]), None);
+    assert_eq!(value_of(&db, 5), None);
 }
 
 /// NCC's timestamps do not grow along the log: an operation may write below one logged
@@ -157,58 +178,33 @@ fn without_the_floor_a_rollback_uncovers_nothing() {
 /// the last kept operation's timestamp" would keep it.
 #[test]
 fn an_undo_drops_its_own_versions_whatever_the_timestamps_before_it() {
-    let db = Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)).unwrap();
-    db.set_gc_floor(0);
-    let w = |k: &'static [u8], v: &'static [u8]| ReplicatedWrite {
-        table: "t",
-        key: k,
-        value: Some(v),
-    };
-    db.apply_replicated(50, std::iter::once(w(&[1], b"a")))
-        .unwrap(); // op 1
-    db.apply_replicated(20, std::iter::once(w(&[2], b"b")))
-        .unwrap(); // op 2, lower
-    db.rollback_versions(std::iter::once(("t", &[2u8][..], 20))); // undo op 2
-    let state = state_of(&db);
-    assert_eq!(state.get(&[1u8][..]).map(Vec::as_slice), Some(&b"a"[..]));
-    assert_eq!(
-        state.get(&[2u8][..]),
-        None,
-        "op 2's write survived its undo"
-    );
+    let db = replica(Some(0));
+    put(&db, 50, 1, b"a"); // op 1
+    put(&db, 20, 2, b"b"); // op 2, lower
+    undo(&db, 20, 2); // undo op 2
+    assert_eq!(value_of(&db, 1).as_deref(), Some(&b"a"[..]));
+    assert_eq!(value_of(&db, 2), None, "op 2's write survived its undo");
 }
 
 /// A version below the newest is dropped from the middle of the chain; readers then see
 /// the chain without it, and a key whose versions are all dropped is gone.
 #[test]
 fn an_undo_unlinks_a_version_from_the_middle_of_a_chain() {
-    let db = Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)).unwrap();
-    db.set_gc_floor(0);
-    let w = |v: &'static [u8]| ReplicatedWrite {
-        table: "t",
-        key: &[5],
-        value: Some(v),
-    };
+    let db = replica(Some(0));
     for (ts, v) in [(10, &b"one"[..]), (20, b"two"), (30, b"three")] {
-        db.apply_replicated(ts, std::iter::once(w(v))).unwrap();
+        put(&db, ts, 5, v);
     }
     let t = db.table("t").unwrap();
     let held = db.begin_read_only().unwrap(); // reads at the newest
-    db.rollback_versions(std::iter::once(("t", &[5u8][..], 20)));
+    undo(&db, 20, 5);
     assert_eq!(held.get(&t, [5u8]).unwrap(), Some(&b"three"[..]));
-    db.rollback_versions(std::iter::once(("t", &[5u8][..], 30)));
-    assert_eq!(
-        state_of(&db).get(&[5u8][..]).map(Vec::as_slice),
-        Some(&b"one"[..])
-    );
+    undo(&db, 30, 5);
+    assert_eq!(value_of(&db, 5).as_deref(), Some(&b"one"[..]));
     // Nothing at 25: nothing changes.
-    db.rollback_versions(std::iter::once(("t", &[5u8][..], 25)));
-    assert_eq!(
-        state_of(&db).get(&[5u8][..]).map(Vec::as_slice),
-        Some(&b"one"[..])
-    );
-    db.rollback_versions(std::iter::once(("t", &[5u8][..], 10)));
-    assert_eq!(state_of(&db).get(&[5u8][..]), None);
+    undo(&db, 25, 5);
+    assert_eq!(value_of(&db, 5).as_deref(), Some(&b"one"[..]));
+    undo(&db, 10, 5);
+    assert_eq!(value_of(&db, 5), None);
     drop(held);
     db.collect_garbage();
 }
@@ -217,23 +213,17 @@ fn an_undo_unlinks_a_version_from_the_middle_of_a_chain() {
 /// past it: the version is freed only once that reader has ended.
 #[test]
 fn a_rolled_back_version_outlives_the_readers_that_saw_it() {
-    let db = Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)).unwrap();
-    // Keeps "old", which the undo uncovers.
-    db.set_gc_floor(15);
-    let w = |v: &'static [u8]| ReplicatedWrite {
-        table: "t",
-        key: &[5],
-        value: Some(v),
-    };
-    db.apply_replicated(10, std::iter::once(w(b"old"))).unwrap();
-    db.apply_replicated(20, std::iter::once(w(b"new"))).unwrap();
+    // The floor keeps "old", which the undo uncovers.
+    let db = replica(Some(15));
+    put(&db, 10, 5, b"old");
+    put(&db, 20, 5, b"new");
     let t = db.table("t").unwrap();
     let reader = db.begin_read_only().unwrap();
     let got = reader.get(&t, [5u8]).unwrap();
     assert_eq!(got, Some(&b"new"[..]));
     db.collect_garbage();
     let before = db.stats().gc_pending;
-    db.rollback_versions(std::iter::once(("t", &[5u8][..], 20)));
+    undo(&db, 20, 5);
     db.collect_garbage();
     db.collect_garbage();
     assert!(
@@ -248,4 +238,5 @@ fn a_rolled_back_version_outlives_the_readers_that_saw_it() {
         db.stats().gc_pending <= before,
         "not freed once the reader ended"
     );
+    assert_eq!(value_of(&db, 5).as_deref(), Some(&b"old"[..]));
 }

@@ -28,7 +28,7 @@ pub use logger::{
 };
 pub use record::{LogRecord, Write, WriteRef, LOG_FORMAT_VERSION};
 pub use recovery::{replay_logs, ReplayFrom, ReplaySummary};
-pub use storage::{AppendFile, FaultPlan, FaultyStorage, OsStorage, Storage};
+pub use storage::{AppendFile, FaultPlan, FaultyStorage, OsStorage, Storage, SyncsHeld};
 
 /// The log format's encoders (what the logger writes), for tools and tests that build logs.
 pub mod encode {

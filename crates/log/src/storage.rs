@@ -94,6 +94,24 @@ pub struct FaultPlan {
     pub syncs_held: AtomicBool,
 }
 
+impl FaultPlan {
+    /// Holds every `sync_data` back until the returned guard drops (however the test that
+    /// took it ends: dropping a database flushes its log, which would wait for ever).
+    pub fn hold_syncs(&self) -> SyncsHeld<'_> {
+        self.syncs_held.store(true, Ordering::SeqCst);
+        SyncsHeld(self)
+    }
+}
+
+/// Syncs held back by [`FaultPlan::hold_syncs`]; dropping it lets them through.
+pub struct SyncsHeld<'p>(&'p FaultPlan);
+
+impl Drop for SyncsHeld<'_> {
+    fn drop(&mut self) {
+        self.0.syncs_held.store(false, Ordering::SeqCst);
+    }
+}
+
 impl Default for FaultPlan {
     fn default() -> Self {
         FaultPlan {

@@ -271,7 +271,6 @@ fn durability_tickets_and_save_commands() {
 /// replies on a ticket while the disk is slow, and hold nothing once it has caught up.
 #[test]
 fn under_sync_a_read_of_an_undurable_write_is_held() {
-    use std::sync::atomic::Ordering;
     use verso_engine::log::FaultyStorage;
     use verso_engine::Durability;
     use verso_server::session::Hold;
@@ -290,14 +289,7 @@ fn under_sync_a_read_of_an_undurable_write_is_held() {
     let shared = Shared::new(db, None).unwrap();
     let (mut writer, mut reader) = (Session::new(&shared), Session::new(&shared));
     let mut out = Vec::new();
-    faulty.plan.syncs_held.store(true, Ordering::SeqCst);
-    struct Release<'p>(&'p std::sync::atomic::AtomicBool);
-    impl Drop for Release<'_> {
-        fn drop(&mut self) {
-            self.0.store(false, Ordering::SeqCst);
-        }
-    }
-    let _release = Release(&faulty.plan.syncs_held);
+    let held = faulty.plan.hold_syncs();
     writer.execute_into(&args("SET k v"), &mut out);
     writer.execute_into(&args("RPUSH l x"), &mut out);
     let Some(Hold::Durable(written)) = writer.take_ticket() else {
@@ -312,7 +304,7 @@ fn under_sync_a_read_of_an_undurable_write_is_held() {
             other => panic!("{read} saw an undurable write and held nothing: {other:?}"),
         }
     }
-    faulty.plan.syncs_held.store(false, Ordering::SeqCst);
+    drop(held);
     shared.db.wait_durable(written).unwrap();
     reader.execute_into(&args("GET k"), &mut out);
     assert!(
