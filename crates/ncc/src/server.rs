@@ -32,13 +32,16 @@ pub struct Mistakes {
     /// Read-only reads skip the freshness check against `t_ro` (§5.5).
     pub no_read_only_check: bool,
     /// Smart retry moves a written version whether or not it was read (Alg 5.4's "has been
-    /// read" test broken). No checked run has shown a violation from it (180,000 simulator
-    /// seeds over nine configurations, 2026-11-26): a read-write read of an undecided
-    /// version is answered only after the writer decides (D1), so a cycle through the moved
-    /// version needs a write that waits for the reader (D2) while the writer waits for that
-    /// write, a deadlock that early abort breaks; a read-only reader fails its `t_ro` check
-    /// and reads again. The test stays, as the paper has it: it is what keeps a version's
-    /// `t_r` honest, which the other rules only happen to cover.
+    /// read" test broken). In full NCC no checked run has shown a violation from it alone
+    /// (180,000 simulator seeds over nine configurations, 2026-11-26): a read-write read of
+    /// an undecided version is answered only after the writer decides (D1), so a cycle
+    /// through the moved version needs a write that waits for the reader (D2) while the
+    /// writer waits for that write, a deadlock that early abort breaks; and a read-only read
+    /// never sees an undecided version here (our `t_ro` check is stricter than the paper's).
+    /// With the read-only check weakened (`no_read_only_check`, where a read-only read can
+    /// see one, as the paper's per-server `t_ro` allows), this test is the last defence, and
+    /// breaking it gives a fractured read:
+    /// `paper_scenarios::smart_retry_without_the_read_test_is_caught`.
     pub no_read_test_in_smart_retry: bool,
     /// The recovery timer aborts a transaction whatever its record says (App. D lets it
     /// abort only an uncleared one: a cleared one's client may have committed).

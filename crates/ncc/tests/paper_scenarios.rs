@@ -1,7 +1,8 @@
 //! The paper's scenarios as deterministic runs with fixed timestamps (issue 18, item 5):
 //! real clients and servers, with the test choosing which message arrives next. Figure 3's
 //! timestamp inversion is caught without response timing control and passes with it;
-//! Figure 4b's false reject is saved by smart retry; Figure 4c commits.
+//! Figure 4b's false reject is saved by smart retry; Figure 4c commits; smart retry's
+//! "has been read" test, broken, lets a read-only transaction read half of another.
 
 use std::collections::HashMap;
 
@@ -243,4 +244,71 @@ fn figure_4c_smart_retry_succeeds_after_a_newer_write() {
     assert_eq!(tx1.commit_ts, Ts { clk: 6, cid: 1 });
     assert_eq!(net.clients[&1].stats.committed_first_try, 1);
     assert_eq!(net.check(), Ok(()));
+}
+
+/// Smart retry's "has been read" test (Alg 5.4) with the read-only freshness check removed.
+/// tx1 (4) writes A and B. tx2 (6), read-only, reads tx1's undecided A (its answer waits for
+/// tx1's decision) and B before tx1's write of B arrives, raising B's `t_r` to 6, so tx1's
+/// B is refined to 7. tx1's safeguard fails (A's (4, 4) lies below B's 7). Smart retry must
+/// refuse to move A's version, which tx2 read (`t_r` 6 != `t_w` 4): tx1 aborts, tx2's read
+/// of A runs again and finds the initial version. Moved, tx1 commits at 7 and tx2 has read
+/// tx1's A and the B from before tx1: a fractured read, no serial order.
+///
+/// In full NCC this test is not the last line of defence (see
+/// `Mistakes::no_read_test_in_smart_retry`): a read-only read never sees an undecided
+/// version there, and a read-write reader's entry in B's queue would early-abort tx1's
+/// write. With the paper's per-server `t_ro` check a read-only read can see one, and then
+/// this test is all that stands between it and a fractured read, as here.
+fn smart_retry_after_a_read(mistakes: Mistakes) -> Net {
+    let mut net = Net::new(Mistakes {
+        no_read_only_check: true,
+        ..mistakes
+    });
+    net.begin(1, 4, vec![Op::Write(A, 11), Op::Write(B, 12)]);
+    assert!(net.deliver(to_server(0, 1))); // tx1's write of A: (4, 1)
+    net.begin(2, 6, vec![Op::Read(A), Op::Read(B)]);
+    assert!(net.deliver(to_server(0, 2))); // tx2 reads tx1's undecided A
+    assert!(net.deliver(to_server(1, 2))); // tx2 reads B's initial version
+    assert!(net.deliver(to_server(1, 1))); // tx1's write of B: refined to (7, 1)
+    assert!(
+        !net.committed(2),
+        "tx2's read of A waits for tx1's decision"
+    );
+    net.run_all();
+    net
+}
+
+#[test]
+fn smart_retry_keeps_a_read_version_in_place() {
+    let net = smart_retry_after_a_read(Mistakes::default());
+    assert!(net.committed(1) && net.committed(2));
+    let c = &net.clients[&1].stats;
+    assert_eq!(
+        (c.smart_retries, c.smart_retries_ok),
+        (1, 0),
+        "A's version was read"
+    );
+    let tx2 = net
+        .history
+        .iter()
+        .find(|t| t.client == 2)
+        .expect("committed");
+    assert_eq!(tx2.reads, vec![(A, 0), (B, 0)]);
+    assert_eq!(net.check(), Ok(()));
+}
+
+#[test]
+fn smart_retry_without_the_read_test_is_caught() {
+    let net = smart_retry_after_a_read(Mistakes {
+        no_read_test_in_smart_retry: true,
+        ..Mistakes::default()
+    });
+    let tx2 = net
+        .history
+        .iter()
+        .find(|t| t.client == 2)
+        .expect("committed");
+    assert_eq!(tx2.reads, vec![(A, 11), (B, 0)], "a fractured read of tx1");
+    let e = net.check().unwrap_err();
+    assert!(e.contains("-wr->") && e.contains("-rw->"), "{e}");
 }
