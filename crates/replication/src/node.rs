@@ -204,6 +204,8 @@ impl Run {
         jobs: Sender<DiskJob>,
     ) -> Run {
         let (fresh, recovered) = (recovered.fresh, recovered.disk);
+        // Read leases compare the server's threads' readings of this clock with VSR's.
+        let start = shared.clock();
         let local = Rc::new(RefCell::new(Local {
             next_slot: shared.next_slot(),
             ..Local::default()
@@ -232,7 +234,7 @@ impl Run {
             disk: DiskHandle { jobs },
             cluster: opts.cluster,
             sync_replies: opts.sync_replies,
-            start: Instant::now(),
+            start,
             outstanding: BTreeMap::new(),
             seq: 0,
             open_view: None,
@@ -280,6 +282,9 @@ impl Run {
             self.carry_out();
             // Carrying out may have changed the role (a reply can't, but be exact).
             self.follow_role();
+            let lease = self.replica.lease_until();
+            self.shared
+                .set_lease(lease.filter(|_| self.open_view == Some(self.replica.view())));
             self.publish_disk_slots();
             self.publish_status(false);
         }
@@ -316,6 +321,7 @@ impl Run {
         let view = self.replica.view();
         if self.open_view.is_some() && (!leading || self.open_view != Some(view)) {
             tracing::info!(view = %view, "no longer primary: commits are refused here");
+            self.shared.set_lease(None);
             retract_unlogged(&self.db, &self.shared, &self.local);
             self.db
                 .set_read_horizon(Some(self.replica.app().read_horizon()));

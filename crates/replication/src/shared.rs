@@ -91,6 +91,14 @@ pub struct Replication {
     /// While above zero, every batch proposed is synchronous (durable on a majority's disks
     /// before VSR replies), whatever `--durability` says: [`Replication::hold_sync`].
     sync_holders: AtomicU64,
+    /// The replication thread's clock: milliseconds since this, the time VSR runs on.
+    clock: std::time::Instant,
+    /// Until when (on `clock`, in ms) this primary holds its read lease (`verso_vsr`
+    /// `replica::lease`); 0: it holds none. Published by the replication thread.
+    lease_until: AtomicU64,
+    /// Reads answered under the lease, and reads that waited for a barrier round.
+    pub(crate) reads_leased: AtomicU64,
+    pub(crate) reads_barrier: AtomicU64,
 }
 
 /// Makes the batches proposed while it lives synchronous ([`Replication::hold_sync`]).
@@ -113,6 +121,10 @@ impl Replication {
             disk_slots: (0..replicas).map(|_| AtomicU64::new(0)).collect(),
             me: status.replica,
             sync_holders: AtomicU64::new(0),
+            clock: std::time::Instant::now(),
+            lease_until: AtomicU64::new(0),
+            reads_leased: AtomicU64::new(0),
+            reads_barrier: AtomicU64::new(0),
             origin,
             word: AtomicU64::new(CLOSED | 1),
             slots: Mutex::new(BTreeMap::new()),
@@ -151,14 +163,25 @@ impl Replication {
         }
     }
 
-    /// The ticket for a command that only read (taken after it read): it waits for a slot
-    /// reserved after the read to commit, which proves this replica was still primary after
-    /// the read (a round to a majority), so the read is linearizable. Asks the node for a
-    /// barrier entry in case no commit comes.
+    /// The ticket for a command that only read (taken after it read), so that the read is
+    /// linearizable. While this primary holds its read lease, no other replica can have
+    /// been elected (`verso_vsr` `replica::lease`): the read waits only for the commits it
+    /// may have seen, those reserved before now (none, usually: ready at once). Without
+    /// the lease it waits for a slot reserved after the read to commit, which proves this
+    /// replica was still primary after the read (a round to a majority), and asks the node
+    /// for a barrier entry in case no commit comes.
     /// `began` as for [`Replication::write_ticket`]: a read may have seen commits a
     /// change of generation retracted.
     pub fn read_ticket(&self, began: u64) -> Ticket {
         let generation = began;
+        if self.holds_lease() {
+            self.reads_leased.fetch_add(1, Ordering::Relaxed);
+            return Ticket {
+                end: self.word.load(Ordering::Acquire) & !CLOSED,
+                generation,
+            };
+        }
+        self.reads_barrier.fetch_add(1, Ordering::Relaxed);
         let end = (self.word.load(Ordering::Acquire) & !CLOSED) + 1;
         if self.barrier_wanted.fetch_max(end, Ordering::AcqRel) < end {
             self.wake_node();
@@ -253,7 +276,33 @@ impl Replication {
         }
     }
 
+    /// The replication thread's clock's origin.
+    pub(crate) fn clock(&self) -> std::time::Instant {
+        self.clock
+    }
+
+    /// Milliseconds on the replication thread's clock.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.clock.elapsed().as_millis() as u64
+    }
+
+    /// Whether this primary holds its read lease now. Checked after the read: the lease
+    /// held at some moment after the read began, so no later view had committed anything
+    /// by then, and every write acknowledged before the read began was this primary's.
+    fn holds_lease(&self) -> bool {
+        let until = self.lease_until.load(Ordering::Acquire);
+        until != 0 && self.now_ms() < until
+    }
+
     // ---- the replication thread's side ----
+
+    /// Publishes the read lease (`None`: none). Cleared before the commit slots close on
+    /// stepping down; a read that saw a lease a moment too long still fails with its
+    /// generation if what it read is retracted.
+    pub(crate) fn set_lease(&self, until: Option<u64>) {
+        self.lease_until
+            .store(until.unwrap_or(0), Ordering::Release);
+    }
 
     /// The next slot to reserve.
     pub(crate) fn next_slot(&self) -> u64 {

@@ -73,7 +73,8 @@ pub struct SimArgs {
     threads: Option<usize>,
     /// Reintroduce one of the thesis's known mistakes (longest-log-wins,
     /// prepare-ok-carries-op-max, view-not-persisted, undo-dropped-above-dp,
-    /// elect-prepare-as-printed, restarted-replica-votes), to see the checks catch it.
+    /// elect-prepare-as-printed, restarted-replica-votes, lease-ignored), to see the checks
+    /// catch it.
     #[arg(long, hide = true)]
     mistake: Option<String>,
 }
@@ -112,6 +113,7 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
         Some("undo-dropped-above-dp") => Some(Mistake::UndoDroppedAboveDp),
         Some("elect-prepare-as-printed") => Some(Mistake::ElectPrepareAsPrinted),
         Some("restarted-replica-votes") => Some(Mistake::RestartedReplicaVotes),
+        Some("lease-ignored") => Some(Mistake::LeaseIgnored),
         Some(other) => {
             eprintln!("error: unknown --mistake {other}");
             return ExitCode::from(2);
@@ -144,6 +146,7 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
     let transfers = AtomicU64::new(0);
     let crashes = AtomicU64::new(0);
     let total_crashes = AtomicU64::new(0);
+    let lease_reads = AtomicU64::new(0);
     let began = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..threads {
@@ -170,6 +173,7 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
                             transfers.fetch_add(o.state_transfers, Ordering::Relaxed);
                             crashes.fetch_add(o.crashes, Ordering::Relaxed);
                             total_crashes.fetch_add(o.total_crashes, Ordering::Relaxed);
+                            lease_reads.fetch_add(o.lease_reads, Ordering::Relaxed);
                             let mut k = by_kind.lock().unwrap_or_else(|p| p.into_inner());
                             for (kind, n) in &o.messages_by_kind {
                                 *k.entry(kind).or_default() += n;
@@ -216,6 +220,10 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
         transfers.load(Ordering::Relaxed)
     );
     println!("  per acknowledged operation: {}", per_op.join(", "));
+    println!(
+        "  reads answered under a primary's lease (checked with the rest): {}",
+        lease_reads.load(Ordering::Relaxed)
+    );
     let v = views.load(Ordering::Relaxed);
     let per_view: Vec<String> = by_kind
         .iter()

@@ -46,9 +46,21 @@ impl OpRecord {
     }
 }
 
+/// A read a primary answered from its state under its lease (`verso_vsr::Replica::lease_read`).
+#[derive(Clone, Debug)]
+pub(crate) struct LeaseRead {
+    pub key: u64,
+    pub observed: Option<u64>,
+    /// The newest entry the state it read reflected.
+    pub last: Viewstamp,
+    pub start: u64,
+    pub end: u64,
+}
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct History {
     pub ops: Vec<OpRecord>,
+    pub lease_reads: Vec<LeaseRead>,
     /// What clients were told they lost: (client, sequence numbers).
     pub forgotten: Vec<(u64, Vec<u64>)>,
 }
@@ -204,6 +216,28 @@ pub(crate) fn check_run(
             start: o.start,
             end,
             kind,
+        });
+    }
+    // A lease read saw the log through `last`: if the final log holds `last`, it holds
+    // all of that (a chain), and the read must fit; if not, it saw a lost suffix, which
+    // only a total crash may lose (as an acknowledged operation's).
+    for r in &history.lease_reads {
+        if r.last != Viewstamp::ZERO && stamp_at.get(&r.last.op) != Some(&r.last) {
+            if faults != Faults::Total {
+                return Err(format!(
+                    "a lease read answered at {} saw entry {}, which the final log lost",
+                    r.end, r.last
+                ));
+            }
+            continue;
+        }
+        reg.push(RegisterOp {
+            key: r.key.to_be_bytes().to_vec(),
+            start: r.start,
+            end: r.end,
+            kind: RegisterOpKind::Get {
+                observed: r.observed,
+            },
         });
     }
     check_linearizable_registers(&reg).map_err(|v| format!("not linearizable: {v}"))?;

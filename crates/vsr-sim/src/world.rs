@@ -34,6 +34,8 @@ pub struct Outcome {
     pub virtual_ms: u64,
     /// Virtual milliseconds from the end of faults until the group had finished.
     pub recovery_ms: u64,
+    /// Reads a primary answered under its lease (checked with the rest).
+    pub lease_reads: u64,
 }
 
 enum Event {
@@ -52,6 +54,19 @@ enum Event {
     },
     Fault,
     EndFaults,
+    /// A client reads a key at a random replica under its read lease, if it holds one.
+    LeaseRead,
+}
+
+/// A lease read taken and not answered yet: it waits for `last` to commit in `view`.
+struct PendingRead {
+    replica: u8,
+    incarnation: u64,
+    view: verso_vsr::ViewNum,
+    last: Viewstamp,
+    key: u64,
+    observed: Option<u64>,
+    start: u64,
 }
 
 /// A replica's machine: the process (absent while crashed) and its disk.
@@ -69,6 +84,9 @@ struct Node {
     amnesia_until: Option<Viewstamp>,
     /// Role and view last traced.
     traced: Option<(Role, verso_vsr::ViewNum)>,
+    /// How much faster (or slower, below 0) its clock runs than virtual time, in parts
+    /// per million: the read lease must hold with clocks that drift apart.
+    rate_ppm: i64,
 }
 
 struct SimClient {
@@ -107,6 +125,9 @@ pub(crate) struct World {
     /// Every durable point a primary announced.
     announced_dps: Vec<Viewstamp>,
     max_acked: Viewstamp,
+    /// The read lease every replica is configured with (0: none this run).
+    lease: u64,
+    pending_reads: Vec<PendingRead>,
     /// A property broken while the run went on (reported with the trace).
     violation: Option<String>,
     trace: VecDeque<String>,
@@ -126,7 +147,18 @@ impl World {
         let stall_ppm = if networked { rng.range(0, 50_000) } else { 0 };
         let view_change_jitter = [0, 100, 300][rng.below(3) as usize];
         let election_timeout = rng.range(200, 800);
-        let view_change_timeouts = (0..n).map(|_| rng.range(300, 1200)).collect();
+        let view_change_timeouts: Vec<u64> = (0..n).map(|_| rng.range(300, 1200)).collect();
+        // Most runs lease reads, with one setting for the whole group (a promise must
+        // outlast the primary's lease): shorter than the view-change timeouts, or longer,
+        // when a backup that times out must wait for its promise to end.
+        let lease = match rng.below(4) {
+            0 => 0,
+            _ => rng.range(100, 2500),
+        };
+        // Clock rates within 4 % of each other (`verso_vsr::LEASE_DRIFT_DIVISOR`).
+        let rates: Vec<i64> = (0..n)
+            .map(|_| rng.range(0, 40_001) as i64 - 20_000)
+            .collect();
         let mut w = World {
             nodes: Vec::new(),
             clients: Vec::new(),
@@ -140,6 +172,8 @@ impl World {
             view_change_timeouts,
             view_change_jitter,
             election_timeout,
+            lease,
+            pending_reads: Vec::new(),
             history: History::default(),
             entries: HashMap::new(),
             announced_dps: Vec::new(),
@@ -162,6 +196,7 @@ impl World {
             let mut config = w.replica_config(id);
             config.checkpoint_interval = checkpoint_interval;
             w.nodes.push(Node {
+                rate_ppm: rates[usize::from(id)],
                 replica: Some(Replica::new(id, config, KvApp::new(), 0)),
                 incarnation: 0,
                 durable: Disk::default(),
@@ -185,7 +220,126 @@ impl World {
         }
         let end = w.cfg.fault_ms;
         w.schedule(end, Event::EndFaults);
+        if w.lease != 0 {
+            let t = w.rng.range(1, 50);
+            w.schedule(t, Event::LeaseRead);
+        }
         w
+    }
+
+    /// Replica `r`'s clock at virtual time `t`.
+    fn local_at(&self, r: usize, t: u64) -> u64 {
+        let rate = 1_000_000 + self.nodes[r].rate_ppm;
+        (i128::from(t) * i128::from(rate) / 1_000_000) as u64
+    }
+
+    /// Replica `r`'s clock now.
+    fn local(&self, r: usize) -> u64 {
+        self.local_at(r, self.now)
+    }
+
+    /// The first virtual time at which replica `r`'s clock reads at least `local`.
+    fn global(&self, r: usize, local: u64) -> u64 {
+        if local == u64::MAX {
+            return u64::MAX;
+        }
+        let rate = 1_000_000 + self.nodes[r].rate_ppm;
+        let mut t = (i128::from(local) * 1_000_000 / i128::from(rate)) as u64;
+        while self.local_at(r, t) < local {
+            t += 1;
+        }
+        while t > 0 && self.local_at(r, t - 1) >= local {
+            t -= 1;
+        }
+        t
+    }
+
+    /// A lease read at a random live replica: recorded if it holds its lease, answered
+    /// once what it saw is committed (`resolve_reads`).
+    fn lease_read(&mut self) {
+        let r = self.rng.below(u64::from(self.cfg.replicas)) as usize;
+        let key = self.rng.below(self.cfg.keys);
+        let local = self.local(r);
+        let (start, node) = (self.now, &self.nodes[r]);
+        let Some(rep) = node.replica.as_ref() else {
+            return;
+        };
+        let Some(last) = rep.lease_read(local) else {
+            return;
+        };
+        let observed = rep.app().map.get(&key).copied();
+        self.pending_reads.push(PendingRead {
+            replica: r as u8,
+            incarnation: node.incarnation,
+            view: rep.view(),
+            last,
+            key,
+            observed,
+            start,
+        });
+        self.log(|| format!("replica {r}: lease read of {key} saw {observed:?} through {last}"));
+    }
+
+    /// The lease's invariant (`verso_vsr` `replica::lease`): while a replica holds its
+    /// read lease, no replica leads a later view that has committed anything. Checked after
+    /// every event, so a broken promise is caught when it happens, not only when a read
+    /// lands in the window it opens.
+    fn check_leases(&mut self) {
+        for i in 0..self.nodes.len() {
+            let local = self.local(i);
+            let Some(holder) = self.nodes[i].replica.as_ref() else {
+                continue;
+            };
+            if holder.lease_read(local).is_none() {
+                continue;
+            }
+            let view = holder.view();
+            for (j, n) in self.nodes.iter().enumerate() {
+                let Some(other) = n.replica.as_ref().filter(|_| j != i) else {
+                    continue;
+                };
+                let later = other.role() == Role::Primary && other.view() > view;
+                if later && other.commit().is_some_and(|c| c.view == other.view()) {
+                    self.violation = Some(format!(
+                        "replica {i} holds its read lease in view {view} while replica {j} \
+                         leads view {} and has committed in it",
+                        other.view()
+                    ));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Answers the lease reads whose entries committed in their view, and drops those whose
+    /// replica stopped leading it (crashed, or a view change).
+    fn resolve_reads(&mut self) {
+        let now = self.now;
+        let mut answered = Vec::new();
+        let nodes = &self.nodes;
+        self.pending_reads.retain(|p| {
+            let node = &nodes[usize::from(p.replica)];
+            let Some(rep) = node
+                .replica
+                .as_ref()
+                .filter(|_| node.incarnation == p.incarnation)
+            else {
+                return false;
+            };
+            if rep.committed_in(p.view, p.last) {
+                answered.push(crate::checks::LeaseRead {
+                    key: p.key,
+                    observed: p.observed,
+                    last: p.last,
+                    start: p.start,
+                    end: now,
+                });
+                return false;
+            }
+            rep.view() == p.view && rep.role() == Role::Primary
+        });
+        self.outcome.lease_reads += answered.len() as u64;
+        self.history.lease_reads.extend(answered);
     }
 
     fn replica_config(&mut self, id: u8) -> Config {
@@ -197,6 +351,7 @@ impl World {
         c.view_change_jitter = self.view_change_jitter;
         c.election_timeout = self.election_timeout;
         c.catch_up_timeout = 100;
+        c.lease = self.lease;
         c.batch_requests_max = 4;
         c.pipeline_max = 8;
         c.request_queue_max = 64;
@@ -268,6 +423,8 @@ impl World {
             } else {
                 self.fire_timers();
             }
+            self.resolve_reads();
+            self.check_leases();
             if let Some(m) = self.violation.take() {
                 return Err(self.fail(m));
             }
@@ -282,7 +439,8 @@ impl World {
         let replicas = self
             .nodes
             .iter()
-            .filter_map(|n| n.replica.as_ref().map(|r| r.poll_timeout()));
+            .enumerate()
+            .filter_map(|(i, n)| n.replica.as_ref().map(|r| self.global(i, r.poll_timeout())));
         let clients = self.clients.iter().map(|c| c.client.poll_timeout());
         replicas.chain(clients).min()
     }
@@ -290,13 +448,14 @@ impl World {
     fn fire_timers(&mut self) {
         let now = self.now;
         for i in 0..self.nodes.len() {
+            let local = self.local(i);
             let due = self.nodes[i]
                 .replica
                 .as_ref()
-                .is_some_and(|r| r.poll_timeout() <= now);
+                .is_some_and(|r| r.poll_timeout() <= local);
             if due {
                 let r = self.nodes[i].replica.as_mut().expect("checked");
-                r.handle_timeout(now);
+                r.handle_timeout(local);
                 self.drain(i as u8);
             }
         }
@@ -312,7 +471,7 @@ impl World {
         match e {
             Event::Deliver { to, from, msg } => match to {
                 Address::Replica(r) => {
-                    let now = self.now;
+                    let now = self.local(usize::from(r));
                     if let Some(rep) = self.nodes[usize::from(r)].replica.as_mut() {
                         rep.handle_message(now, from, *msg);
                         self.drain(r);
@@ -329,6 +488,7 @@ impl World {
                 incarnation,
                 id,
             } => {
+                let now = self.local(usize::from(replica));
                 let node = &mut self.nodes[usize::from(replica)];
                 if node.incarnation != incarnation || node.replica.is_none() {
                     return Ok(());
@@ -342,7 +502,6 @@ impl World {
                         s.1 -= count;
                     }
                 }
-                let now = self.now;
                 node.replica
                     .as_mut()
                     .expect("checked")
@@ -358,6 +517,11 @@ impl World {
                 }
             }
             Event::EndFaults => self.end_faults(),
+            Event::LeaseRead => {
+                self.lease_read();
+                let t = self.now + self.rng.range(1, 20);
+                self.schedule(t, Event::LeaseRead);
+            }
         }
         self.check_amnesia();
         Ok(())
@@ -702,7 +866,8 @@ impl World {
             .iter()
             .find_map(|n| n.replica.as_ref().map(|x| x.config().checkpoint_interval))
             .unwrap_or(16);
-        let replica = Replica::recover(r, config, KvApp::new(), &self.nodes[i].durable, self.now);
+        let now = self.local(i);
+        let replica = Replica::recover(r, config, KvApp::new(), &self.nodes[i].durable, now);
         let target = self.max_acked;
         self.log(|| {
             format!(

@@ -115,3 +115,14 @@ fn the_elect_prepare_comparison_as_printed_is_caught() {
         ],
     );
 }
+
+#[test]
+fn a_broken_lease_promise_is_caught() {
+    // A backup that still hears its primary votes for a candidate that does not: the new
+    // primary commits while the old one still answers reads under its lease.
+    assert_caught(
+        Mistake::LeaseIgnored,
+        Faults::Total,
+        &["holds its read lease", "not linearizable"],
+    );
+}

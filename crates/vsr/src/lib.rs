@@ -29,5 +29,6 @@ pub use client::{Client, ClientEvent};
 pub use message::{Body, Entry, Message, Request, Snapshot};
 pub use replica::{
     Action, ActionOf, Config, DiskWrite, Durable, MessageOf, Mistake, Mode, Replica, Role, Stats,
+    LEASE_DRIFT_DIVISOR,
 };
 pub use types::{Address, ClientId, ReplicaId, ViewNum, Viewstamp, REPLICAS_MAX};

@@ -93,6 +93,8 @@ pub enum Message<O, R, S> {
         entries: Vec<Entry<O>>,
         dp: Viewstamp,
         dp_min: Viewstamp,
+        /// The primary's clock when it sent this (read leases; 0 without them).
+        lease: u64,
     },
     /// `<PREPAREOK diskOpMax>`: the sender holds every entry up to `op_max` in memory, and
     /// up to `disk_op_max` on disk (never `op_max`: the durable point comes from this).
@@ -102,6 +104,9 @@ pub enum Message<O, R, S> {
         op_max: Viewstamp,
         disk_op_max: Viewstamp,
         dp: Viewstamp,
+        /// The `lease` of the newest PREPARE or HEARTBEAT the sender accepted in `view`:
+        /// it promised the primary a lease from a moment after that.
+        lease: u64,
     },
     /// From an idle primary: keeps backups from starting a view change and carries the
     /// durable points; a backup behind `op_max` catches up.
@@ -110,6 +115,8 @@ pub enum Message<O, R, S> {
         op_max: Viewstamp,
         dp: Viewstamp,
         dp_min: Viewstamp,
+        /// As PREPARE's.
+        lease: u64,
     },
 
     // ---- view change (§4.2.5) ----

@@ -9,10 +9,13 @@
 
 mod catch_up;
 mod disk;
+mod lease;
 mod log;
 mod normal;
 mod recovery;
 mod view_change;
+
+pub use lease::LEASE_DRIFT_DIVISOR;
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -75,6 +78,9 @@ pub enum Mistake {
     /// amnesiac until it recovered (`replica::recovery`): with a lagging replica it elects a
     /// leader without an acknowledged operation.
     RestartedReplicaVotes,
+    /// A replica that promised a primary its read lease votes and campaigns anyway
+    /// (`replica::lease`): two primaries answer reads at once, one of them stale.
+    LeaseIgnored,
 }
 
 /// A replica's settings. Times are in the caller's units of virtual time (milliseconds in
@@ -96,6 +102,12 @@ pub struct Config {
     pub election_timeout: u64,
     /// How long a replica waits for a catch-up reply before asking again.
     pub catch_up_timeout: u64,
+    /// Read leases (`lease.rs`; 0: none). A replica that accepts a PREPARE or HEARTBEAT
+    /// from its view's primary, or sends one as that primary, promises to vote for no
+    /// other leader for this long on its own clock. The primary may then answer reads
+    /// from its own state, without a round to the others, until `lease` less
+    /// [`LEASE_DRIFT_DIVISOR`]'s share after it sent what a majority acknowledged.
+    pub lease: u64,
     /// Requests per log entry (the primary's batch).
     pub batch_requests_max: usize,
     /// Entries proposed and not yet committed (the primary's pipeline).
@@ -130,6 +142,7 @@ impl Config {
             view_change_jitter: 500,
             election_timeout: 1000,
             catch_up_timeout: 200,
+            lease: 0,
             batch_requests_max: 256,
             pipeline_max: 32,
             request_queue_max: 8192,
@@ -235,6 +248,9 @@ struct Leader<O, R> {
     queue: VecDeque<Request<O>>,
     replies: BTreeMap<u64, Vec<PendingReply<R>>>,
     heartbeat_at: u64,
+    /// Per replica, the send time (the primary's clock) of the newest PREPARE or HEARTBEAT
+    /// it acknowledged in this view: it promised at receipt, later (`lease.rs`).
+    lease_acked: [u64; REPLICAS_MAX],
 }
 
 #[derive(Clone, Debug)]
@@ -310,6 +326,13 @@ pub struct Replica<A: App> {
     /// Restarted with its memory lost and not recovered yet (`recovery`): no votes, no
     /// campaigns.
     amnesia: Option<recovery::Amnesia>,
+    /// Until then (this replica's clock) it votes for no new leader and starts no view
+    /// change: it promised a primary its lease (`lease.rs`). A replica starts promised,
+    /// since it may have promised before a crash it does not remember.
+    promised_until: u64,
+    /// The send time carried by the newest PREPARE or HEARTBEAT accepted from this view's
+    /// primary, echoed in PREPAREOK.
+    lease_heard: (ViewNum, u64),
     actions: VecDeque<ActionOf<A>>,
     stats: Stats,
 }
@@ -351,9 +374,12 @@ impl<A: App> Replica<A> {
             catch_up_retry_at: None,
             last_ack: None,
             amnesia: None,
+            promised_until: 0,
+            lease_heard: (ViewNum::ZERO, 0),
             actions: VecDeque::new(),
             stats: Stats::default(),
         };
+        r.promised_until = now.saturating_add(r.config.lease);
         r.reset_view_change_timer();
         r
     }
@@ -484,27 +510,30 @@ impl<A: App> Replica<A> {
                     entries,
                     dp,
                     dp_min,
+                    lease,
                 },
                 Some(s),
-            ) => self.on_prepare(s, view, entries, dp, dp_min),
+            ) => self.on_prepare(s, view, entries, dp, dp_min, lease),
             (
                 Message::PrepareOk {
                     view,
                     op_max,
                     disk_op_max,
                     dp,
+                    lease,
                 },
                 Some(s),
-            ) => self.on_prepare_ok(s, view, op_max, disk_op_max, dp),
+            ) => self.on_prepare_ok(s, view, op_max, disk_op_max, dp, lease),
             (
                 Message::Heartbeat {
                     view,
                     op_max,
                     dp,
                     dp_min,
+                    lease,
                 },
                 Some(s),
-            ) => self.on_heartbeat(s, view, op_max, dp, dp_min),
+            ) => self.on_heartbeat(s, view, op_max, dp, dp_min, lease),
             (
                 Message::ElectPrepare {
                     view,
@@ -585,6 +614,17 @@ impl<A: App> Replica<A> {
         }
         if self.amnesia.as_ref().is_some_and(|a| a.ask_at <= now) {
             self.ask_who_leads();
+        }
+        if self.promised() {
+            // It may not campaign before its promise to a primary ends (`lease`).
+            let until = self.promised_until;
+            match &mut self.status {
+                Status::Backup => self.view_change_at = self.view_change_at.max(until),
+                Status::Candidate { deadline, .. } | Status::Elected { deadline, .. } => {
+                    *deadline = (*deadline).max(until)
+                }
+                Status::Primary(_) => {}
+            }
         }
         match &self.status {
             Status::Backup if self.view_change_at <= now && !self.amnesia_allows_campaign() => {

@@ -111,11 +111,13 @@ impl<A: App> Replica<A> {
     /// too) and sends it to the backups.
     pub(super) fn propose_entry(&mut self, entry: Entry<A::Op>) {
         let op = entry.vs.op;
+        let lease = self.lease_sent();
         let message = Message::Prepare {
             view: self.view,
             entries: vec![entry.clone()],
             dp: self.dp,
             dp_min: self.dp_min,
+            lease,
         };
         let replies = self.accept(entry);
         if let Status::Primary(leader) = &mut self.status {
@@ -144,10 +146,12 @@ impl<A: App> Replica<A> {
         entries: Vec<Entry<A::Op>>,
         dp: Viewstamp,
         dp_min: Viewstamp,
+        lease: u64,
     ) {
         if !self.heard_from_primary(from, view) {
             return;
         }
+        self.heard_lease(view, lease);
         let before = self.log.op_max();
         for entry in entries {
             let have = self.log.op_max();
@@ -212,7 +216,7 @@ impl<A: App> Replica<A> {
             return;
         }
         self.last_ack = Some(said);
-        let (view, dp) = (self.view, self.dp);
+        let (view, dp, lease) = (self.view, self.dp, self.lease_to_echo());
         let to = Address::Replica(view.leader());
         self.send(
             to,
@@ -221,6 +225,7 @@ impl<A: App> Replica<A> {
                 op_max,
                 disk_op_max,
                 dp,
+                lease,
             },
         );
     }
@@ -270,10 +275,12 @@ impl<A: App> Replica<A> {
         op_max: Viewstamp,
         disk_op_max: Viewstamp,
         dp: Viewstamp,
+        lease: u64,
     ) {
         if view != self.view || !matches!(self.status, Status::Primary(_)) {
             return;
         }
+        self.lease_acknowledged(from, lease);
         self.record_ack(from, op_max, disk_op_max, dp);
     }
 
@@ -379,11 +386,13 @@ impl<A: App> Replica<A> {
             return;
         };
         leader.heartbeat_at = self.now + self.config.heartbeat_interval;
+        let lease = self.lease_sent();
         let message = Message::Heartbeat {
             view: self.view,
             op_max: self.log.op_max(),
             dp: self.dp,
             dp_min: self.dp_min,
+            lease,
         };
         self.send_to_others(message);
     }
@@ -395,10 +404,12 @@ impl<A: App> Replica<A> {
         op_max: Viewstamp,
         dp: Viewstamp,
         dp_min: Viewstamp,
+        lease: u64,
     ) {
         if !self.heard_from_primary(from, view) {
             return;
         }
+        self.heard_lease(view, lease);
         if op_max != self.log.op_max() {
             self.request_catch_up();
         }
@@ -423,6 +434,7 @@ impl<A: App> Replica<A> {
             queue: Default::default(),
             replies: Default::default(),
             heartbeat_at: self.now + self.config.heartbeat_interval,
+            lease_acked: [0; REPLICAS_MAX],
         }));
         self.catch_up_retry_at = None;
         // Elected by a majority (with a waived amnesia's vote limits): it leads the log now.

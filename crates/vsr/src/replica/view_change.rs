@@ -95,8 +95,12 @@ impl<A: App> Replica<A> {
             return;
         }
         // A restarted replica may lack acknowledged operations: its vote could elect a
-        // leader without them (`recovery`).
-        if !self.vote_ok(op_max) || !self.amnesia_allows_vote(from, op_max, restarted) {
+        // leader without them (`recovery`). One that promised a primary its lease votes for
+        // nobody until the promise ends (`lease`); the candidate asks again later.
+        if !self.vote_ok(op_max)
+            || !self.amnesia_allows_vote(from, op_max, restarted)
+            || self.promised()
+        {
             self.raise_view(view);
             return;
         }

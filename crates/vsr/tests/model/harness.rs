@@ -951,6 +951,7 @@ pub fn fmt_msg(m: &Msg) -> String {
             entries,
             dp,
             dp_min,
+            ..
         } => format!(
             "Prepare({view} [{}] dp {dp} dpMin {dp_min})",
             fmt_entries(entries)
@@ -960,6 +961,7 @@ pub fn fmt_msg(m: &Msg) -> String {
             op_max,
             disk_op_max,
             dp,
+            ..
         } => format!("PrepareOk({view} opMax {op_max} diskOpMax {disk_op_max} dp {dp})"),
         Message::Heartbeat {
             view, op_max, dp, ..
