@@ -9,6 +9,8 @@
 #   verso-3g       3 groups of 1 server
 #   verso-2g3r     2 groups of 3 replicas (Lazy VSR)
 #   redis-cluster  Redis Cluster 7: 3 primaries with one replica each
+#   NAME-base      any Verso configuration above, run with the binary $BASE_BIN (an older
+#                  build, for a before/after comparison in the same run)
 # Persistence is off where it can be (Redis; Verso groups of 1); replicated Verso groups are
 # lazy (a majority in memory). Beside redis-benchmark, bench/kvload sends SETs routed by slot
 # from 50 connections: to Redis Cluster each followed by `WAIT 1 0` (a write held by a
@@ -43,6 +45,8 @@ wait_port() { for _ in $(seq 300); do redis-cli -p "$1" PING >/dev/null 2>&1 && 
 # Starts a configuration; sets $pids (server processes), $port and $cluster_flag.
 start() {
   launcher=""; pids=""; cluster_flag=""
+  local bin=target/release/verso config=$1
+  case $config in *-base) bin=${BASE_BIN:?set BASE_BIN for a -base configuration}; config=${config%-base} ;; esac
   # A base port whose neighbourhood is free: base..base+59, their +1000 (Verso's peers)
   # and +10000 (Redis Cluster's bus).
   local base
@@ -60,24 +64,24 @@ for _ in range(500):
         print(b); break
 PY
 )
-  case $1 in
+  case $config in
     verso)
       port=$base
-      target/release/verso serve --port "$port" --durability none --data-dir "$out/single" >/dev/null 2>&1 &
+      "$bin" serve --port "$port" --durability none --data-dir "$out/single" >/dev/null 2>&1 &
       pids=$!; wait_port "$port" ;;
     verso-1g|verso-2g|verso-3g|verso-2g3r)
       local g=1 r=1 d=none
-      [ "$1" = verso-2g ] && g=2
-      [ "$1" = verso-3g ] && g=3
-      [ "$1" = verso-2g3r ] && { g=2; r=3; d=lazy; }
+      [ "$config" = verso-2g ] && g=2
+      [ "$config" = verso-3g ] && g=3
+      [ "$config" = verso-2g3r ] && { g=2; r=3; d=lazy; }
       rm -rf "$out/cl"
-      target/release/verso cluster local --groups $g --replicas $r --durability $d \
+      "$bin" cluster local --groups $g --replicas $r --durability $d \
         --base-port "$base" --dir "$out/cl" >"$out/launcher.log" 2>&1 &
       launcher=$!
       for _ in $(seq 300); do grep -q '^clients:' "$out/launcher.log" && break; sleep 0.1; done
       pids=$(pgrep -P "$launcher" | tr '\n' ' ')
       # redis-benchmark --cluster refuses a cluster of one node; one group owns every slot.
-      port=$base; cluster_flag=--cluster; [ "$1" = verso-1g ] && cluster_flag=""
+      port=$base; cluster_flag=--cluster; [ "$config" = verso-1g ] && cluster_flag=""
       # Replicated groups: wait for a primary in each (a write through the cluster).
       for _ in $(seq 300); do redis-cli -c -p "$port" SET probe:x 1 2>/dev/null | grep -q OK && redis-cli -c -p "$port" SET probe:y 1 2>/dev/null | grep -q OK && break; sleep 0.1; done ;;
     redis-cluster)
@@ -109,7 +113,7 @@ for ((r = 1; r <= runs; r++)); do
   for c in $configs; do
     start "$c"
     tests="set get"
-    [ "$c" = verso-2g3r ] && tests="$tests set-kvload"
+    [ "${c%-base}" = verso-2g3r ] && tests="$tests set-kvload"
     [ "$c" = redis-cluster ] && tests="$tests set-wait1"
     for test in $tests; do
       before=$(cpu_of "$pids")

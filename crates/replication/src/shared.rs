@@ -173,15 +173,23 @@ impl Replication {
     /// `began` as for [`Replication::write_ticket`]: a read may have seen commits a
     /// change of generation retracted.
     pub fn read_ticket(&self, began: u64) -> Ticket {
-        let generation = began;
         if self.holds_lease() {
             self.reads_leased.fetch_add(1, Ordering::Relaxed);
             return Ticket {
                 end: self.word.load(Ordering::Acquire) & !CLOSED,
-                generation,
+                generation: began,
             };
         }
         self.reads_barrier.fetch_add(1, Ordering::Relaxed);
+        self.barrier_ticket(began)
+    }
+
+    /// The ticket for a slot reserved after now, lease or not: once it is ready, every
+    /// entry before it is committed (and, with [`Replication::majority_on_disk`], on a
+    /// majority's disks). Asks the node for a barrier entry in case no commit comes. For
+    /// a new primary's mover, which must read only what the group logged for good.
+    pub fn barrier_ticket(&self, began: u64) -> Ticket {
+        let generation = began;
         let end = (self.word.load(Ordering::Acquire) & !CLOSED) + 1;
         if self.barrier_wanted.fetch_max(end, Ordering::AcqRel) < end {
             self.wake_node();
@@ -443,6 +451,33 @@ mod tests {
         );
         r.open();
         r
+    }
+
+    /// Under the read lease a read waits only for the commits reserved before it (none
+    /// here: ready at once, no barrier asked for); without it, for a slot reserved after it.
+    #[test]
+    fn a_read_under_the_lease_waits_only_for_what_it_may_have_seen() {
+        let r = primary();
+        let began = r.generation();
+        r.set_lease(Some(r.now_ms() + 60_000));
+        let t = r.read_ticket(began);
+        assert_eq!(r.ticket_state(t), TicketState::Ready);
+        assert!(!r.barrier_due());
+        // A commit in flight: the read may have seen it, so it waits for it.
+        let slot = r.reserve(100).expect("open");
+        let t = r.read_ticket(began);
+        assert_eq!(t.end, slot + 1);
+        assert_eq!(r.ticket_state(t), TicketState::Waiting);
+        r.set_committed(slot + 1);
+        assert_eq!(r.ticket_state(t), TicketState::Ready);
+        // Lease over (or never held): a round that began after the read.
+        r.set_lease(Some(r.now_ms()));
+        let t = r.read_ticket(began);
+        assert_eq!(t.end, slot + 2);
+        assert!(r.barrier_due());
+        assert_eq!(r.ticket_state(t), TicketState::Waiting);
+        assert_eq!(r.reads_leased.load(Ordering::Relaxed), 2);
+        assert_eq!(r.reads_barrier.load(Ordering::Relaxed), 1);
     }
 
     /// A commit that reserved its slot before this replica stopped being primary may have

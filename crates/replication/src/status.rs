@@ -46,6 +46,10 @@ pub struct Status {
     pub batches_proposed: u64,
     /// Commits installed here and rolled back because they never reached the log.
     pub slots_retracted: u64,
+    /// Reads answered as a primary under its read lease, and reads that waited for a round
+    /// (no lease held: just elected, or `lease_ms = 0`).
+    pub reads_leased: u64,
+    pub reads_with_round: u64,
     pub handshakes_rejected: u64,
     pub peers: Vec<PeerStatus>,
     /// What recovery found on disk at start.

@@ -256,6 +256,11 @@ fn replication_lines(shared: &Shared) -> Vec<(String, String)> {
             s.slots_proposed.to_string(),
         ),
         ("vsr_batches".into(), s.batches_proposed.to_string()),
+        ("vsr_reads_leased".into(), s.reads_leased.to_string()),
+        (
+            "vsr_reads_with_round".into(),
+            s.reads_with_round.to_string(),
+        ),
         (
             "vsr_commits_retracted".into(),
             s.slots_retracted.to_string(),

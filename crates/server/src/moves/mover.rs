@@ -207,7 +207,7 @@ impl<'s> Mover<'s> {
             // is committed, applied and on a majority's disks: what it reads then is what
             // the group logged, and never undone.
             let _sync = r.hold_sync();
-            wait_replicated(r, r.read_ticket(generation))?;
+            wait_replicated(r, r.barrier_ticket(generation))?;
         }
         let me = map.my_group().id;
         let data = EngineData { shared, moves };
