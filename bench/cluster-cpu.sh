@@ -102,7 +102,14 @@ PY
   esac
 }
 stop() {
-  if [ -n "$launcher" ]; then kill -INT "$launcher" 2>/dev/null; wait "$launcher" 2>/dev/null || true; launcher=""; fi
+  if [ -n "$launcher" ]; then
+    if ! kill -INT "$launcher" 2>/dev/null; then
+      echo "the cluster launcher had already exited; its log:" >&2
+      tail -20 "$out/launcher.log" >&2
+      exit 1
+    fi
+    wait "$launcher" 2>/dev/null || true; launcher=""
+  fi
   [ -n "$pids" ] && { kill $pids 2>/dev/null || true; sleep 0.5; }
   pids=""
 }
