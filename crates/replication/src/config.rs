@@ -90,7 +90,8 @@ pub struct ClusterConfig {
     /// primary promises to elect nobody else for this long, and the primary answers reads
     /// without a round to the others while a majority's promises last. Assumes clocks that
     /// run at rates within 4 % of each other (no synchronization). Default: 4/5 of
-    /// `view_change_timeout_ms`, so a failed primary is replaced no later than without.
+    /// `view_change_timeout_ms`, so a failed primary is replaced no later than without
+    /// (off if that is not above twice `heartbeat_ms`, the least accepted).
     pub lease_ms: u64,
     /// The primary's batches proposed and not yet committed, at most. Commits that arrive
     /// while this many are in flight wait for the next batch, so under load a round carries
@@ -196,9 +197,15 @@ impl ClusterConfig {
             view_change_timeout_ms: f.view_change_timeout_ms.unwrap_or(500),
             view_change_jitter_ms: f.view_change_jitter_ms.unwrap_or(200),
             election_timeout_ms: f.election_timeout_ms.unwrap_or(500),
-            lease_ms: f
-                .lease_ms
-                .unwrap_or(f.view_change_timeout_ms.unwrap_or(500) * 4 / 5),
+            lease_ms: f.lease_ms.unwrap_or_else(|| {
+                let lease = f.view_change_timeout_ms.unwrap_or(500) * 4 / 5;
+                // Too short to outlast a heartbeat round: off rather than refused.
+                if lease > 2 * f.heartbeat_ms.unwrap_or(50) {
+                    lease
+                } else {
+                    0
+                }
+            }),
             batches_in_flight,
             lazy_sync_gap: std::time::Duration::from_micros(gap_us),
         };
@@ -283,6 +290,23 @@ mod tests {
         let c = ClusterConfig::parse(text, Path::new(".")).unwrap();
         assert_eq!(c.replicas.len(), 3);
         assert_eq!(c.view_change_timeout_ms, 500);
+        assert_eq!(c.lease_ms, 400);
+    }
+
+    /// The lease defaults to 4/5 of the view-change timeout, and to off where that would
+    /// not outlast two heartbeats (which `validate` would refuse).
+    #[test]
+    fn the_lease_defaults_to_most_of_the_view_change_timeout() {
+        let base = ClusterConfig::example(3, 7001, "0123456789abcdef");
+        let lease = |extra: &str| {
+            let text = base.replace("mode = \"lazy\"", extra);
+            ClusterConfig::parse(&text, Path::new(".")).map(|c| c.lease_ms)
+        };
+        assert_eq!(lease("mode = \"lazy\""), Ok(400));
+        assert_eq!(lease("view_change_timeout_ms = 1000"), Ok(800));
+        assert_eq!(lease("view_change_timeout_ms = 100"), Ok(0));
+        assert_eq!(lease("lease_ms = 0"), Ok(0));
+        assert_eq!(lease("lease_ms = 250"), Ok(250));
     }
 
     #[test]
@@ -300,6 +324,10 @@ mod tests {
             (
                 base.replace("mode = \"lazy\"", "heartbeat_ms = 900"),
                 "heartbeat_interval must be below",
+            ),
+            (
+                base.replace("mode = \"lazy\"", "lease_ms = 60"),
+                "lease must be 0 (off) or above twice heartbeat_interval",
             ),
             (
                 base.replace("mode = \"lazy\"", "batches_in_flight = 0"),

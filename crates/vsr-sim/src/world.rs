@@ -153,7 +153,7 @@ impl World {
         // when a backup that times out must wait for its promise to end.
         let lease = match rng.below(4) {
             0 => 0,
-            _ => rng.range(100, 2500),
+            _ => rng.range(150, 2500),
         };
         // Clock rates within 4 % of each other (`verso_vsr::LEASE_DRIFT_DIVISOR`).
         let rates: Vec<i64> = (0..n)

@@ -257,5 +257,10 @@ fn bad_configurations_are_refused_with_a_reason() {
     c = Config::new(3);
     c.heartbeat_interval = c.view_change_timeout;
     assert!(c.validate().unwrap_err().contains("heartbeat_interval"));
+    c = Config::new(3);
+    c.lease = c.heartbeat_interval;
+    assert!(c.validate().unwrap_err().contains("lease"));
+    c.lease = 0;
+    assert!(c.validate().is_ok());
     assert!(Config::new(5).validate().is_ok());
 }

@@ -186,6 +186,15 @@ impl Config {
         if self.unflushed_entries_max < self.flush_entries_max {
             return Err("unflushed_entries_max must be at least flush_entries_max".into());
         }
+        if self.lease != 0 && self.lease <= 2 * self.heartbeat_interval {
+            // Renewed by each heartbeat round, a shorter lease would lapse between rounds
+            // and reads would fall back to rounds most of the time, silently.
+            return Err(format!(
+                "lease must be 0 (off) or above twice heartbeat_interval ({} ms), got {}",
+                2 * self.heartbeat_interval,
+                self.lease
+            ));
+        }
         if self.heartbeat_interval >= self.view_change_timeout {
             return Err("heartbeat_interval must be below view_change_timeout".into());
         }
