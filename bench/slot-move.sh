@@ -14,6 +14,10 @@
 # Timelines (SETs per 100 ms) are kept in results/slot-move/, and run 1 of each is drawn
 # in results/slot-move/timeline.svg (bench/plot-timeline.py).
 #
+# SYSTEMS picks among verso, verso-3r and redis-cluster (default: all three); verso-base and
+# verso-3r-base run the same with the binary $BASE_BIN (an older build, for a before/after
+# comparison in the same run).
+#
 #   bench/slot-move.sh [RUNS] [KEYS] [CLIENTS] [SECONDS]   (defaults: 3 300000 16 10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -107,13 +111,17 @@ PY
   cp "$out/timeline" "results/slot-move/slot-move-$1-$2.txt"
 }
 
+systems=${SYSTEMS:-"verso verso-3r redis-cluster"}
 for ((r = 1; r <= runs; r++)); do
-  # Verso: three groups of one server, then three groups of three replicas.
-  for replicas in 1 3; do
-    system=verso; [ "$replicas" = 3 ] && system=verso-3r
+  # Verso: three groups of one server, or of three replicas.
+  for system in $systems; do
+    [ "$system" = redis-cluster ] && continue
+    bin=target/release/verso
+    case $system in *-base) bin=${BASE_BIN:?set BASE_BIN for a -base system} ;; esac
+    replicas=1; [ "${system%-base}" = verso-3r ] && replicas=3
     base=$(free_base)
     rm -rf "$out/cl"
-    target/release/verso cluster local --groups 3 --replicas "$replicas" --durability lazy \
+    "$bin" cluster local --groups 3 --replicas "$replicas" --durability lazy \
       --base-port "$base" --dir "$out/cl" </dev/null >"$out/launcher.log" 2>&1 &
     launcher=$!
     for _ in $(seq 300); do grep -q '^clients:' "$out/launcher.log" && break; sleep 0.1; done
@@ -131,12 +139,13 @@ for ((r = 1; r <= runs; r++)); do
       primaries+=("$p")
     done
     for i in 0 1 2; do redis-cli -p "${primaries[$i]}" --pipe <"$out/verso$i.resp" >/dev/null; done
-    line=$(under_load "${primaries[0]}" target/release/verso cluster move --slots 0-5460 --to 1 --node "127.0.0.1:${primaries[0]}")
+    line=$(under_load "${primaries[0]}" "$bin" cluster move --slots 0-5460 --to 1 --node "127.0.0.1:${primaries[0]}")
     summarize "$system" "$r" "$line"
     kill -INT "$launcher"; wait "$launcher" 2>/dev/null || true; launcher=""
   done
 
   # Redis Cluster: three primaries.
+  case " $systems " in *" redis-cluster "*) ;; *) continue ;; esac
   base=$(free_base)
   mkdir -p "$out/rc"; rm -rf "$out/rc"/*
   for i in 0 1 2; do
@@ -163,12 +172,13 @@ import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 print("| system | move s | SET rps before | worst 500 ms during the move | share | TRYAGAIN requests | TRYAGAIN p99 / max ms |")
 print("|---|---:|---:|---:|---:|---:|---|")
-for s in ("verso", "verso-3r", "redis-cluster"):
+for s in dict.fromkeys(r["system"] for r in rows):
     rs = [r for r in rows if r["system"] == s]
     m = lambda k: statistics.median(float(r[k]) for r in rs)
     print(f"| {s} | {m('move_s'):.2f} | {m('before_rps'):,.0f} | {m('worst_500ms_rps'):,.0f} | {m('worst_share'):.2f} | {m('tryagain_requests'):.0f} | {m('tryagain_p99_ms'):.1f} / {m('tryagain_max_ms'):.1f} |")
 PY
 echo "(medians of $runs; $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg); commit $(git rev-parse --short HEAD))"
+[ -n "${SYSTEMS:-}" ] && exit 0   # the plot draws the three default systems
 python3 bench/plot-timeline.py results/slot-move/timeline.svg \
   "Verso: verso cluster move=results/slot-move/slot-move-verso-1.txt" \
   "Verso, 3 replicas per group=results/slot-move/slot-move-verso-3r-1.txt" \
