@@ -399,6 +399,16 @@ pub fn prometheus(shared: &Shared) -> String {
                 "Peer connections refused (bad secret, unknown id).",
                 st.handshakes_rejected,
             ),
+            (
+                "vsr_reads_leased",
+                "Reads answered as primary under the read lease, without a round.",
+                st.reads_leased,
+            ),
+            (
+                "vsr_reads_with_round",
+                "Reads that waited for a round to a majority (no lease held).",
+                st.reads_with_round,
+            ),
         ];
         for (key, help, value) in counters {
             let _ = write!(

@@ -528,6 +528,27 @@ fn wait_counts_backups_with_writes_on_disk_and_backups_serve_readonly_reads() {
             other => panic!("{args:?}: {other:?}"),
         }
     }
+    // Reads on the primary go through its read lease once it holds one (a quiet group
+    // renews it with every heartbeat round), and see the write.
+    let leased = |c: &mut Conn| -> u64 {
+        let Reply::Bulk(Some(text)) = c.call(&["INFO", "replication"]).unwrap() else {
+            panic!("INFO replication");
+        };
+        let text = String::from_utf8_lossy(&text).into_owned();
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("vsr_reads_leased:"))
+            .expect("INFO replication counts leased reads");
+        line.trim().parse().unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while leased(&mut c) == 0 {
+        match c.call(&["GET", "k"]).unwrap() {
+            Reply::Bulk(Some(v)) if v == b"1" => {}
+            other => panic!("GET on the primary: {other:?}"),
+        }
+        assert!(Instant::now() < deadline, "no read went through the lease");
+    }
     let backups: Vec<usize> = (0..REPLICAS).filter(|&id| id != primary).collect();
     // A READONLY client on a backup reads what is durable there, and is refused writes
     // (as on a Redis Cluster replica).
