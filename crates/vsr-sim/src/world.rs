@@ -125,8 +125,10 @@ pub(crate) struct World {
     /// Every durable point a primary announced.
     announced_dps: Vec<Viewstamp>,
     max_acked: Viewstamp,
-    /// The read lease every replica is configured with (0: none this run).
+    /// The read lease most replicas are configured with (0: none this run), and each
+    /// replica's own.
     lease: u64,
+    leases: Vec<u64>,
     pending_reads: Vec<PendingRead>,
     /// A property broken while the run went on (reported with the trace).
     violation: Option<String>,
@@ -155,6 +157,17 @@ impl World {
             0 => 0,
             _ => rng.range(150, 2500),
         };
+        // Some runs configure each replica's lease on its own (0 included): a promise must
+        // still cover every lease a primary counts it for.
+        let leases: Vec<u64> = (0..n)
+            .map(|_| match (lease, rng.below(3)) {
+                (0, _) | (_, 0 | 1) => lease,
+                _ => match rng.below(4) {
+                    0 => 0,
+                    _ => rng.range(150, 2500),
+                },
+            })
+            .collect();
         // Clock rates within 4 % of each other (`verso_vsr::LEASE_DRIFT_DIVISOR`).
         let rates: Vec<i64> = (0..n)
             .map(|_| rng.range(0, 40_001) as i64 - 20_000)
@@ -173,6 +186,7 @@ impl World {
             view_change_jitter,
             election_timeout,
             lease,
+            leases,
             pending_reads: Vec::new(),
             history: History::default(),
             entries: HashMap::new(),
@@ -351,7 +365,7 @@ impl World {
         c.view_change_jitter = self.view_change_jitter;
         c.election_timeout = self.election_timeout;
         c.catch_up_timeout = 100;
-        c.lease = self.lease;
+        c.lease = self.leases[usize::from(id)];
         c.batch_requests_max = 4;
         c.pipeline_max = 8;
         c.request_queue_max = 64;

@@ -107,6 +107,9 @@ pub enum Message<O, R, S> {
         /// The `lease` of the newest PREPARE or HEARTBEAT the sender accepted in `view`:
         /// it promised the primary a lease from a moment after that.
         lease: u64,
+        /// How long the sender promises (its `Config::lease`): replicas may be configured
+        /// differently, and the primary counts no promise for longer than it lasts.
+        lease_length: u64,
     },
     /// From an idle primary: keeps backups from starting a view change and carries the
     /// durable points; a backup behind `op_max` catches up.

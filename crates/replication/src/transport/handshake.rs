@@ -35,8 +35,9 @@ use super::ReplicaId;
 
 /// The wire protocol this build speaks; a peer with another is refused with a log line.
 /// Version 2: the restarted replica's `Recovering` messages, and `ElectPrepare` saying
-/// whether the candidate restarted (`verso_vsr` `replica::recovery`).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// whether the candidate restarted (`verso_vsr` `replica::recovery`). Version 3: read
+/// leases (PREPARE, HEARTBEAT and PREPAREOK carry them: `verso_vsr` `replica::lease`).
+pub const PROTOCOL_VERSION: u16 = 3;
 const NONCE_LEN: usize = 32;
 const MAC_LEN: usize = 32;
 const HELLO_LEN: usize = 2 + 1 + 1 + NONCE_LEN;

@@ -5,10 +5,12 @@
 //! A replica that accepts a PREPARE or HEARTBEAT its view's primary sent at `s` (the
 //! primary's clock) promises, on receipt, to vote for no new leader and start no view
 //! change for [`Config::lease`] on its own clock; the primary promises the same each time
-//! it sends one. PREPAREOK echoes the newest `s` accepted. The primary takes the newest
-//! send time a majority (itself included) acknowledged, `s_q`, and holds the lease until
-//! `s_q + lease - lease / LEASE_DRIFT_DIVISOR`. Every replica of that majority promised at
-//! or after `s_q`, so while the lease holds each of them is still promised. A new view
+//! it sends one. PREPAREOK echoes the newest `s` accepted, and the sender's own lease
+//! length (replicas may be configured differently). For each replica the primary counts
+//! `s + l - l / LEASE_DRIFT_DIVISOR`, with `l` the shorter of the two lengths, and holds the
+//! lease until the latest time a majority (itself included) reaches. Every replica of that
+//! majority promised at or after its `s`, for at least `l`, so while the lease holds each
+//! of them is still promised. A new view
 //! needs a majority's votes (`view_change.rs`), and any two majorities share a replica:
 //! no other primary exists, every operation committed anywhere was committed here, and a
 //! read of this primary's state, answered once every entry it saw has committed in this
@@ -71,18 +73,18 @@ impl<A: App> Replica<A> {
     /// as its own acknowledgement.
     pub(super) fn lease_sent(&mut self) -> u64 {
         self.promise();
-        let (id, now) = (self.id, self.now);
-        if let Status::Primary(leader) = &mut self.status {
-            leader.lease_acked[usize::from(id)] = leader.lease_acked[usize::from(id)].max(now);
-        }
+        let (id, now, lease) = (self.id, self.now, self.config.lease);
+        self.lease_acknowledged(id, now, lease);
         now
     }
 
-    /// A PREPAREOK from `from` in this view echoed `sent`.
-    pub(super) fn lease_acknowledged(&mut self, from: ReplicaId, sent: u64) {
+    /// A PREPAREOK from `from` in this view echoed `sent`; it promises for `length`.
+    pub(super) fn lease_acknowledged(&mut self, from: ReplicaId, sent: u64, length: u64) {
         if let Status::Primary(leader) = &mut self.status {
-            let i = usize::from(from);
-            leader.lease_acked[i] = leader.lease_acked[i].max(sent);
+            let acked = &mut leader.lease_acked[usize::from(from)];
+            if sent >= acked.0 {
+                *acked = (sent, length);
+            }
         }
     }
 
@@ -97,11 +99,21 @@ impl<A: App> Replica<A> {
             return None;
         }
         let n = usize::from(self.config.replica_count);
-        let mut sent = leader.lease_acked[..n].to_vec();
-        sent.sort_unstable_by(|a, b| b.cmp(a));
-        let s_q = sent[self.quorum() - 1];
-        // 0: a majority has not acknowledged anything this view yet.
-        (s_q != 0).then(|| s_q + lease - lease / LEASE_DRIFT_DIVISOR)
+        // Until when each replica's promise covers this primary (0: none this view).
+        let mut until: Vec<u64> = leader.lease_acked[..n]
+            .iter()
+            .map(|&(sent, length)| {
+                let l = length.min(lease);
+                if sent == 0 || l == 0 {
+                    0
+                } else {
+                    sent + l - l / LEASE_DRIFT_DIVISOR
+                }
+            })
+            .collect();
+        until.sort_unstable_by(|a, b| b.cmp(a));
+        let q = until[self.quorum() - 1];
+        (q != 0).then_some(q)
     }
 
     /// A read of the application's state at `now`, under the lease: `Some(last)` if this

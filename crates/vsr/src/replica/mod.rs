@@ -258,8 +258,9 @@ struct Leader<O, R> {
     replies: BTreeMap<u64, Vec<PendingReply<R>>>,
     heartbeat_at: u64,
     /// Per replica, the send time (the primary's clock) of the newest PREPARE or HEARTBEAT
-    /// it acknowledged in this view: it promised at receipt, later (`lease.rs`).
-    lease_acked: [u64; REPLICAS_MAX],
+    /// it acknowledged in this view (it promised at receipt, later) and how long it
+    /// promises (`lease.rs`).
+    lease_acked: [(u64, u64); REPLICAS_MAX],
 }
 
 #[derive(Clone, Debug)]
@@ -530,9 +531,10 @@ impl<A: App> Replica<A> {
                     disk_op_max,
                     dp,
                     lease,
+                    lease_length,
                 },
                 Some(s),
-            ) => self.on_prepare_ok(s, view, op_max, disk_op_max, dp, lease),
+            ) => self.on_prepare_ok(s, view, op_max, disk_op_max, dp, (lease, lease_length)),
             (
                 Message::Heartbeat {
                     view,

@@ -217,6 +217,7 @@ impl<A: App> Replica<A> {
         }
         self.last_ack = Some(said);
         let (view, dp, lease) = (self.view, self.dp, self.lease_to_echo());
+        let lease_length = self.config.lease;
         let to = Address::Replica(view.leader());
         self.send(
             to,
@@ -226,6 +227,7 @@ impl<A: App> Replica<A> {
                 disk_op_max,
                 dp,
                 lease,
+                lease_length,
             },
         );
     }
@@ -275,12 +277,12 @@ impl<A: App> Replica<A> {
         op_max: Viewstamp,
         disk_op_max: Viewstamp,
         dp: Viewstamp,
-        lease: u64,
+        (lease, lease_length): (u64, u64),
     ) {
         if view != self.view || !matches!(self.status, Status::Primary(_)) {
             return;
         }
-        self.lease_acknowledged(from, lease);
+        self.lease_acknowledged(from, lease, lease_length);
         self.record_ack(from, op_max, disk_op_max, dp);
     }
 
@@ -434,7 +436,7 @@ impl<A: App> Replica<A> {
             queue: Default::default(),
             replies: Default::default(),
             heartbeat_at: self.now + self.config.heartbeat_interval,
-            lease_acked: [0; REPLICAS_MAX],
+            lease_acked: [(0, 0); REPLICAS_MAX],
         }));
         self.catch_up_retry_at = None;
         // Elected by a majority (with a waived amnesia's vote limits): it leads the log now.
