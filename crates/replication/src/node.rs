@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -532,14 +533,8 @@ impl Run {
         s.entries_undone = stats.entries_undone;
         s.view_changes = stats.view_changes_started;
         s.became_primary = self.became_primary;
-        s.reads_leased = self
-            .shared
-            .reads_leased
-            .load(std::sync::atomic::Ordering::Relaxed);
-        s.reads_with_round = self
-            .shared
-            .reads_barrier
-            .load(std::sync::atomic::Ordering::Relaxed);
+        s.reads_leased = self.shared.reads_leased.load(Relaxed);
+        s.reads_with_round = self.shared.reads_with_round.load(Relaxed);
         s.slots_proposed = self.slots_proposed;
         s.batches_proposed = self.batches_proposed;
         s.slots_retracted = self.local.borrow().slots_retracted;

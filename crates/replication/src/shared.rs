@@ -98,7 +98,7 @@ pub struct Replication {
     lease_until: AtomicU64,
     /// Reads answered under the lease, and reads that waited for a barrier round.
     pub(crate) reads_leased: AtomicU64,
-    pub(crate) reads_barrier: AtomicU64,
+    pub(crate) reads_with_round: AtomicU64,
 }
 
 /// Makes the batches proposed while it lives synchronous ([`Replication::hold_sync`]).
@@ -124,7 +124,7 @@ impl Replication {
             clock: std::time::Instant::now(),
             lease_until: AtomicU64::new(0),
             reads_leased: AtomicU64::new(0),
-            reads_barrier: AtomicU64::new(0),
+            reads_with_round: AtomicU64::new(0),
             origin,
             word: AtomicU64::new(CLOSED | 1),
             slots: Mutex::new(BTreeMap::new()),
@@ -180,7 +180,7 @@ impl Replication {
                 generation: began,
             };
         }
-        self.reads_barrier.fetch_add(1, Ordering::Relaxed);
+        self.reads_with_round.fetch_add(1, Ordering::Relaxed);
         self.barrier_ticket(began)
     }
 
@@ -477,7 +477,7 @@ mod tests {
         assert!(r.barrier_due());
         assert_eq!(r.ticket_state(t), TicketState::Waiting);
         assert_eq!(r.reads_leased.load(Ordering::Relaxed), 2);
-        assert_eq!(r.reads_barrier.load(Ordering::Relaxed), 1);
+        assert_eq!(r.reads_with_round.load(Ordering::Relaxed), 1);
     }
 
     /// A commit that reserved its slot before this replica stopped being primary may have

@@ -10,11 +10,10 @@
 //! `s + l - l / LEASE_DRIFT_DIVISOR`, with `l` the shorter of the two lengths, and holds the
 //! lease until the latest time a majority (itself included) reaches. Every replica of that
 //! majority promised at or after its `s`, for at least `l`, so while the lease holds each
-//! of them is still promised. A new view
-//! needs a majority's votes (`view_change.rs`), and any two majorities share a replica:
-//! no other primary exists, every operation committed anywhere was committed here, and a
-//! read of this primary's state, answered once every entry it saw has committed in this
-//! view ([`Replica::lease_read`]), is linearizable.
+//! of them is still promised. A new view needs a majority's votes (`view_change.rs`), and
+//! any two majorities share a replica: no other primary exists, every operation committed
+//! anywhere was committed here, and a read of this primary's state, answered once every
+//! entry it saw has committed in this view ([`Replica::lease_read`]), is linearizable.
 //!
 //! **Assumptions.** No synchronized clocks: each clock only has to run at a rate within 4 %
 //! of every other's (the margin of `LEASE_DRIFT_DIVISOR`, 10 %, covers two clocks 4 % apart
@@ -98,9 +97,9 @@ impl<A: App> Replica<A> {
         if lease == 0 || leader.commit < leader.start {
             return None;
         }
-        let n = usize::from(self.config.replica_count);
         // Until when each replica's promise covers this primary (0: none this view).
-        let mut until: Vec<u64> = leader.lease_acked[..n]
+        let until: Vec<u64> = leader
+            .lease_acked
             .iter()
             .map(|&(sent, length)| {
                 let l = length.min(lease);
@@ -111,8 +110,7 @@ impl<A: App> Replica<A> {
                 }
             })
             .collect();
-        until.sort_unstable_by(|a, b| b.cmp(a));
-        let q = until[self.quorum() - 1];
+        let q = self.config.quorum_reached(&until);
         (q != 0).then_some(q)
     }
 

@@ -105,8 +105,9 @@ pub struct Config {
     /// Read leases (`lease.rs`; 0: none). A replica that accepts a PREPARE or HEARTBEAT
     /// from its view's primary, or sends one as that primary, promises to vote for no
     /// other leader for this long on its own clock. The primary may then answer reads
-    /// from its own state, without a round to the others, until `lease` less
-    /// [`LEASE_DRIFT_DIVISOR`]'s share after it sent what a majority acknowledged.
+    /// from its own state, without a round to the others, until a majority's promises end
+    /// (each counted for the shorter of its giver's and the primary's `lease`, less
+    /// [`LEASE_DRIFT_DIVISOR`]'s share).
     pub lease: u64,
     /// Requests per log entry (the primary's batch).
     pub batch_requests_max: usize,
@@ -159,6 +160,13 @@ impl Config {
     /// f+1.
     pub fn quorum(&self) -> usize {
         usize::from(self.replica_count) / 2 + 1
+    }
+
+    /// What a majority has reached: the quorum-th largest of `values` (one per replica).
+    pub(crate) fn quorum_reached<T: Ord + Copy>(&self, values: &[T]) -> T {
+        let mut v = values[..usize::from(self.replica_count)].to_vec();
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        v[self.quorum() - 1]
     }
 
     /// Checks the settings; the server validates user configuration with this before it

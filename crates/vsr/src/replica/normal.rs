@@ -310,16 +310,11 @@ impl<A: App> Replica<A> {
     /// what a majority holds on disk (the quorum minimum of `diskOpMax`, never `opMax`),
     /// then answers the clients whose requests are now committed or durable.
     fn advance_commit(&mut self) {
-        let quorum = self.quorum();
         let n = usize::from(self.config.replica_count);
         let Status::Primary(leader) = &mut self.status else {
             return;
         };
-        let kth = |values: &[Viewstamp; REPLICAS_MAX]| {
-            let mut v = values[..n].to_vec();
-            v.sort_unstable_by(|a, b| b.cmp(a));
-            v[quorum - 1]
-        };
+        let kth = |values: &[Viewstamp; REPLICAS_MAX]| self.config.quorum_reached(values);
         let commit = kth(&leader.acked);
         if commit > leader.commit {
             leader.commit = commit;
