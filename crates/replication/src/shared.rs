@@ -81,6 +81,12 @@ pub struct Replication {
     node_signalled: AtomicBool,
     /// Called when tickets may have become ready or failed (the server's workers).
     wakers: Mutex<Vec<Waker>>,
+    /// Called when a replica's disk holds more of this primary's slots (the server's
+    /// workers, for `WAIT`). Apart from `wakers`: no ticket depends on the disks, and
+    /// under load every replica's disk moves several times per round, so waking every
+    /// worker that holds a reply on each of those cost several wake-ups per round for
+    /// nothing.
+    disk_wakers: Mutex<Vec<Waker>>,
     /// Wakes the replication thread.
     node_waker: Mutex<Option<Waker>>,
     pub(crate) status: Mutex<crate::status::Status>,
@@ -133,6 +139,7 @@ impl Replication {
             barrier_wanted: AtomicU64::new(0),
             node_signalled: AtomicBool::new(false),
             wakers: Mutex::new(Vec::new()),
+            disk_wakers: Mutex::new(Vec::new()),
             node_waker: Mutex::new(None),
             status: Mutex::new(status),
         }
@@ -260,6 +267,12 @@ impl Replication {
         lock(&self.wakers).push(Box::new(f));
     }
 
+    /// Calls `f` whenever [`Replication::replicas_on_disk`] may have grown (and when
+    /// tickets fail: a `WAIT` then answers at once).
+    pub fn on_disk_progress(&self, f: impl Fn() + Send + Sync + 'static) {
+        lock(&self.disk_wakers).push(Box::new(f));
+    }
+
     /// A snapshot of the replication state, for INFO and the metrics endpoint.
     pub fn status(&self) -> crate::status::Status {
         lock(&self.status).clone()
@@ -280,6 +293,12 @@ impl Replication {
 
     pub(crate) fn wake_workers(&self) {
         for f in lock(&self.wakers).iter() {
+            f();
+        }
+    }
+
+    fn wake_disk_waiters(&self) {
+        for f in lock(&self.disk_wakers).iter() {
             f();
         }
     }
@@ -381,7 +400,7 @@ impl Replication {
     /// Replica `replica` holds every slot below `end` on disk.
     pub(crate) fn set_disk_slots(&self, replica: usize, end: u64) {
         if self.disk_slots[replica].fetch_max(end, Ordering::AcqRel) < end {
-            self.wake_workers();
+            self.wake_disk_waiters();
         }
     }
 

@@ -157,10 +157,16 @@ pub fn serve(listener: TcpListener, shared: &Shared, cfg: &ServerConfig, stop: &
     // Workers holding replies for the disk are woken when the log makes progress.
     let wakes: Vec<Arc<crate::worker::Wake>> = workers.iter().map(|w| w.wake.clone()).collect();
     if let Some(r) = &shared.replication {
-        let wakes = wakes.clone();
+        let on_commit = wakes.clone();
         r.on_progress(move || {
-            for w in &wakes {
+            for w in &on_commit {
                 w.durable_progress();
+            }
+        });
+        let on_disk = wakes.clone();
+        r.on_disk_progress(move || {
+            for w in &on_disk {
+                w.disk_progress();
             }
         });
     }

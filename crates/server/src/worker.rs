@@ -59,6 +59,10 @@ pub(crate) struct Wake {
     /// epoch: the worker sets this, fences, then checks durability; the log publishes
     /// durability, fences, then reads this. One of them sees the other.
     waiting: AtomicBool,
+    /// Set while a connection is blocked (`WAIT`, whose answer follows the replicas'
+    /// disks), with the same pattern against [`Wake::disk_progress`]. Held replies never
+    /// wait for the disks, so the disks' progress wakes only a worker with this set.
+    waiting_disk: AtomicBool,
 }
 
 impl Wake {
@@ -66,6 +70,7 @@ impl Wake {
         Wake {
             waker,
             waiting: AtomicBool::new(false),
+            waiting_disk: AtomicBool::new(false),
         }
     }
 
@@ -73,6 +78,14 @@ impl Wake {
     pub(crate) fn durable_progress(&self) {
         fence(Ordering::SeqCst);
         if self.waiting.load(Ordering::Relaxed) {
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Called by the replication thread when a replica's disk holds more slots.
+    pub(crate) fn disk_progress(&self) {
+        fence(Ordering::SeqCst);
+        if self.waiting_disk.load(Ordering::Relaxed) {
             let _ = self.waker.wake();
         }
     }
@@ -405,9 +418,11 @@ pub(crate) fn run(
     // Connections blocked in `WAIT`.
     let mut blocked: Vec<Token> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
+        wake.waiting_disk
+            .store(!blocked.is_empty(), Ordering::Relaxed);
         if !blocked.is_empty() {
             // Announce, then look (the store-buffer pattern in `Wake`): progress after the
-            // look wakes the poll below. `release_held` may clear the flag later in the
+            // look wakes the poll below. `release_held` may clear `waiting` later in the
             // round; this runs again before the next poll.
             wake.waiting.store(true, Ordering::Relaxed);
             fence(Ordering::SeqCst);
@@ -710,5 +725,40 @@ fn close(poll: &Poll, conns: &mut HashMap<usize, Conn<'_>>, token: Token, client
         }
         tracing::debug!(client = conn.session.id, "client disconnected");
         clients.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the poll has an event for the waker now.
+    fn woken(poll: &mut Poll, events: &mut Events) -> bool {
+        poll.poll(events, Some(Duration::ZERO)).unwrap();
+        events.iter().any(|e| e.token() == WAKER)
+    }
+
+    /// Commit progress wakes a worker that holds replies or a blocked connection; the
+    /// disks' progress wakes only one with a blocked connection (`WAIT`), not one that
+    /// merely holds replies, whose tickets never wait for the disks.
+    #[test]
+    fn only_blocked_connections_are_woken_by_the_disks() {
+        let mut poll = Poll::new().unwrap();
+        let mut events = Events::with_capacity(8);
+        let wake = Wake::new(Waker::new(poll.registry(), WAKER).unwrap());
+
+        wake.disk_progress();
+        wake.durable_progress();
+        assert!(!woken(&mut poll, &mut events), "nothing waits: no wake-up");
+
+        wake.waiting.store(true, Ordering::Relaxed);
+        wake.disk_progress();
+        assert!(!woken(&mut poll, &mut events), "held replies ignore the disks");
+        wake.durable_progress();
+        assert!(woken(&mut poll, &mut events), "held replies follow commits");
+
+        wake.waiting_disk.store(true, Ordering::Relaxed);
+        wake.disk_progress();
+        assert!(woken(&mut poll, &mut events), "a WAIT follows the disks");
     }
 }
