@@ -204,6 +204,9 @@ pub struct PeerState {
     /// An authenticated incoming connection (theirs to us) is up.
     pub connected_in: bool,
     pub frames_sent: u64,
+    /// Of `frames_sent`, those written straight from the caller's thread (the sender thread
+    /// was idle and the socket took them without blocking).
+    pub frames_sent_direct: u64,
     pub frames_received: u64,
     /// Payloads dropped: queue full, too large, or lost with a broken connection.
     pub frames_dropped: u64,
@@ -336,7 +339,15 @@ impl Transport {
             return;
         }
         let mut queue = lock(&peer.queue);
-        let was_empty = queue.frames.is_empty();
+        let was_idle = queue.is_idle();
+        let payload = if was_idle {
+            match peer.try_direct(&mut queue, payload) {
+                Ok(()) => return,
+                Err(payload) => payload,
+            }
+        } else {
+            payload
+        };
         let mut evicted = 0;
         while queue.frames.len() >= shared.config.queue_frames
             || queue.bytes + len > shared.config.queue_bytes
@@ -357,8 +368,8 @@ impl Transport {
         if evicted > 0 {
             peer.dropped.fetch_add(evicted, Relaxed);
         }
-        // The sender waits only on an empty queue, so only that transition needs a wake-up.
-        if was_empty {
+        // The sender waits only on an idle queue, so only that transition needs a wake-up.
+        if was_idle {
             peer.ready.notify_one();
         }
     }
@@ -372,6 +383,7 @@ impl Transport {
             connected_out: p.outgoing_up.load(SeqCst),
             connected_in: p.incoming_up.load(SeqCst),
             frames_sent: p.sent.load(Relaxed),
+            frames_sent_direct: p.sent_direct.load(Relaxed),
             frames_received: p.received.load(Relaxed),
             frames_dropped: p.dropped.load(Relaxed),
             reconnects: p.reconnects.load(Relaxed),

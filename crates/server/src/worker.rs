@@ -753,7 +753,10 @@ mod tests {
 
         wake.waiting.store(true, Ordering::Relaxed);
         wake.disk_progress();
-        assert!(!woken(&mut poll, &mut events), "held replies ignore the disks");
+        assert!(
+            !woken(&mut poll, &mut events),
+            "held replies ignore the disks"
+        );
         wake.durable_progress();
         assert!(woken(&mut poll, &mut events), "held replies follow commits");
 

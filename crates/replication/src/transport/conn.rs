@@ -125,6 +125,27 @@ pub(super) struct Counters {
 pub(super) struct Queue {
     pub frames: VecDeque<Vec<u8>>,
     pub bytes: u64,
+    /// The unwritten end of a frame a direct send wrote only in part ([`Peer::try_direct`]):
+    /// the sender writes it before anything else, or the stream would be corrupt. Never
+    /// evicted (it is not counted in `frames` or `bytes`).
+    pub rest: Option<Vec<u8>>,
+}
+
+impl Queue {
+    /// Whether the sender has nothing to write.
+    pub fn is_idle(&self) -> bool {
+        self.frames.is_empty() && self.rest.is_none()
+    }
+}
+
+/// The socket of the sender's current connection, for sends made straight from the caller's
+/// thread ([`Peer::try_direct`]). Whoever writes to the socket holds this lock, and takes it
+/// while holding the queue's lock (queue, then wire), so frames leave in the order they were
+/// sent.
+#[derive(Default)]
+pub(super) struct Wire {
+    /// A clone of the connected, authenticated stream; `None` while there is none.
+    pub stream: Option<TcpStream>,
 }
 
 /// The authenticated incoming connection from a peer, if any.
@@ -142,12 +163,14 @@ pub(super) struct Peer {
     pub id: ReplicaId,
     pub addr: SocketAddr,
     pub queue: Mutex<Queue>,
-    /// Signalled when `queue` goes from empty to non-empty, and on shutdown.
+    /// Signalled when `queue` goes from idle to not, and on shutdown.
     pub ready: Condvar,
+    pub wire: Mutex<Wire>,
     pub incoming: Mutex<Incoming>,
     pub outgoing_up: AtomicBool,
     pub incoming_up: AtomicBool,
     pub sent: AtomicU64,
+    pub sent_direct: AtomicU64,
     pub received: AtomicU64,
     pub dropped: AtomicU64,
     pub reconnects: AtomicU64,
@@ -167,10 +190,12 @@ impl Peer {
             addr,
             queue: Mutex::default(),
             ready: Condvar::new(),
+            wire: Mutex::default(),
             incoming: Mutex::default(),
             outgoing_up: AtomicBool::new(false),
             incoming_up: AtomicBool::new(false),
             sent: AtomicU64::new(0),
+            sent_direct: AtomicU64::new(0),
             received: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             reconnects: AtomicU64::new(0),
@@ -183,6 +208,60 @@ impl Peer {
     fn set_error(&self, error: &ConnError) {
         *lock(&self.last_error) = Some(error.to_string());
     }
+
+    /// Writes `payload` as one frame straight into the socket, without waking the sender
+    /// thread, if the sender is connected and idle (`queue` is the peer's queue, locked, and
+    /// idle) and the socket takes the frame without blocking. Returns the payload back if not
+    /// (the caller queues it). A frame written in part leaves its end in `queue.rest` for
+    /// the sender. Under load a primary sends one PREPARE per peer per round, and a backup
+    /// one PREPAREOK: each hand-off to a sender thread was a wake-up and a context switch.
+    pub fn try_direct(&self, queue: &mut Queue, payload: Vec<u8>) -> Result<(), Vec<u8>> {
+        debug_assert!(queue.is_idle());
+        // The sender holds the wire only while it writes, and it takes it while holding the
+        // queue: busy now means it is writing frames queued before this one.
+        let Ok(wire) = self.wire.try_lock() else {
+            return Err(payload);
+        };
+        let Some(stream) = wire.stream.as_ref() else {
+            return Err(payload);
+        };
+        let mut frame = Vec::with_capacity(super::frame::FRAME_HEADER_LEN + payload.len());
+        frame.extend_from_slice(&encode_header(FrameKind::Data, &payload));
+        frame.extend_from_slice(&payload);
+        match send_now(stream, &frame) {
+            Ok(0) | Err(_) => Err(payload),
+            Ok(n) => {
+                if n < frame.len() {
+                    frame.drain(..n);
+                    queue.rest = Some(frame);
+                    self.ready.notify_one();
+                }
+                self.sent.fetch_add(1, Relaxed);
+                self.sent_direct.fetch_add(1, Relaxed);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Sends what the socket takes of `bytes` at once, never blocking (whatever the socket's own
+/// mode, which the sender's `check_open` changes under it).
+fn send_now(stream: &TcpStream, bytes: &[u8]) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `bytes` is a live slice of `bytes.len()` readable bytes for the whole call, and
+    // the descriptor belongs to `stream`, borrowed (so open) for the whole call.
+    let n = unsafe {
+        libc::send(
+            stream.as_raw_fd(),
+            bytes.as_ptr().cast(),
+            bytes.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
 }
 
 pub(super) type Deliver = Box<dyn Fn(ReplicaId, Vec<u8>) + Send + Sync>;
@@ -390,7 +469,22 @@ pub(super) fn run_sender(shared: Arc<Shared>, index: usize) {
             was_failing = false;
             tracing::info!(peer = peer.id, addr = %peer.addr, "replication link up");
             peer.outgoing_up.store(true, SeqCst);
-            let result = pump(&shared, peer, link);
+            let result = link
+                .stream
+                .try_clone()
+                .map_err(ConnError::from)
+                .and_then(|clone| {
+                    lock(&peer.wire).stream = Some(clone);
+                    let result = pump(&shared, peer, link);
+                    // Queue, then wire. The end of a frame written in part belongs to this
+                    // connection: on the next it would corrupt the stream (lost instead).
+                    let mut queue = lock(&peer.queue);
+                    if queue.rest.take().is_some() {
+                        peer.dropped.fetch_add(1, Relaxed);
+                    }
+                    lock(&peer.wire).stream = None;
+                    result
+                });
             peer.outgoing_up.store(false, SeqCst);
             result
         });
@@ -441,9 +535,9 @@ fn pump(shared: &Shared, peer: &Peer, link: Link) -> Result<(), ConnError> {
     let mut batch = VecDeque::new();
     loop {
         assert!(batch.is_empty());
-        {
+        let (_wire, rest) = {
             let mut queue = lock(&peer.queue);
-            while queue.frames.is_empty() {
+            while queue.is_idle() {
                 if shared.stopping() {
                     return Err(ConnError::Shutdown);
                 }
@@ -452,20 +546,27 @@ fn pump(shared: &Shared, peer: &Peer, link: Link) -> Result<(), ConnError> {
                     .wait_timeout(queue, TICK)
                     .unwrap_or_else(PoisonError::into_inner);
                 queue = guard;
-                if timeout.timed_out() && queue.frames.is_empty() {
+                if timeout.timed_out() && queue.is_idle() {
                     drop(queue);
                     check_open(&link.stream)?;
                     queue = lock(&peer.queue);
                 }
             }
+            // Queue, then wire (`Wire`): no direct send can slip in ahead of this batch.
+            let wire = lock(&peer.wire);
             std::mem::swap(&mut batch, &mut queue.frames);
             queue.bytes = 0;
-        }
+            (wire, queue.rest.take())
+        };
         let count = batch.len() as u64;
-        let written = batch.drain(..).try_for_each(|payload| {
-            out.write_all(&encode_header(FrameKind::Data, &payload))?;
-            out.write_all(&payload)
-        });
+        let written = rest
+            .map_or(Ok(()), |rest| out.write_all(&rest))
+            .and_then(|()| {
+                batch.drain(..).try_for_each(|payload| {
+                    out.write_all(&encode_header(FrameKind::Data, &payload))?;
+                    out.write_all(&payload)
+                })
+            });
         match written.and_then(|()| out.flush()) {
             Ok(()) => peer.sent.fetch_add(count, Relaxed),
             Err(e) => {
