@@ -120,6 +120,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+fn call_all(wakers: &Mutex<Vec<Waker>>) {
+    for f in lock(wakers).iter() {
+        f();
+    }
+}
+
 impl Replication {
     pub(crate) fn new(origin: u64, status: crate::status::Status) -> Replication {
         let replicas = usize::from(status.replicas).max(1);
@@ -267,8 +273,9 @@ impl Replication {
         lock(&self.wakers).push(Box::new(f));
     }
 
-    /// Calls `f` whenever [`Replication::replicas_on_disk`] may have grown (and when
-    /// tickets fail: a `WAIT` then answers at once).
+    /// Calls `f` whenever [`Replication::replicas_on_disk`] may have grown. Not when the
+    /// generation ends: that calls the [`Replication::on_progress`] callbacks, which a
+    /// worker with a blocked `WAIT` listens to as well.
     pub fn on_disk_progress(&self, f: impl Fn() + Send + Sync + 'static) {
         lock(&self.disk_wakers).push(Box::new(f));
     }
@@ -292,15 +299,11 @@ impl Replication {
     }
 
     pub(crate) fn wake_workers(&self) {
-        for f in lock(&self.wakers).iter() {
-            f();
-        }
+        call_all(&self.wakers);
     }
 
     fn wake_disk_waiters(&self) {
-        for f in lock(&self.disk_wakers).iter() {
-            f();
-        }
+        call_all(&self.disk_wakers);
     }
 
     /// The replication thread's clock's origin.
