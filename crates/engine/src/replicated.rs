@@ -16,6 +16,7 @@
 //! - A replica that becomes primary continues above every timestamp it applied
 //!   ([`Db::raise_timestamp_floor`]).
 
+use std::ops::Bound;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ use crate::db::Db;
 use crate::error::Error;
 use crate::index::{OrderedIndex, RecordPtr};
 use crate::record::Version;
+use verso_index::Direction;
 
 /// One write of a replicated commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,6 +161,75 @@ impl Db {
         if !emptied.is_empty() {
             self.remove_empty_records(site, emptied.into_iter());
         }
+    }
+
+    /// The version of `key` written at exactly `ts`: `Some(None)` for a deletion, `None`
+    /// if there is none (never written then, or already freed: keep the GC floor below
+    /// `ts`). Waits out a commit still installing at or below `ts`.
+    pub fn read_version_at(&self, table: &str, key: &[u8], ts: u64) -> Option<Option<Vec<u8>>> {
+        let table = self.table(table).ok()?;
+        let state = self.table_state(&table).ok()?;
+        let txn = self.begin_read_only().ok()?;
+        let record = state.index.get_or_stamp(key, 0)?;
+        let v = record
+            .get()
+            .read_snapshot(ts.saturating_add(1), txn.walk_word())?;
+        let found = (v.ts() == ts).then(|| v.value().map(<[u8]>::to_vec));
+        drop(txn);
+        found
+    }
+
+    /// Calls `f(table, key, version_ts, value)` for every key's newest version at or
+    /// below `ts` that is not a deletion, table by table in key order: the state the
+    /// replicated log's prefix through `ts` left (a Lazy VSR checkpoint, taken while
+    /// commits go on). The caller keeps the GC floor at or below `ts` until this returns
+    /// ([`Db::set_gc_floor`]), so every version it reads stays. Reads in chunks, each under
+    /// a short read-only transaction that keeps the records it found allocated (`gc.rs`).
+    /// Stops at `f`'s first error and returns it.
+    pub fn scan_versions_at<E>(
+        &self,
+        ts: u64,
+        mut f: impl FnMut(&str, &[u8], u64, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        const CHUNK: usize = 64;
+        let tables = self.table_names();
+        let mut chunk: Vec<RecordPtr> = Vec::with_capacity(CHUNK);
+        for (id, name) in tables.iter().enumerate() {
+            let state = self.table_state_by_id(id as u32);
+            let mut lo: Option<Vec<u8>> = None;
+            loop {
+                chunk.clear();
+                let start = lo.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+                // Begun before the scan: the records found stay allocated while it is
+                // active, even if they leave the index meanwhile.
+                let Ok(txn) = self.begin_read_only() else {
+                    return Ok(()); // cannot happen: read-only transactions always begin
+                };
+                // Stamp 0: reads invisibly (no gap stamps for writers to validate against).
+                let done = state
+                    .index
+                    .scan(start, Bound::Unbounded, Direction::Forward, 0, |r| {
+                        chunk.push(r);
+                        chunk.len() < CHUNK
+                    });
+                let walk = txn.walk_word();
+                for r in &chunk {
+                    // Newest strictly below `ts + 1`; waits out a commit stamping below it.
+                    let Some(v) = r.get().read_snapshot(ts.saturating_add(1), walk) else {
+                        continue;
+                    };
+                    if let Some(value) = v.value() {
+                        f(name, r.key(), v.ts(), value)?;
+                    }
+                }
+                drop(txn);
+                match chunk.last() {
+                    Some(last) if !done => lo = Some(last.key().to_vec()),
+                    _ => break,
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Keeps every version a rollback to a timestamp at or above `floor` may uncover: the

@@ -10,14 +10,16 @@
 //! stopped being primary first) are *retracted*: rolled back before anything else is
 //! applied or undone.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use verso_engine::{Db, ReplicatedWrite};
 use verso_vsr::App;
 
+use crate::checkpoint::GcPin;
 use crate::op::{Batch, EngineSnapshot, TxnWrites};
 use crate::shared::{Replication, Slot};
 
@@ -58,6 +60,12 @@ pub struct EngineApp {
     applied_cts: u64,
     /// The commit timestamp through the last operation that can no longer be undone.
     durable_cts: u64,
+    /// The replica's directory: checkpoint data files live beside its log.
+    dir: PathBuf,
+    /// Holds the GC floor while a checkpoint's data is written (`checkpoint.rs`).
+    pin: GcPin,
+    /// Checkpoints named so far (with `shared.origin`, names are unique across restarts).
+    checkpoints: Cell<u64>,
 }
 
 pub(crate) fn keys_of(txns: &[TxnWrites]) -> Keys {
@@ -80,7 +88,13 @@ fn undo_writes(db: &Db, undo: &Keys) {
 }
 
 impl EngineApp {
-    pub(crate) fn new(db: Arc<Db>, shared: Arc<Replication>, local: Rc<RefCell<Local>>) -> Self {
+    pub(crate) fn new(
+        db: Arc<Db>,
+        shared: Arc<Replication>,
+        local: Rc<RefCell<Local>>,
+        dir: PathBuf,
+        pin: GcPin,
+    ) -> Self {
         db.set_gc_floor(0);
         // A replica starts as a backup: its readers see nothing the log has not made durable.
         db.set_read_horizon(Some(1));
@@ -91,7 +105,32 @@ impl EngineApp {
             undo: VecDeque::new(),
             applied_cts: 0,
             durable_cts: 0,
+            dir,
+            pin,
+            checkpoints: Cell::new(0),
         }
+    }
+
+    /// Installs one operation's writes (a foreign batch, a checkpoint's tail).
+    fn install(&self, op_number: u64, txns: &[TxnWrites]) {
+        for t in txns.iter().filter(|t| !t.writes.is_empty()) {
+            let writes = t.writes.iter().map(|w| ReplicatedWrite {
+                table: &w.table,
+                key: &w.key,
+                value: w.value.as_deref(),
+            });
+            if let Err(e) = self.db.apply_replicated(t.cts, writes) {
+                // Cannot happen while the log is in timestamp order; say so loudly rather
+                // than stop the replica.
+                tracing::error!(op = op_number, error = %e, "applying a replicated commit failed");
+            }
+        }
+    }
+
+    /// The GC floor: the durable point's timestamp, or lower while a checkpoint's data is
+    /// being written at a lower one.
+    fn set_gc_floor(&self) {
+        self.db.set_gc_floor(self.durable_cts.min(self.pin.get()));
     }
 
     /// The commit timestamp through the last applied operation: a new primary's commits
@@ -166,18 +205,7 @@ impl App for EngineApp {
         if handed.is_none() {
             // A foreign entry: this replica is not (or no longer) primary.
             retract_unlogged(&self.db, &self.shared, &self.local);
-            for t in batch.txns.iter().filter(|t| !t.writes.is_empty()) {
-                let writes = t.writes.iter().map(|w| ReplicatedWrite {
-                    table: &w.table,
-                    key: &w.key,
-                    value: w.value.as_deref(),
-                });
-                if let Err(e) = self.db.apply_replicated(t.cts, writes) {
-                    // Cannot happen while the log is in timestamp order; say so loudly
-                    // rather than stop the replica.
-                    tracing::error!(op = op_number, error = %e, "applying a replicated commit failed");
-                }
-            }
+            self.install(op_number, &batch.txns);
         }
         if handed.is_some() {
             self.local
@@ -211,7 +239,7 @@ impl App for EngineApp {
             moved = true;
         }
         if moved {
-            self.db.set_gc_floor(self.durable_cts);
+            self.set_gc_floor();
             // The floor first: the horizon must never pass below it.
             if !self.shared.is_primary() {
                 self.db.set_read_horizon(Some(self.read_horizon()));
@@ -219,12 +247,101 @@ impl App for EngineApp {
         }
     }
 
+    /// Names a data file and pins the GC at the durable point's timestamp: the disk thread
+    /// writes the file (`disk.rs`, `checkpoint::write`) and releases the pin. The operations
+    /// after the durable point travel in the snapshot itself, read back from the engine at
+    /// their exact timestamps (the floor keeps them).
     fn snapshot(&self) -> EngineSnapshot {
-        EngineSnapshot::NotTaken
+        let n = self.checkpoints.get() + 1;
+        self.checkpoints.set(n);
+        self.pin.hold(self.durable_cts);
+        self.set_gc_floor();
+        let mut tail = Vec::with_capacity(self.undo.len());
+        for a in &self.undo {
+            let mut txns: Vec<TxnWrites> = Vec::new();
+            for (table, key, cts) in &a.keys {
+                let value = match self.db.read_version_at(table, key, *cts) {
+                    Some(v) => v,
+                    None => {
+                        // Every applied version above the floor is kept; a miss is a bug.
+                        tracing::error!(op = a.op, cts, "a version to checkpoint is missing");
+                        continue;
+                    }
+                };
+                let write = crate::op::Write {
+                    table: table.clone(),
+                    key: key.clone(),
+                    value,
+                };
+                match txns.last_mut() {
+                    Some(t) if t.cts == *cts => t.writes.push(write),
+                    _ => txns.push(TxnWrites {
+                        cts: *cts,
+                        writes: vec![write],
+                    }),
+                }
+            }
+            tail.push((a.op, txns));
+        }
+        EngineSnapshot::Taken {
+            file: format!("checkpoint-{:016x}-{n}.data", self.shared.origin),
+            durable_cts: self.durable_cts,
+            tail,
+        }
     }
 
-    fn restore(&mut self, _snapshot: &EngineSnapshot) {
-        // Never asked: checkpoints are off and the log is never trimmed (op.rs).
-        tracing::error!("state transfer is not supported yet; this replica's state is unchanged");
+    /// Loads a checkpoint into the database, which must hold nothing yet: a replica
+    /// starting from its disk, or an amnesiac one taking a state transfer before applying
+    /// anything. A replica holding data cannot take one (the engine has no way to drop
+    /// every version at once yet); it stops with an error saying so, rather than run on
+    /// with a state the group does not have.
+    fn restore(&mut self, snapshot: &EngineSnapshot) {
+        let EngineSnapshot::Taken {
+            file,
+            durable_cts,
+            tail,
+        } = snapshot
+        else {
+            return; // an empty state: nothing to load
+        };
+        if self.applied_cts > 0 || !self.undo.is_empty() || self.durable_cts > 0 {
+            fatal(&format!(
+                "a state transfer reached replica data that is not empty; restart this \
+                 replica with an empty --data-dir to take the group's state ({file})"
+            ));
+        }
+        match crate::checkpoint::load(&self.dir, file, &self.db) {
+            Ok(stats) => tracing::info!(
+                file = %file,
+                keys = stats.entries,
+                bytes = stats.bytes,
+                "loaded the replica's checkpoint"
+            ),
+            Err(e) => fatal(&format!("loading the replica's checkpoint {file}: {e}")),
+        }
+        self.durable_cts = *durable_cts;
+        self.applied_cts = *durable_cts;
+        for (op, txns) in tail {
+            self.install(*op, txns);
+            let cts = txns.iter().map(|t| t.cts).max().unwrap_or(0);
+            self.applied_cts = self.applied_cts.max(cts);
+            self.undo.push_back(Applied {
+                op: *op,
+                cts_through: self.applied_cts,
+                keys: keys_of(txns),
+            });
+        }
+        self.set_gc_floor();
+        if !self.shared.is_primary() {
+            self.db.set_read_horizon(Some(self.read_horizon()));
+        }
     }
+}
+
+/// Stops the process: the replica cannot go on without losing or inventing state, and a
+/// restart recovers what its disk holds.
+fn fatal(what: &str) -> ! {
+    tracing::error!("{what}");
+    eprintln!("verso: {what}");
+    std::process::exit(70);
 }

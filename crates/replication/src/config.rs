@@ -73,6 +73,7 @@ struct File {
     lease_ms: Option<u64>,
     batches_in_flight: Option<usize>,
     lazy_sync_gap_us: Option<u64>,
+    checkpoint_entries: Option<u64>,
     replica: Vec<ReplicaAddr>,
 }
 
@@ -105,7 +106,19 @@ pub struct ClusterConfig {
     /// and a vote see the disk, and as much more acknowledged work a total crash can lose.
     /// VSR-Sync always syncs at once.
     pub lazy_sync_gap: std::time::Duration,
+    /// A checkpoint every this many log entries (0: never, and the log grows without
+    /// bound). Each writes the engine's state through the durable point to a file beside
+    /// the replica log and lets the log drop what every replica has made durable
+    /// (`checkpoint.rs`, `disk.rs`). It scans every key, and holds the replica's disk
+    /// syncs while it writes (`WAIT` and, under VSR-Sync, writes wait that long).
+    pub checkpoint_entries: u64,
 }
+
+/// The default of [`ClusterConfig::checkpoint_entries`]: under load an entry carries about
+/// ten commits, so about a million writes between checkpoints.
+pub const CHECKPOINT_ENTRIES_DEFAULT: u64 = 100_000;
+/// The fewest entries between checkpoints accepted (besides 0, off).
+pub const CHECKPOINT_ENTRIES_MIN: u64 = 100;
 
 /// The default of [`ClusterConfig::batches_in_flight`] (chosen by measurement).
 pub const BATCHES_IN_FLIGHT_DEFAULT: usize = 2;
@@ -183,6 +196,12 @@ impl ClusterConfig {
                 "batches_in_flight must be 1 to {BATCHES_IN_FLIGHT_MAX}, got {batches_in_flight}"
             ));
         }
+        let checkpoint_entries = f.checkpoint_entries.unwrap_or(CHECKPOINT_ENTRIES_DEFAULT);
+        if checkpoint_entries != 0 && checkpoint_entries < CHECKPOINT_ENTRIES_MIN {
+            return Err(format!(
+                "checkpoint_entries must be 0 (off) or at least {CHECKPOINT_ENTRIES_MIN}, got {checkpoint_entries}"
+            ));
+        }
         let gap_us = f.lazy_sync_gap_us.unwrap_or(LAZY_SYNC_GAP_US_DEFAULT);
         if gap_us > LAZY_SYNC_GAP_US_MAX {
             return Err(format!(
@@ -208,6 +227,7 @@ impl ClusterConfig {
             }),
             batches_in_flight,
             lazy_sync_gap: std::time::Duration::from_micros(gap_us),
+            checkpoint_entries,
         };
         c.vsr_config(0, 0).validate()?;
         Ok(c)
@@ -231,8 +251,7 @@ impl ClusterConfig {
         // Our batches are taken once per round of the replication thread, so the queue stays
         // short; it must never overflow (a dropped batch would leave its commits waiting).
         c.request_queue_max = 1 << 20;
-        // Off until engine checkpoints compact the log (disk.rs).
-        c.checkpoint_interval = 0;
+        c.checkpoint_interval = self.checkpoint_entries;
         c.seed = seed ^ u64::from(me);
         c
     }
@@ -336,6 +355,10 @@ mod tests {
             (
                 base.replace("mode = \"lazy\"", "lazy_sync_gap_us = 100001"),
                 "lazy_sync_gap_us must be at most 100000",
+            ),
+            (
+                base.replace("mode = \"lazy\"", "checkpoint_entries = 99"),
+                "checkpoint_entries must be 0 (off) or at least 100",
             ),
         ];
         for (text, want) in cases {

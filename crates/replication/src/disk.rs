@@ -9,16 +9,27 @@
 //! before it and cuts the file there (a crash may lose an unsynced suffix, which the
 //! protocol allows; damage before the last sync is reported as an error instead).
 //!
-//! Limit: checkpoints are off in a cluster, so the file grows with the log until the next
-//! step of this work (compaction through engine checkpoints).
+//! Compaction (thesis §4.2.2): a `Checkpoint` write first has its engine data written to a
+//! file beside the log (`checkpoint.rs`), then its frame appended. Once the replica trims
+//! its log (`TrimLog`, after the checkpoint is synced), the file is rewritten: the view, the
+//! checkpoint, a `LogBase`, and the live entries only, into `vsr.log.tmp`, synced and
+//! renamed over the log. The thread knows which frame holds each live entry (`Layout`), so
+//! the rewrite reads back only those frames. Superseded checkpoint data files are removed
+//! once the checkpoint replacing them is synced.
 
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use verso_vsr::{DiskWrite, Durable};
+use verso_engine::Db;
+use verso_vsr::{DiskWrite, Durable, ViewNum, Viewstamp};
+
+use crate::checkpoint::GcPin;
 
 use crate::op::{Batch, EngineSnapshot};
 
@@ -29,9 +40,18 @@ const MAGIC: &[u8; 8] = b"VSRDISK1";
 /// Largest frame accepted at recovery (checked before allocating).
 const FRAME_MAX: u32 = 1 << 30;
 
+impl Recovered {
+    /// Where the disk lies in the file, for the disk thread (taken once).
+    pub(crate) fn take_layout(&mut self) -> Layout {
+        std::mem::take(&mut self.layout)
+    }
+}
+
 /// What recovery found.
 #[derive(Debug, Default)]
 pub struct Recovered {
+    /// Where each part of `disk` lies in the file, for the disk thread.
+    layout: Layout,
     pub disk: Disk,
     pub frames: u64,
     /// Bytes cut from a torn tail.
@@ -57,6 +77,12 @@ pub fn encode(write: &Write_, out: &mut Vec<u8>) {
 /// Decodes the frames of a file's contents after the magic: the writes, and the length of
 /// the valid prefix.
 pub fn decode_all(bytes: &[u8]) -> (Vec<Write_>, usize) {
+    let (writes, end) = decode_frames(bytes);
+    (writes.into_iter().map(|(w, _)| w).collect(), end)
+}
+
+/// As [`decode_all`], with each write's frame as a range of `bytes`.
+fn decode_frames(bytes: &[u8]) -> (Vec<(Write_, std::ops::Range<usize>)>, usize) {
     let mut at = 0;
     let mut out = Vec::new();
     while bytes.len() - at >= 8 {
@@ -71,7 +97,7 @@ pub fn decode_all(bytes: &[u8]) -> (Vec<Write_>, usize) {
             break;
         }
         match postcard::from_bytes::<Write_>(payload) {
-            Ok(w) => out.push(w),
+            Ok(w) => out.push((w, at..at + 8 + n as usize)),
             Err(_) => break,
         }
         at += 8 + n as usize;
@@ -109,10 +135,17 @@ pub fn recover(dir: &Path) -> std::io::Result<(Recovered, File, PathBuf)> {
             format!("{} is not a Verso replica log (bad magic)", path.display()),
         ));
     }
-    let (writes, valid) = decode_all(&bytes[MAGIC.len()..]);
-    for w in &writes {
+    let (writes, valid) = decode_frames(&bytes[MAGIC.len()..]);
+    for (w, range) in &writes {
         rec.disk.apply(w, None);
+        let at = MAGIC.len() + range.start;
+        let frame = &bytes[at..MAGIC.len() + range.end];
+        rec.layout.apply(w, frame, at as u64);
     }
+    // Names of replaced checkpoints are not kept across a restart: every data file the
+    // disk does not name goes (replaced ones, and debris of a crash mid-checkpoint).
+    rec.layout.superseded.clear();
+    crate::checkpoint::remove_others(dir, checkpoint_file(&rec.disk));
     rec.frames = writes.len() as u64;
     let end = (MAGIC.len() + valid) as u64;
     rec.cut_bytes = bytes.len() as u64 - end;
@@ -125,11 +158,272 @@ pub fn recover(dir: &Path) -> std::io::Result<(Recovered, File, PathBuf)> {
     Ok((rec, file, path))
 }
 
+/// The checkpoint data file a disk state names, if any.
+pub fn checkpoint_file(disk: &Disk) -> Option<&str> {
+    match disk.checkpoint.as_ref().map(|c| &c.app) {
+        Some(EngineSnapshot::Taken { file, .. }) => Some(file),
+        _ => None,
+    }
+}
+
 /// A request to the disk thread.
 pub(crate) enum DiskJob {
-    Write(Vec<u8>),
+    Write(Write_),
     Sync(u64),
     Stop,
+}
+
+/// What the disk thread needs besides its jobs.
+pub(crate) struct DiskThread {
+    pub(crate) file: File,
+    pub(crate) path: PathBuf,
+    pub(crate) dir: PathBuf,
+    /// Where the recovered disk lies in `file`.
+    pub(crate) layout: Layout,
+    pub(crate) db: Arc<Db>,
+    pub(crate) pin: GcPin,
+    /// `ClusterConfig::lazy_sync_gap`.
+    pub(crate) gap: Duration,
+}
+
+/// Where the disk's state lies in the file: what a rewrite needs without keeping the
+/// entries in memory (the replica has them; the thread keeps a viewstamp and an offset).
+#[derive(Debug, Default)]
+pub(crate) struct Layout {
+    view: ViewNum,
+    /// The current checkpoint's frame, as written.
+    checkpoint: Option<Vec<u8>>,
+    checkpoint_file: Option<String>,
+    log_base: Viewstamp,
+    /// Each live entry's viewstamp and the offset of the frame holding it.
+    live: VecDeque<(Viewstamp, u64)>,
+    /// Data files of replaced checkpoints, removed after the next sync.
+    superseded: Vec<String>,
+}
+
+impl Layout {
+    fn apply(&mut self, write: &Write_, frame: &[u8], offset: u64) {
+        match write {
+            DiskWrite::View(v) => self.view = *v,
+            DiskWrite::Append(entries) => {
+                self.live.extend(entries.iter().map(|e| (e.vs, offset)));
+            }
+            DiskWrite::Truncate { keep_through } => {
+                if keep_through.op >= self.log_base.op {
+                    while self
+                        .live
+                        .back()
+                        .is_some_and(|(vs, _)| vs.op > keep_through.op)
+                    {
+                        self.live.pop_back();
+                    }
+                } else {
+                    self.live.clear();
+                    self.log_base = *keep_through;
+                }
+            }
+            DiskWrite::Checkpoint(s) | DiskWrite::Install(s) => {
+                if let Some(old) = self.checkpoint_file.take() {
+                    self.superseded.push(old);
+                }
+                self.checkpoint = Some(frame.to_vec());
+                if let EngineSnapshot::Taken { file, .. } = &s.app {
+                    self.checkpoint_file = Some(file.clone());
+                }
+                if let DiskWrite::Install(s) = write {
+                    self.live.clear();
+                    self.log_base = s.ap;
+                }
+            }
+            DiskWrite::TrimLog { through } => {
+                while let Some(&(vs, _)) = self.live.front() {
+                    if vs.op > *through {
+                        break;
+                    }
+                    self.log_base = vs;
+                    self.live.pop_front();
+                }
+            }
+            DiskWrite::LogBase(base) => self.log_base = *base,
+        }
+    }
+}
+
+struct Writer {
+    out: BufWriter<File>,
+    /// Bytes in the file, counting what `out` still buffers.
+    len: u64,
+    path: PathBuf,
+    dir: PathBuf,
+    layout: Layout,
+    db: Arc<Db>,
+    pin: GcPin,
+    /// Compactions done (for the log line).
+    compactions: u64,
+}
+
+impl Writer {
+    fn new(t: DiskThread) -> std::io::Result<Writer> {
+        let mut file = t.file;
+        let len = file.seek(SeekFrom::End(0))?;
+        Ok(Writer {
+            out: BufWriter::with_capacity(1 << 20, file),
+            len,
+            path: t.path,
+            dir: t.dir,
+            layout: t.layout,
+            db: t.db,
+            pin: t.pin,
+            compactions: 0,
+        })
+    }
+
+    fn append(&mut self, write: &Write_) -> std::io::Result<()> {
+        if let DiskWrite::Checkpoint(s) = write {
+            if let EngineSnapshot::Taken {
+                file, durable_cts, ..
+            } = &s.app
+            {
+                let started = Instant::now();
+                let written = crate::checkpoint::write(&self.dir, file, &self.db, *durable_cts);
+                self.pin.release();
+                let stats = written?;
+                tracing::info!(
+                    file = %file,
+                    keys = stats.entries,
+                    bytes = stats.bytes,
+                    ms = started.elapsed().as_millis() as u64,
+                    "wrote a replica checkpoint"
+                );
+            }
+        }
+        let mut frame = Vec::new();
+        encode(write, &mut frame);
+        self.out.write_all(&frame)?;
+        let offset = self.len;
+        self.len += frame.len() as u64;
+        self.layout.apply(write, &frame, offset);
+        if matches!(write, DiskWrite::TrimLog { .. }) {
+            self.rewrite()?;
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.out.flush()?;
+        self.out.get_ref().sync_data()?;
+        for name in std::mem::take(&mut self.layout.superseded) {
+            if let Err(e) = std::fs::remove_file(self.dir.join(&name)) {
+                tracing::warn!(file = %name, error = %e, "could not remove an old checkpoint");
+            }
+        }
+        Ok(())
+    }
+
+    /// Rewrites the file to hold only the disk's state (module docs), reading each live
+    /// entry's frame back.
+    fn rewrite(&mut self) -> std::io::Result<()> {
+        self.out.flush()?;
+        let tmp = self.path.with_extension("log.tmp");
+        let mut out = BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
+        out.write_all(MAGIC)?;
+        let mut len = MAGIC.len() as u64;
+        let mut layout = Layout::default();
+        let mut put = |w: &Write_, layout: &mut Layout, out: &mut BufWriter<File>| {
+            let mut frame = Vec::new();
+            encode(w, &mut frame);
+            layout.apply(w, &frame, len);
+            len += frame.len() as u64;
+            out.write_all(&frame)
+        };
+        put(&DiskWrite::View(self.layout.view), &mut layout, &mut out)?;
+        if let Some(frame) = &self.layout.checkpoint {
+            let (writes, _) = decode_all(frame);
+            let cp = match writes.into_iter().next() {
+                // A state transfer's checkpoint is kept as a plain one: the log after it
+                // is what the layout says, not empty.
+                Some(DiskWrite::Checkpoint(s) | DiskWrite::Install(s)) => DiskWrite::Checkpoint(s),
+                _ => {
+                    return Err(std::io::Error::other(
+                        "the checkpoint frame kept is damaged",
+                    ))
+                }
+            };
+            put(&cp, &mut layout, &mut out)?;
+            put(
+                &DiskWrite::LogBase(self.layout.log_base),
+                &mut layout,
+                &mut out,
+            )?;
+        }
+        // Replaced checkpoints' files go after the next sync, as before the rewrite.
+        layout.superseded = std::mem::take(&mut self.layout.superseded);
+        let reader = File::open(&self.path)?;
+        let mut i = 0;
+        while i < self.layout.live.len() {
+            let offset = self.layout.live[i].1;
+            let mut n = 0;
+            while i + n < self.layout.live.len() && self.layout.live[i + n].1 == offset {
+                n += 1;
+            }
+            let wanted = self.layout.live.range(i..i + n).map(|(vs, _)| *vs);
+            let entries = read_entries(&reader, offset, wanted)?;
+            put(&DiskWrite::Append(entries), &mut layout, &mut out)?;
+            i += n;
+        }
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        file.sync_data()?;
+        drop(file);
+        std::fs::rename(&tmp, &self.path)?;
+        File::open(&self.dir)?.sync_all()?;
+        let mut file = OpenOptions::new().read(true).write(true).open(&self.path)?;
+        file.seek(SeekFrom::End(0))?;
+        self.out = BufWriter::with_capacity(1 << 20, file);
+        self.len = len;
+        self.layout = layout;
+        self.compactions += 1;
+        Ok(())
+    }
+}
+
+/// The entries `wanted` (in order) from the `Append` frame at `offset` of `file`.
+fn read_entries(
+    file: &File,
+    offset: u64,
+    wanted: impl Iterator<Item = Viewstamp>,
+) -> std::io::Result<Vec<verso_vsr::Entry<Batch>>> {
+    let mut head = [0u8; 8];
+    file.read_exact_at(&mut head, offset)?;
+    let n = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
+    if n > FRAME_MAX {
+        return Err(std::io::Error::other(
+            "a replica log frame too large to read back",
+        ));
+    }
+    let mut frame = vec![0u8; 8 + n as usize];
+    file.read_exact_at(&mut frame, offset)?;
+    let (writes, _) = decode_all(&frame);
+    let Some(DiskWrite::Append(entries)) = writes.into_iter().next() else {
+        return Err(std::io::Error::other(format!(
+            "the replica log's frame at {offset} is not the entries it held"
+        )));
+    };
+    let mut out = Vec::new();
+    let mut entries = entries.into_iter().peekable();
+    for vs in wanted {
+        while entries.peek().is_some_and(|e| e.vs != vs) {
+            entries.next();
+        }
+        match entries.next() {
+            Some(e) => out.push(e),
+            None => {
+                return Err(std::io::Error::other(format!(
+                    "entry {vs} is missing from the replica log's frame at {offset}"
+                )))
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Runs the disk thread: appends writes in order, and on `Sync(id)` makes them durable and
@@ -137,14 +431,13 @@ pub(crate) enum DiskJob {
 /// ended (`ClusterConfig::lazy_sync_gap`; writes queued meanwhile join it). An I/O error
 /// is fatal for the replica (it must not acknowledge what it cannot keep): the thread
 /// reports it and stops.
-pub(crate) fn run(
-    file: File,
-    jobs: Receiver<DiskJob>,
-    gap: Duration,
-    done: impl Fn(Result<u64, String>),
-) {
-    let mut out = BufWriter::with_capacity(1 << 20, file);
+pub(crate) fn run(t: DiskThread, jobs: Receiver<DiskJob>, done: impl Fn(Result<u64, String>)) {
     let fail = |e: std::io::Error| format!("replica log: {e}");
+    let gap = t.gap;
+    let mut w = match Writer::new(t) {
+        Ok(w) => w,
+        Err(e) => return done(Err(fail(e))),
+    };
     let mut synced_at: Option<Instant> = None;
     while let Ok(first) = jobs.recv() {
         let mut sync = None;
@@ -153,7 +446,7 @@ pub(crate) fn run(
         // Takes one job; false once it is time to stop taking more.
         let mut take = |job: DiskJob, sync: &mut Option<u64>, stop: &mut bool| {
             match job {
-                DiskJob::Write(bytes) => result = out.write_all(&bytes).map_err(fail),
+                DiskJob::Write(write) => result = w.append(&write).map_err(fail),
                 DiskJob::Sync(id) => *sync = Some(id),
                 DiskJob::Stop => *stop = true,
             }
@@ -180,10 +473,7 @@ pub(crate) fn run(
             }
         }
         if let (Ok(()), Some(id)) = (&result, sync) {
-            result = out
-                .flush()
-                .and_then(|()| out.get_ref().sync_data())
-                .map_err(fail);
+            result = w.sync().map_err(fail);
             synced_at = Some(Instant::now());
             if result.is_ok() {
                 done(Ok(id));
@@ -194,7 +484,7 @@ pub(crate) fn run(
             return;
         }
         if stop {
-            let _ = out.flush();
+            let _ = w.out.flush();
             return;
         }
     }
@@ -206,10 +496,8 @@ pub(crate) struct DiskHandle {
 }
 
 impl DiskHandle {
-    pub(crate) fn write(&self, w: &Write_) {
-        let mut buf = Vec::new();
-        encode(w, &mut buf);
-        let _ = self.jobs.send(DiskJob::Write(buf));
+    pub(crate) fn write(&self, w: Write_) {
+        let _ = self.jobs.send(DiskJob::Write(w));
     }
 
     pub(crate) fn sync(&self, id: u64) {

@@ -5,6 +5,7 @@
 //! tickets.
 
 mod app;
+mod checkpoint;
 pub mod config;
 pub mod disk;
 mod node;

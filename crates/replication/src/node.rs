@@ -16,6 +16,7 @@ use verso_engine::Db;
 use verso_vsr::{Action, Address, Message, Replica, Request, Role};
 
 use crate::app::{retract_unlogged, EngineApp, Local};
+use crate::checkpoint::GcPin;
 use crate::config::ClusterConfig;
 use crate::disk::{self, DiskHandle, DiskJob};
 use crate::op::{Batch, EngineSnapshot, TxnWrites};
@@ -72,7 +73,7 @@ impl Node {
                 cluster.replicas.len()
             ));
         };
-        let (recovered, file, path) = disk::recover(&opts.dir)
+        let (mut recovered, file, path) = disk::recover(&opts.dir)
             .map_err(|e| format!("replica log in {}: {e}", opts.dir.display()))?;
         let mut seed = [0u8; 8];
         getrandom::getrandom(&mut seed).map_err(|e| format!("no randomness: {e}"))?;
@@ -118,10 +119,20 @@ impl Node {
             crate::config::ModeName::Lazy => cluster.lazy_sync_gap,
             crate::config::ModeName::Sync => std::time::Duration::ZERO,
         };
+        let pin = GcPin::default();
+        let disk_thread = disk::DiskThread {
+            file,
+            path: path.clone(),
+            dir: opts.dir.clone(),
+            layout: recovered.take_layout(),
+            db: db.clone(),
+            pin: pin.clone(),
+            gap,
+        };
         std::thread::Builder::new()
             .name(format!("vsr-disk-{me}"))
             .spawn(move || {
-                disk::run(file, jobs_rx, gap, |r| {
+                disk::run(disk_thread, jobs_rx, |r| {
                     let _ = tx.send(Event::Synced(r));
                 })
             })
@@ -138,7 +149,7 @@ impl Node {
         let thread = std::thread::Builder::new()
             .name(format!("vsr-{me}"))
             .spawn(move || {
-                let mut run = Run::new(db, thread_shared, opts, recovered, transport, jobs);
+                let mut run = Run::new(db, thread_shared, opts, recovered, transport, jobs, pin);
                 run.publish_status(true);
                 let _ = started.send(());
                 run.main(rx);
@@ -203,6 +214,7 @@ impl Run {
         recovered: disk::Recovered,
         transport: Transport,
         jobs: Sender<DiskJob>,
+        pin: GcPin,
     ) -> Run {
         let (fresh, recovered) = (recovered.fresh, recovered.disk);
         // Read leases compare the server's threads' readings of this clock with VSR's.
@@ -212,7 +224,13 @@ impl Run {
             ..Local::default()
         }));
         let in_flight_max = opts.cluster.batches_in_flight;
-        let app = EngineApp::new(db.clone(), shared.clone(), local.clone());
+        let app = EngineApp::new(
+            db.clone(),
+            shared.clone(),
+            local.clone(),
+            opts.dir.clone(),
+            pin,
+        );
         let config = opts.cluster.vsr_config(opts.me, shared.origin);
         let replica = if fresh {
             Replica::new(opts.me, config, app, 0)
@@ -439,7 +457,7 @@ impl Run {
                         }
                     }
                 }
-                Action::Write(w) => self.disk.write(&w),
+                Action::Write(w) => self.disk.write(w),
                 Action::Sync { id } => self.disk.sync(id),
             }
         }

@@ -52,10 +52,20 @@ impl Batch {
     }
 }
 
-/// What a checkpoint or a state transfer would carry. Checkpoints are off in a cluster for
-/// now (the log is kept whole, so no replica ever needs a state transfer); see the README's
-/// "Replication" limits.
+/// The application's part of a checkpoint or a state transfer (`verso_vsr::Snapshot::app`):
+/// small, because the data is in a file beside the replica log (`checkpoint.rs`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum EngineSnapshot {
-    NotTaken,
+    /// Nothing applied yet: an empty database.
+    Empty,
+    Taken {
+        /// The data file's name in the replica's directory.
+        file: String,
+        /// The file holds every key's newest version at or below this commit timestamp:
+        /// everything through the durable point when the checkpoint was taken.
+        durable_cts: u64,
+        /// The operations applied after it (which a view change may still undo), with
+        /// their writes, in op order: replayed on top, with undo records.
+        tail: Vec<(u64, Vec<TxnWrites>)>,
+    },
 }

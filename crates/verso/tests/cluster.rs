@@ -37,7 +37,11 @@ impl Group {
     fn new() -> Group {
         let dir = tempfile::tempdir().unwrap();
         let ports: Vec<u16> = (0..REPLICAS).map(|_| free_port()).collect();
-        let mut text = String::from("secret = \"a test secret of some length\"\nmode = \"lazy\"\n");
+        // Checkpoints every 100 entries: restarts and the total crash recover from a
+        // checkpoint and a compacted log, not the whole log.
+        let mut text = String::from(
+            "secret = \"a test secret of some length\"\nmode = \"lazy\"\ncheckpoint_entries = 100\n",
+        );
         for (id, port) in ports.iter().enumerate() {
             text.push_str(&format!(
                 "\n[[replica]]\nid = {id}\nclient = \"127.0.0.1:{port}\"\npeer = \"127.0.0.1:{}\"\n",

@@ -27,6 +27,10 @@ pub enum DiskWrite<O, R, S> {
     /// A state transfer: the checkpoint is replaced and the log emptied, to start after
     /// the snapshot's `ap`.
     Install(Snapshot<R, S>),
+    /// The log, empty, starts after `0` (its entries up to there are in the checkpoint).
+    /// The replica never asks for this write: it opens a compacted copy of a disk (a file
+    /// rewritten after `TrimLog`: view, checkpoint, this, then the live entries).
+    LogBase(Viewstamp),
 }
 
 /// What a replica's disk holds: the thesis's Fig 4-2c. The simulator keeps one per replica
@@ -109,6 +113,12 @@ impl<O: Clone, R: Clone, S: Clone> Durable<O, R, S> {
                 self.checkpoint = Some(s.clone());
                 self.log_base = s.ap;
                 self.log.clear();
+            }
+            DiskWrite::LogBase(base) => {
+                assert!(self.log.is_empty(), "a log base is set on an empty log");
+                let ap = self.checkpoint.as_ref().map_or(0, |c| c.ap.op);
+                assert!(base.op <= ap, "a log base inside the checkpoint");
+                self.log_base = *base;
             }
         }
     }

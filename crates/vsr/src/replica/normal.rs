@@ -325,9 +325,16 @@ impl<A: App> Replica<A> {
             new_dp = durable;
         }
         leader.known_dp[usize::from(self.id)] = new_dp;
+        // The thesis's dpMin is the least durable point any replica adopted. A backup
+        // adopts the primary's point without holding it on its own disk, so one that
+        // crashes comes back below it and, were the log trimmed there, could only catch
+        // up by a state transfer of the whole database. Bounded also by what each replica
+        // reported on its disk, only a replica that lost its disk needs one. Trimming
+        // less is always safe; a replica that stays down stops trimming, either way.
         let dp_min = leader.known_dp[..n]
             .iter()
-            .copied()
+            .zip(&leader.disk[..n])
+            .map(|(dp, disk)| (*dp).min(*disk))
             .min()
             .unwrap_or_default();
         let dp_min = dp_min.max(self.dp_min).min(new_dp);

@@ -868,6 +868,7 @@ fn hash_write<H: Hasher>(w: &Write, h: &mut H) {
         DiskWrite::Checkpoint(s) => (3u8, s).hash(h),
         DiskWrite::TrimLog { through } => (4u8, through).hash(h),
         DiskWrite::Install(s) => (5u8, s).hash(h),
+        DiskWrite::LogBase(b) => (6u8, b).hash(h),
     }
 }
 

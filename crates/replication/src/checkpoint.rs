@@ -1,0 +1,296 @@
+//! A replica's checkpoint data: the engine's state through the durable point, in a file
+//! beside the replica log, so the log can drop what it covers (thesis §4.2: a checkpoint
+//! plus the log after it is the replica's state; ARCHITECTURE.md, "Replication").
+//!
+//! The engine is multi-version, so the file is written while commits go on: every key's
+//! newest version at or below a commit timestamp (`Db::scan_versions_at`), with the GC
+//! floor held at that timestamp until the scan ends ([`GcPin`]).
+//!
+//! File format (`checkpoint-<origin>-<n>.data`): `"VSRCKPT1"`, then frames
+//! `len: u32 LE | crc32c(len ++ payload): u32 LE | payload (postcard)` as in the replica
+//! log: one [`Frame::Tables`], [`Frame::Entries`] of about 256 KiB each, and
+//! [`Frame::End`] with the count. A file without its end frame, or with a damaged frame, is
+//! refused whole: it is written to `.tmp`, synced and renamed, so a complete name means a
+//! complete file.
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use verso_engine::{Db, ReplicatedWrite};
+
+const MAGIC: &[u8; 8] = b"VSRCKPT1";
+const BATCH_BYTES: usize = 256 << 10;
+/// Largest frame accepted when loading (checked before allocating).
+const FRAME_MAX: u32 = 64 << 20;
+
+#[derive(Serialize, Deserialize)]
+enum Frame {
+    /// Table names; entries name a table by its index here.
+    Tables(Vec<String>),
+    /// `(table, key, version timestamp, value)`.
+    Entries(Vec<(u32, Vec<u8>, u64, Vec<u8>)>),
+    End {
+        entries: u64,
+    },
+}
+
+/// Holds the engine's GC floor at a checkpoint's timestamp while its scan runs (the app
+/// raises the floor only to `min(durable point, pin)`). `u64::MAX`: nothing pinned.
+#[derive(Clone, Debug)]
+pub(crate) struct GcPin(Arc<AtomicU64>);
+
+impl Default for GcPin {
+    fn default() -> Self {
+        GcPin(Arc::new(AtomicU64::new(u64::MAX)))
+    }
+}
+
+impl GcPin {
+    pub(crate) fn hold(&self, ts: u64) {
+        self.0.fetch_min(ts, Ordering::SeqCst);
+    }
+
+    pub(crate) fn release(&self) {
+        self.0.store(u64::MAX, Ordering::SeqCst);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// What writing or loading a checkpoint did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DataStats {
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+fn put_frame(out: &mut impl Write, frame: &Frame) -> std::io::Result<u64> {
+    let payload = postcard::to_allocvec(frame).expect("serializing to memory cannot fail");
+    let len = (payload.len() as u32).to_le_bytes();
+    let sum = crc32c::crc32c_append(crc32c::crc32c(&len), &payload);
+    out.write_all(&len)?;
+    out.write_all(&sum.to_le_bytes())?;
+    out.write_all(&payload)?;
+    Ok(8 + payload.len() as u64)
+}
+
+fn invalid(what: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, what)
+}
+
+fn get_frame(input: &mut impl Read, name: &str) -> std::io::Result<Frame> {
+    let mut head = [0u8; 8];
+    input.read_exact(&mut head)?;
+    let len: [u8; 4] = head[..4].try_into().expect("4 bytes");
+    let sum = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+    let n = u32::from_le_bytes(len);
+    if n > FRAME_MAX {
+        return Err(invalid(format!("{name}: a frame of {n} bytes")));
+    }
+    let mut payload = vec![0u8; n as usize];
+    input.read_exact(&mut payload)?;
+    if crc32c::crc32c_append(crc32c::crc32c(&len), &payload) != sum {
+        return Err(invalid(format!("{name}: checksum mismatch")));
+    }
+    postcard::from_bytes(&payload).map_err(|e| invalid(format!("{name}: {e}")))
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Writes `dir/name`: every key's newest version at or below `cts` in `db`. The caller holds
+/// the GC floor at or below `cts` until this returns.
+pub(crate) fn write(dir: &Path, name: &str, db: &Db, cts: u64) -> std::io::Result<DataStats> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
+    out.write_all(MAGIC)?;
+    let mut stats = DataStats {
+        entries: 0,
+        bytes: MAGIC.len() as u64,
+    };
+    let tables = db.table_names();
+    stats.bytes += put_frame(&mut out, &Frame::Tables(tables.clone()))?;
+    let mut batch: Vec<(u32, Vec<u8>, u64, Vec<u8>)> = Vec::new();
+    let mut batch_bytes = 0usize;
+    let table_of = |name: &str| tables.iter().position(|t| t == name).map(|i| i as u32);
+    db.scan_versions_at(cts, |table, key, ts, value| -> std::io::Result<()> {
+        let Some(t) = table_of(table) else {
+            return Ok(()); // created after the scan began: nothing at or below `cts`
+        };
+        batch_bytes += key.len() + value.len() + 16;
+        batch.push((t, key.to_vec(), ts, value.to_vec()));
+        stats.entries += 1;
+        if batch_bytes >= BATCH_BYTES {
+            stats.bytes += put_frame(&mut out, &Frame::Entries(std::mem::take(&mut batch)))?;
+            batch_bytes = 0;
+        }
+        Ok(())
+    })?;
+    if !batch.is_empty() {
+        stats.bytes += put_frame(&mut out, &Frame::Entries(batch))?;
+    }
+    stats.bytes += put_frame(
+        &mut out,
+        &Frame::End {
+            entries: stats.entries,
+        },
+    )?;
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_data()?;
+    drop(file);
+    std::fs::rename(&tmp, dir.join(name))?;
+    sync_dir(dir)?;
+    Ok(stats)
+}
+
+/// Installs `dir/name` into `db`, which holds nothing at or above the versions' timestamps
+/// (a replica starting, or one taking a state transfer before it applied anything).
+pub(crate) fn load(dir: &Path, name: &str, db: &Db) -> std::io::Result<DataStats> {
+    let path = dir.join(name);
+    let mut input = std::io::BufReader::with_capacity(1 << 20, File::open(&path)?);
+    let mut magic = [0u8; 8];
+    input.read_exact(&mut magic)?;
+    if &magic != MAGIC {
+        return Err(invalid(format!(
+            "{}: not a Verso checkpoint",
+            path.display()
+        )));
+    }
+    let shown = path.display().to_string();
+    let Frame::Tables(tables) = get_frame(&mut input, &shown)? else {
+        return Err(invalid(format!("{shown}: no table list")));
+    };
+    let mut stats = DataStats::default();
+    loop {
+        match get_frame(&mut input, &shown)? {
+            Frame::Tables(_) => return Err(invalid(format!("{shown}: a second table list"))),
+            Frame::Entries(entries) => {
+                for (t, key, ts, value) in entries {
+                    let table = tables
+                        .get(t as usize)
+                        .ok_or_else(|| invalid(format!("{shown}: table {t} is not listed")))?;
+                    stats.bytes += (key.len() + value.len()) as u64;
+                    let write = ReplicatedWrite {
+                        table,
+                        key: &key,
+                        value: Some(&value),
+                    };
+                    db.apply_replicated(ts, std::iter::once(write))
+                        .map_err(|e| invalid(format!("{shown}: {e}")))?;
+                    stats.entries += 1;
+                }
+            }
+            Frame::End { entries } if entries == stats.entries => return Ok(stats),
+            Frame::End { entries } => {
+                return Err(invalid(format!(
+                    "{shown}: {} entries where the end frame says {entries}",
+                    stats.entries
+                )))
+            }
+        }
+    }
+}
+
+/// Removes checkpoint files in `dir` other than `keep` (superseded, or debris of a crash).
+pub(crate) fn remove_others(dir: &Path, keep: Option<&str>) {
+    let Ok(list) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in list.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with("checkpoint-") && Some(name) != keep {
+            if let Err(err) = std::fs::remove_file(e.path()) {
+                tracing::warn!(file = name, error = %err, "could not remove an old checkpoint");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use verso_engine::Options;
+
+    /// Per (table, key), its versions (timestamp, value or deletion) in order.
+    type Model = std::collections::BTreeMap<(String, Vec<u8>), Vec<(u64, Option<Vec<u8>>)>>;
+
+    fn put(db: &Db, ts: u64, table: &str, key: &[u8], value: Option<&[u8]>) {
+        let w = ReplicatedWrite { table, key, value };
+        db.apply_replicated(ts, std::iter::once(w)).unwrap();
+    }
+
+    /// A checkpoint at `cts` holds exactly each key's newest live version at or below it,
+    /// whatever was written above it, and loads back into an empty database as that.
+    #[test]
+    fn a_checkpoint_holds_the_state_at_its_timestamp_and_loads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(Options::default()).unwrap();
+        db.set_gc_floor(0);
+        // A model: per (table, key), versions (ts, value).
+        let mut model = Model::default();
+        let mut ts = 10;
+        for i in 0..3000u64 {
+            let table = if i % 3 == 0 { "a" } else { "b" };
+            let key = format!("k{}", (i * 7919) % 700).into_bytes();
+            let value = (i % 5 != 0).then(|| format!("v{i}").into_bytes());
+            put(&db, ts, table, &key, value.as_deref());
+            model
+                .entry((table.to_string(), key))
+                .or_default()
+                .push((ts, value));
+            ts += 1 + i % 3;
+        }
+        let cts = 10 + ts / 2;
+        write(dir.path(), "checkpoint-t-1.data", &db, cts).unwrap();
+        let expected: std::collections::BTreeMap<(String, Vec<u8>), (u64, Vec<u8>)> = model
+            .iter()
+            .filter_map(|(k, vs)| {
+                let (ts, v) = vs.iter().rev().find(|(t, _)| *t <= cts)?;
+                Some((k.clone(), (*ts, v.clone()?)))
+            })
+            .collect();
+        let copy = Db::open(Options::default()).unwrap();
+        let stats = load(dir.path(), "checkpoint-t-1.data", &copy).unwrap();
+        assert_eq!(stats.entries, expected.len() as u64);
+        let mut got = std::collections::BTreeMap::new();
+        copy.scan_versions_at(u64::MAX - 1, |t, k, ts, v| -> Result<(), ()> {
+            got.insert((t.to_string(), k.to_vec()), (ts, v.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn a_damaged_or_cut_checkpoint_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(Options::default()).unwrap();
+        for i in 0..500u64 {
+            put(&db, 5 + i, "t", &i.to_be_bytes(), Some(&[7u8; 300]));
+        }
+        write(dir.path(), "checkpoint-x-1.data", &db, u64::MAX - 1).unwrap();
+        let path = dir.path().join("checkpoint-x-1.data");
+        let whole = std::fs::read(&path).unwrap();
+        for cut in [whole.len() - 1, whole.len() / 2, 9] {
+            std::fs::write(&path, &whole[..cut]).unwrap();
+            let copy = Db::open(Options::default()).unwrap();
+            assert!(
+                load(dir.path(), "checkpoint-x-1.data", &copy).is_err(),
+                "cut at {cut}"
+            );
+        }
+        let mut flipped = whole.clone();
+        flipped[whole.len() / 3] ^= 0x40;
+        std::fs::write(&path, &flipped).unwrap();
+        let copy = Db::open(Options::default()).unwrap();
+        assert!(load(dir.path(), "checkpoint-x-1.data", &copy).is_err());
+    }
+}
