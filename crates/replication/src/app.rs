@@ -254,7 +254,8 @@ impl App for EngineApp {
     fn snapshot(&self) -> EngineSnapshot {
         let n = self.checkpoints.get() + 1;
         self.checkpoints.set(n);
-        self.pin.hold(self.durable_cts);
+        let file = format!("checkpoint-{:016x}-{n}.data", self.shared.origin);
+        self.pin.hold(&file, self.durable_cts);
         self.set_gc_floor();
         let mut tail = Vec::with_capacity(self.undo.len());
         for a in &self.undo {
@@ -284,7 +285,7 @@ impl App for EngineApp {
             tail.push((a.op, txns));
         }
         EngineSnapshot::Taken {
-            file: format!("checkpoint-{:016x}-{n}.data", self.shared.origin),
+            file,
             durable_cts: self.durable_cts,
             tail,
         }

@@ -13,11 +13,11 @@
 //! refused whole: it is written to `.tmp`, synced and renamed, so a complete name means a
 //! complete file.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use verso_engine::{Db, ReplicatedWrite};
@@ -38,29 +38,30 @@ enum Frame {
     },
 }
 
-/// Holds the engine's GC floor at a checkpoint's timestamp while its scan runs (the app
-/// raises the floor only to `min(durable point, pin)`). `u64::MAX`: nothing pinned.
-#[derive(Clone, Debug)]
-pub(crate) struct GcPin(Arc<AtomicU64>);
+/// Holds the engine's GC floor at a checkpoint's timestamp while its data is written (the
+/// app raises the floor only to `min(durable point, every pin)`), one pin per data file: a
+/// local checkpoint's (the disk thread releases it) and a state transfer's (its stream's
+/// thread does).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct GcPin(Arc<Mutex<BTreeMap<String, u64>>>);
 
-impl Default for GcPin {
-    fn default() -> Self {
-        GcPin(Arc::new(AtomicU64::new(u64::MAX)))
+impl GcPin {
+    pub(crate) fn hold(&self, file: &str, ts: u64) {
+        lock(&self.0).insert(file.to_string(), ts);
+    }
+
+    pub(crate) fn release(&self, file: &str) {
+        lock(&self.0).remove(file);
+    }
+
+    /// The lowest timestamp pinned (`u64::MAX`: none).
+    pub(crate) fn get(&self) -> u64 {
+        lock(&self.0).values().copied().min().unwrap_or(u64::MAX)
     }
 }
 
-impl GcPin {
-    pub(crate) fn hold(&self, ts: u64) {
-        self.0.fetch_min(ts, Ordering::SeqCst);
-    }
-
-    pub(crate) fn release(&self) {
-        self.0.store(u64::MAX, Ordering::SeqCst);
-    }
-
-    pub(crate) fn get(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
-    }
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// What writing or loading a checkpoint did.
@@ -110,13 +111,24 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 pub(crate) fn write(dir: &Path, name: &str, db: &Db, cts: u64) -> std::io::Result<DataStats> {
     let tmp = dir.join(format!("{name}.tmp"));
     let mut out = BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
+    let stats = write_to(&mut out, db, cts)?;
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_data()?;
+    drop(file);
+    std::fs::rename(&tmp, dir.join(name))?;
+    sync_dir(dir)?;
+    Ok(stats)
+}
+
+/// Writes a checkpoint's bytes to `out` (a file, or a state transfer's stream).
+pub(crate) fn write_to(out: &mut impl Write, db: &Db, cts: u64) -> std::io::Result<DataStats> {
     out.write_all(MAGIC)?;
     let mut stats = DataStats {
         entries: 0,
         bytes: MAGIC.len() as u64,
     };
     let tables = db.table_names();
-    stats.bytes += put_frame(&mut out, &Frame::Tables(tables.clone()))?;
+    stats.bytes += put_frame(out, &Frame::Tables(tables.clone()))?;
     let mut batch: Vec<(u32, Vec<u8>, u64, Vec<u8>)> = Vec::new();
     let mut batch_bytes = 0usize;
     let table_of = |name: &str| tables.iter().position(|t| t == name).map(|i| i as u32);
@@ -128,26 +140,42 @@ pub(crate) fn write(dir: &Path, name: &str, db: &Db, cts: u64) -> std::io::Resul
         batch.push((t, key.to_vec(), ts, value.to_vec()));
         stats.entries += 1;
         if batch_bytes >= BATCH_BYTES {
-            stats.bytes += put_frame(&mut out, &Frame::Entries(std::mem::take(&mut batch)))?;
+            stats.bytes += put_frame(out, &Frame::Entries(std::mem::take(&mut batch)))?;
             batch_bytes = 0;
         }
         Ok(())
     })?;
     if !batch.is_empty() {
-        stats.bytes += put_frame(&mut out, &Frame::Entries(batch))?;
+        stats.bytes += put_frame(out, &Frame::Entries(batch))?;
     }
     stats.bytes += put_frame(
-        &mut out,
+        out,
         &Frame::End {
             entries: stats.entries,
         },
     )?;
-    let file = out.into_inner().map_err(|e| e.into_error())?;
-    file.sync_data()?;
-    drop(file);
-    std::fs::rename(&tmp, dir.join(name))?;
-    sync_dir(dir)?;
     Ok(stats)
+}
+
+/// Whether `name` is a checkpoint data file's name as this code makes them (a name from a
+/// peer is checked before it becomes a path).
+pub(crate) fn valid_name(name: &str) -> bool {
+    let Some(rest) = name
+        .strip_prefix("checkpoint-")
+        .and_then(|r| r.strip_suffix(".data"))
+    else {
+        return false;
+    };
+    let mut parts = rest.split('-');
+    let (Some(origin), Some(n), None) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    !origin.is_empty()
+        && origin.len() <= 16
+        && origin.bytes().all(|b| b.is_ascii_hexdigit())
+        && !n.is_empty()
+        && n.len() <= 20
+        && n.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Installs `dir/name` into `db`, which holds nothing at or above the versions' timestamps
@@ -206,7 +234,8 @@ pub(crate) fn remove_others(dir: &Path, keep: Option<&str>) {
     for e in list.flatten() {
         let name = e.file_name();
         let Some(name) = name.to_str() else { continue };
-        if name.starts_with("checkpoint-") && Some(name) != keep {
+        let ours = name.starts_with("checkpoint-") || name.starts_with("incoming-");
+        if ours && Some(name) != keep {
             if let Err(err) = std::fs::remove_file(e.path()) {
                 tracing::warn!(file = name, error = %err, "could not remove an old checkpoint");
             }

@@ -286,7 +286,7 @@ impl Writer {
             {
                 let started = Instant::now();
                 let written = crate::checkpoint::write(&self.dir, file, &self.db, *durable_cts);
-                self.pin.release();
+                self.pin.release(file);
                 let stats = written?;
                 tracing::info!(
                     file = %file,
@@ -502,5 +502,226 @@ impl DiskHandle {
 
     pub(crate) fn sync(&self, id: u64) {
         let _ = self.jobs.send(DiskJob::Sync(id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The disk thread against `Durable::apply`, the reference meaning of each write: after
+    //! any sequence of writes, syncs, checkpoints and trims (each trim rewriting the file),
+    //! what recovery reads back is exactly the reference disk, and the only checkpoint data
+    //! file left is the one it names.
+
+    use super::*;
+    use crate::op::{TxnWrites, Write as KeyWrite};
+    use proptest::prelude::*;
+    use verso_engine::{Options, ReplicatedWrite};
+    use verso_vsr::client_table::ClientTable;
+    use verso_vsr::{Body, Entry, Request, Snapshot};
+
+    fn entry(vs: Viewstamp, prev: Viewstamp, n: u64) -> Entry<Batch> {
+        let value = vec![n as u8; (n % 300) as usize];
+        let op = Batch {
+            origin: 7,
+            first_slot: n,
+            txns: vec![TxnWrites {
+                cts: n,
+                writes: vec![KeyWrite {
+                    table: "t".into(),
+                    key: n.to_be_bytes().to_vec(),
+                    value: Some(value),
+                }],
+            }],
+        };
+        Entry {
+            vs,
+            prev,
+            body: if n % 17 == 0 {
+                Body::ViewStart
+            } else {
+                Body::Requests(vec![Request {
+                    client: n % 3,
+                    seq: n,
+                    op,
+                    sync: false,
+                }])
+            },
+        }
+    }
+
+    /// One step a replica might take, drawn from a seed.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Append(u8),
+        NewView,
+        Truncate(u8),
+        Checkpoint(u8),
+        Trim(u8),
+        Install,
+        Sync,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            6 => (1u8..40).prop_map(Step::Append),
+            1 => Just(Step::NewView),
+            1 => any::<u8>().prop_map(Step::Truncate),
+            2 => any::<u8>().prop_map(Step::Checkpoint),
+            2 => any::<u8>().prop_map(Step::Trim),
+            1 => Just(Step::Install),
+            2 => Just(Step::Sync),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn recovery_reads_back_what_the_writes_mean(steps in prop::collection::vec(step(), 1..60)) {
+            let dir = tempfile::tempdir().unwrap();
+            let db = Arc::new(Db::open(Options::default()).unwrap());
+            for k in 0..50u64 {
+                let w = ReplicatedWrite { table: "t", key: &k.to_be_bytes(), value: Some(b"v") };
+                db.apply_replicated(k + 1, std::iter::once(w)).unwrap();
+            }
+            let (mut rec, file, path) = recover(dir.path()).unwrap();
+            prop_assert!(rec.fresh);
+            let (jobs, rx) = std::sync::mpsc::channel();
+            let (done_tx, done_rx) = std::sync::mpsc::channel();
+            let thread = DiskThread {
+                file,
+                path: path.clone(),
+                dir: dir.path().to_path_buf(),
+                layout: rec.take_layout(),
+                db: db.clone(),
+                pin: GcPin::default(),
+                gap: Duration::ZERO,
+            };
+            let runner = std::thread::spawn(move || {
+                run(thread, rx, |r| {
+                    let _ = done_tx.send(r);
+                })
+            });
+            let mut model = Disk::default();
+            let mut view = ViewNum { counter: 1, replica: 0 };
+            let (mut next_op, mut files, mut syncs) = (1u64, 0u64, 0u64);
+            let mut trimmed_last = false;
+            let mut do_write = |w: Write_, model: &mut Disk| {
+                trimmed_last = matches!(w, DiskWrite::TrimLog { .. });
+                model.apply(&w, None);
+                jobs.send(DiskJob::Write(w)).unwrap();
+            };
+            for s in steps {
+                let in_log = |model: &Disk, pick: u8| -> Option<Viewstamp> {
+                    (!model.log.is_empty())
+                        .then(|| model.log[usize::from(pick) % model.log.len()].vs)
+                };
+                match s {
+                    Step::Append(n) => {
+                        let mut entries = Vec::new();
+                        let mut prev = model.tail();
+                        for _ in 0..n {
+                            let vs = Viewstamp { view, op: prev.op + 1 };
+                            entries.push(entry(vs, prev, next_op));
+                            next_op += 1;
+                            prev = vs;
+                        }
+                        do_write(DiskWrite::Append(entries), &mut model);
+                    }
+                    Step::NewView => {
+                        view.counter += 1;
+                        do_write(DiskWrite::View(view), &mut model);
+                    }
+                    Step::Truncate(pick) => {
+                        // Never below the checkpoint's durable point (the replica's rule).
+                        let floor = model.checkpoint.as_ref().map_or(0, |c| c.undo_base.op);
+                        if let Some(vs) = in_log(&model, pick).filter(|vs| vs.op >= floor) {
+                            do_write(DiskWrite::Truncate { keep_through: vs }, &mut model);
+                        }
+                    }
+                    Step::Checkpoint(pick) | Step::Trim(pick) if model.log.is_empty() => {
+                        let _ = pick;
+                    }
+                    Step::Checkpoint(pick) => {
+                        let ap = in_log(&model, pick).expect("not empty");
+                        files += 1;
+                        let snapshot = Snapshot {
+                            ap,
+                            tail: Vec::new(),
+                            undo_base: ap,
+                            app: EngineSnapshot::Taken {
+                                file: format!("checkpoint-{files:x}-1.data"),
+                                durable_cts: u64::from(pick),
+                                tail: Vec::new(),
+                            },
+                            clients: ClientTable::new(8),
+                        };
+                        do_write(DiskWrite::Checkpoint(snapshot), &mut model);
+                    }
+                    Step::Trim(pick) => {
+                        let ap = model.checkpoint.as_ref().map_or(0, |c| c.ap.op);
+                        let through = in_log(&model, pick).map_or(0, |vs| vs.op).min(ap);
+                        if through > model.log_base.op {
+                            do_write(DiskWrite::TrimLog { through }, &mut model);
+                        }
+                    }
+                    Step::Install => {
+                        // A state transfer: the data file arrived before (as `incoming`).
+                        files += 1;
+                        let file = format!("checkpoint-{files:x}-1.data");
+                        crate::checkpoint::write(dir.path(), &file, &db, 30).unwrap();
+                        let ap = Viewstamp { view, op: model.tail().op + 5 };
+                        let snapshot = Snapshot {
+                            ap,
+                            tail: Vec::new(),
+                            undo_base: ap,
+                            app: EngineSnapshot::Taken { file, durable_cts: 30, tail: Vec::new() },
+                            clients: ClientTable::new(8),
+                        };
+                        do_write(DiskWrite::Install(snapshot), &mut model);
+                        next_op += 5;
+                    }
+                    Step::Sync => {
+                        syncs += 1;
+                        jobs.send(DiskJob::Sync(syncs)).unwrap();
+                        prop_assert_eq!(done_rx.recv().unwrap(), Ok(syncs));
+                    }
+                }
+            }
+            jobs.send(DiskJob::Stop).unwrap();
+            runner.join().unwrap();
+            let (rec, _, _) = recover(dir.path()).unwrap();
+            prop_assert_eq!(&rec.disk, &model);
+            // Only the named checkpoint's data is left (recovery removes the rest), and it
+            // is whole.
+            let mut left: Vec<String> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| n.starts_with("checkpoint-"))
+                .collect();
+            left.sort();
+            let named: Vec<String> = checkpoint_file(&model).map(str::to_string).into_iter().collect();
+            prop_assert_eq!(&left, &named);
+            if let Some(name) = named.first() {
+                let copy = Db::open(Options::default()).unwrap();
+                crate::checkpoint::load(dir.path(), name, &copy).unwrap();
+            }
+            // Right after a trim the file is the compacted disk and nothing else: the
+            // view, the checkpoint, the log base and exactly the live entries.
+            if trimmed_last {
+                let bytes = std::fs::read(&path).unwrap();
+                let (writes, _) = decode_all(&bytes[MAGIC.len()..]);
+                prop_assert!(matches!(writes[0], DiskWrite::View(_)), "{:?}", writes[0]);
+                prop_assert!(matches!(writes[1], DiskWrite::Checkpoint(_)));
+                prop_assert!(matches!(writes[2], DiskWrite::LogBase(_)));
+                let mut entries = 0;
+                for w in &writes[3..] {
+                    let DiskWrite::Append(es) = w else {
+                        return Err(TestCaseError::fail(format!("{w:?} after a rewrite")));
+                    };
+                    entries += es.len();
+                }
+                prop_assert_eq!(entries, model.log.len());
+            }
+        }
     }
 }

@@ -11,6 +11,7 @@ pub mod disk;
 mod node;
 pub mod op;
 mod shared;
+mod state_transfer;
 pub mod status;
 pub mod transport;
 

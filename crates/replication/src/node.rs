@@ -19,12 +19,11 @@ use crate::app::{retract_unlogged, EngineApp, Local};
 use crate::checkpoint::GcPin;
 use crate::config::ClusterConfig;
 use crate::disk::{self, DiskHandle, DiskJob};
-use crate::op::{Batch, EngineSnapshot, TxnWrites};
+use crate::op::{Batch, TxnWrites};
 use crate::shared::{Replication, Slot};
+use crate::state_transfer::{self, Incoming, Outgoing, Payload};
 use crate::status::{PeerStatus, Status};
 use crate::transport::{Transport, TransportConfig};
-
-type Msg = Message<Batch, (), EngineSnapshot>;
 
 /// Commits per batch (one VSR request).
 const BATCH_TXNS_MAX: usize = 4096;
@@ -190,6 +189,10 @@ struct Run {
     replica: Replica<EngineApp>,
     transport: Transport,
     disk: DiskHandle,
+    /// State transfers this replica streams to others, and the one it receives.
+    outgoing: Outgoing,
+    incoming: Incoming,
+    pin: GcPin,
     cluster: ClusterConfig,
     sync_replies: bool,
     start: Instant,
@@ -229,7 +232,7 @@ impl Run {
             shared.clone(),
             local.clone(),
             opts.dir.clone(),
-            pin,
+            pin.clone(),
         );
         let config = opts.cluster.vsr_config(opts.me, shared.origin);
         let replica = if fresh {
@@ -245,6 +248,9 @@ impl Run {
             Replica::recover(opts.me, config, app, &recovered, 0)
         };
         Run {
+            outgoing: Outgoing::default(),
+            incoming: Incoming::new(&opts.dir),
+            pin,
             db,
             shared,
             local,
@@ -313,8 +319,14 @@ impl Run {
     fn handle(&mut self, ev: Event) -> bool {
         let now = self.now();
         match ev {
-            Event::Peer(from, bytes) => match postcard::from_bytes::<Msg>(&bytes) {
-                Ok(m) => self.replica.handle_message(now, Address::Replica(from), m),
+            Event::Peer(from, bytes) => match postcard::from_bytes::<Payload>(&bytes) {
+                Ok(Payload::Vsr(m)) if self.incoming.ready(&m) => {
+                    self.replica.handle_message(now, Address::Replica(from), m)
+                }
+                Ok(Payload::Vsr(_)) => {
+                    tracing::info!(from, "a state transfer without all its data, dropped");
+                }
+                Ok(Payload::StateData(d)) => self.incoming.on_data(from, d),
                 Err(e) => {
                     tracing::warn!(from, error = %e, "undecodable message from a peer, dropped");
                 }
@@ -433,8 +445,18 @@ impl Run {
                     to: Address::Replica(r),
                     message,
                 } => {
-                    let bytes = postcard::to_allocvec(&message).expect("serializing to memory");
-                    self.transport.send(r, bytes);
+                    if state_transfer::transfer_file(&message).is_some() {
+                        self.outgoing.start(
+                            r,
+                            message,
+                            self.db.clone(),
+                            self.transport.handle(),
+                            self.pin.clone(),
+                        );
+                    } else {
+                        self.transport
+                            .send(r, state_transfer::encode_message(&message));
+                    }
                 }
                 Action::Send {
                     to: Address::Client(c),

@@ -327,50 +327,13 @@ impl Transport {
     /// peer or the payload exceeds `max_payload`; drops the oldest queued payloads (and counts)
     /// to make room when the queue is full.
     pub fn send(&self, to: ReplicaId, payload: Vec<u8>) {
-        let shared = &*self.shared;
-        let Some(peer) = shared.peer(to) else {
-            shared.counters.sends_unknown_peer.fetch_add(1, Relaxed);
-            return;
-        };
-        let len = payload.len() as u64;
-        if len > u64::from(shared.config.max_payload) {
-            peer.dropped.fetch_add(1, Relaxed);
-            tracing::warn!(peer = to, len, "payload exceeds max_payload; dropped");
-            return;
-        }
-        let mut queue = lock(&peer.queue);
-        let was_idle = queue.is_idle();
-        let payload = if was_idle {
-            match peer.try_direct(&mut queue, payload) {
-                Ok(()) => return,
-                Err(payload) => payload,
-            }
-        } else {
-            payload
-        };
-        let mut evicted = 0;
-        while queue.frames.len() >= shared.config.queue_frames
-            || queue.bytes + len > shared.config.queue_bytes
-        {
-            // Terminates: `len <= max_payload <= queue_bytes` (validated), so an empty queue
-            // has room.
-            let Some(old) = queue.frames.pop_front() else {
-                break;
-            };
-            queue.bytes -= old.len() as u64;
-            evicted += 1;
-        }
-        queue.bytes += len;
-        queue.frames.push_back(payload);
-        assert!(queue.frames.len() <= shared.config.queue_frames);
-        assert!(queue.bytes <= shared.config.queue_bytes);
-        drop(queue);
-        if evicted > 0 {
-            peer.dropped.fetch_add(evicted, Relaxed);
-        }
-        // The sender waits only on an idle queue, so only that transition needs a wake-up.
-        if was_idle {
-            peer.ready.notify_one();
+        send_on(&self.shared, to, payload);
+    }
+
+    /// A handle that sends from another thread (a state transfer's stream).
+    pub fn handle(&self) -> TransportHandle {
+        TransportHandle {
+            shared: Arc::clone(&self.shared),
         }
     }
 
@@ -440,5 +403,70 @@ impl Transport {
 impl Drop for Transport {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// A cloneable sender of payloads: [`Transport::send`] from any thread.
+#[derive(Clone)]
+pub struct TransportHandle {
+    shared: Arc<Shared>,
+}
+
+impl TransportHandle {
+    /// As [`Transport::send`].
+    pub fn send(&self, to: ReplicaId, payload: Vec<u8>) {
+        send_on(&self.shared, to, payload);
+    }
+
+    /// Bytes queued for `to` and not yet handed to its socket (0 for an unknown peer).
+    pub fn queued_bytes(&self, to: ReplicaId) -> u64 {
+        self.shared.peer(to).map_or(0, |p| lock(&p.queue).bytes)
+    }
+}
+
+fn send_on(shared: &Shared, to: ReplicaId, payload: Vec<u8>) {
+    let Some(peer) = shared.peer(to) else {
+        shared.counters.sends_unknown_peer.fetch_add(1, Relaxed);
+        return;
+    };
+    let len = payload.len() as u64;
+    if len > u64::from(shared.config.max_payload) {
+        peer.dropped.fetch_add(1, Relaxed);
+        tracing::warn!(peer = to, len, "payload exceeds max_payload; dropped");
+        return;
+    }
+    let mut queue = lock(&peer.queue);
+    let was_idle = queue.is_idle();
+    let payload = if was_idle {
+        match peer.try_direct(&mut queue, payload) {
+            Ok(()) => return,
+            Err(payload) => payload,
+        }
+    } else {
+        payload
+    };
+    let mut evicted = 0;
+    while queue.frames.len() >= shared.config.queue_frames
+        || queue.bytes + len > shared.config.queue_bytes
+    {
+        // Terminates: `len <= max_payload <= queue_bytes` (validated), so an empty queue
+        // has room.
+        let Some(old) = queue.frames.pop_front() else {
+            break;
+        };
+        queue.bytes -= old.len() as u64;
+        evicted += 1;
+    }
+    queue.bytes += len;
+    queue.frames.push_back(payload);
+    assert!(queue.frames.len() <= shared.config.queue_frames);
+    assert!(queue.bytes <= shared.config.queue_bytes);
+    drop(queue);
+    if evicted > 0 {
+        peer.dropped.fetch_add(evicted, Relaxed);
+    }
+    // The sender waits only on an idle queue, so only that transition needs a wake-up.
+    if was_idle {
+        peer.ready.notify_one();
     }
 }

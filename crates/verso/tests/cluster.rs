@@ -656,3 +656,120 @@ fn wait_counts_backups_with_writes_on_disk_and_backups_serve_readonly_reads() {
     assert!(matches!(c.read().unwrap(), Reply::Int(1)));
     assert!(matches!(c.read().unwrap(), Reply::Bulk(Some(v)) if v == b"3"));
 }
+
+/// The replica that reports itself primary, waited for.
+fn find_primary(ports: &[u16]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let leader = (0..ports.len()).find(|&id| {
+            matches!(
+                Conn::open(ports[id]).and_then(|mut c| c.call(&["INFO", "replication"])),
+                Ok(Reply::Bulk(Some(text))) if String::from_utf8_lossy(&text).contains("vsr_role:primary")
+            )
+        });
+        match leader {
+            Some(id) => return id,
+            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            None => panic!("no replica reports primary"),
+        }
+    }
+}
+
+/// Waits until replica `port` serves `model` exactly (a backup's reads trail the primary by
+/// up to a round).
+fn wait_serves(port: u16, model: &BTreeMap<String, String>, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let mut wrong = None;
+        match Conn::open(port) {
+            Ok(mut c) => {
+                for (k, v) in model {
+                    match c.call(&["GET", k]) {
+                        Ok(Reply::Bulk(Some(got))) if got == v.as_bytes() => {}
+                        other => {
+                            wrong = Some(format!("{k}: {other:?}, want {v}"));
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(e) => wrong = Some(e.to_string()),
+        }
+        let Some(wrong) = wrong else { return };
+        assert!(
+            Instant::now() < deadline,
+            "the replica on port {port} does not serve what was written: {wrong}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Checkpoints (every 100 entries here) keep each replica log to its live entries, and a
+/// replica that lost its disk rejoins through a state transfer of the primary's data (its
+/// log does not reach the trimmed base): it then serves every acknowledged write, and so
+/// does the whole group after all three are killed and restarted from their checkpoints.
+#[test]
+fn a_replica_that_lost_its_disk_rejoins_by_state_transfer() {
+    let mut g = Group::new();
+    let ports = g.ports.clone();
+    wait_for_primary(&ports, Duration::from_secs(30));
+    let mut model: BTreeMap<String, String> = BTreeMap::new();
+    let value = |i: usize| format!("{i:0>1000}");
+    let write = |model: &mut BTreeMap<String, String>, i: usize| {
+        let (k, v) = (format!("key:{}", i % 700), value(i));
+        answer(&ports, |c| {
+            Ok(match c.call(&["SET", &k, &v])? {
+                Reply::Simple(_) => Ok(()),
+                Reply::Error(e) => Err(e),
+                other => panic!("SET: {other:?}"),
+            })
+        });
+        model.insert(k, v);
+    };
+    for i in 0..3000 {
+        write(&mut model, i);
+    }
+    // Lost: a backup's process and its whole directory.
+    let lost = (find_primary(&ports) + 1) % REPLICAS;
+    g.kill(lost);
+    std::fs::remove_dir_all(g.dir.path().join(format!("replica{lost}"))).unwrap();
+    for i in 3000..4000 {
+        write(&mut model, i);
+    }
+    g.start(lost);
+    wait_recovered(ports[lost], Duration::from_secs(30));
+    wait_serves(ports[lost], &model, Duration::from_secs(30));
+    let log = std::fs::read_to_string(g.dir.path().join(format!("replica{lost}.log"))).unwrap();
+    assert!(
+        log.contains("received a state transfer's data"),
+        "the replica caught up without a state transfer: {}",
+        g.log_tail()
+    );
+    // With every replica back, the logs are trimmed again at the next checkpoints.
+    for i in 4000..4500 {
+        write(&mut model, i);
+    }
+    // Every acknowledged write is on every disk, then every process dies.
+    answer(&ports, |c| {
+        Ok(match c.call(&["WAIT", "2", "10000"])? {
+            Reply::Int(2) => Ok(()),
+            other => panic!("WAIT: {other:?}"),
+        })
+    });
+    // 4.5 MB of values went through each log; compacted, each holds about the entries
+    // since its last checkpoint (100 KB or so).
+    for id in 0..REPLICAS {
+        let size = std::fs::metadata(g.dir.path().join(format!("replica{id}/vsr.log")))
+            .unwrap()
+            .len();
+        assert!(size < 1 << 20, "replica {id}'s log holds {size} bytes");
+    }
+    for id in 0..REPLICAS {
+        g.kill(id);
+    }
+    for id in 0..REPLICAS {
+        g.start(id);
+    }
+    wait_for_primary(&ports, Duration::from_secs(30));
+    wait_serves(ports[find_primary(&ports)], &model, Duration::from_secs(10));
+}

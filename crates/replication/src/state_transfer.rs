@@ -1,0 +1,300 @@
+//! State transfer (thesis §4.2.3, `CatchUpState`): a replica whose log does not reach the
+//! leader's trimmed log base (it lost its disk: the primary trims only below what every
+//! replica reported on its disk) gets the leader's state. The protocol's message carries
+//! the small part (`verso_vsr::Snapshot`: the client table, the operations after the durable
+//! point, a data file's name); the engine's data follows the file's format
+//! (`checkpoint.rs`), written while the leader keeps committing, in [`StateData`] chunks
+//! on the same connection, just before the message. Payloads from one replica to another
+//! arrive in order or not at all (`transport.rs`), so the receiver has the whole file when
+//! the message arrives, or it drops the message and asks again.
+//!
+//! Every payload between replicas is a [`Payload`]: a VSR message or a chunk.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use verso_engine::Db;
+use verso_vsr::Message;
+
+use crate::checkpoint::{self, GcPin};
+use crate::op::{Batch, EngineSnapshot};
+use crate::transport::TransportHandle;
+
+pub(crate) type Msg = Message<Batch, (), EngineSnapshot>;
+
+/// Bytes of checkpoint data per chunk.
+const CHUNK_BYTES: usize = 1 << 20;
+/// A stream waits while this much is queued for its peer (the transport drops the oldest
+/// payloads of a full queue, which would cut the file).
+const QUEUED_MAX: u64 = 16 << 20;
+/// A stream that cannot hand a chunk to a peer for this long gives up (the peer asks again).
+const STALL_MAX: Duration = Duration::from_secs(10);
+
+/// One piece of a state transfer's data file.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct StateData {
+    pub(crate) file: String,
+    /// 0, 1, 2, ... within the file.
+    pub(crate) seq: u32,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) last: bool,
+}
+
+/// What one replica sends another, decoded.
+#[derive(Debug, Deserialize)]
+pub(crate) enum Payload {
+    Vsr(Msg),
+    StateData(StateData),
+}
+
+/// [`Payload`], encoded without copying what it carries (the same encoding).
+#[derive(Serialize)]
+enum PayloadRef<'a> {
+    Vsr(&'a Msg),
+    StateData(&'a StateData),
+}
+
+pub(crate) fn encode_message(m: &Msg) -> Vec<u8> {
+    postcard::to_allocvec(&PayloadRef::Vsr(m)).expect("serializing to memory")
+}
+
+fn encode_data(d: &StateData) -> Vec<u8> {
+    postcard::to_allocvec(&PayloadRef::StateData(d)).expect("serializing to memory")
+}
+
+/// The data file a state transfer message names, if it is one.
+pub(crate) fn transfer_file(m: &Msg) -> Option<&str> {
+    match m {
+        Message::CatchUpState { snapshot, .. } => match &snapshot.app {
+            EngineSnapshot::Taken { file, .. } => Some(file),
+            EngineSnapshot::Empty => None,
+        },
+        _ => None,
+    }
+}
+
+/// Chunks written bytes into [`StateData`] payloads for one peer, waiting while its queue
+/// is long.
+struct ChunkStream<'a> {
+    transport: &'a TransportHandle,
+    to: u8,
+    file: &'a str,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+impl ChunkStream<'_> {
+    fn send(&mut self, last: bool) -> std::io::Result<()> {
+        let started = Instant::now();
+        while self.transport.queued_bytes(self.to) > QUEUED_MAX {
+            if started.elapsed() > STALL_MAX {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the peer stopped taking the state transfer",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let data = StateData {
+            file: self.file.to_string(),
+            seq: self.seq,
+            bytes: std::mem::take(&mut self.buf),
+            last,
+        };
+        self.transport.send(self.to, encode_data(&data));
+        self.seq += 1;
+        Ok(())
+    }
+}
+
+impl Write for ChunkStream<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= CHUNK_BYTES {
+            self.send(false)?;
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The leader's side: at most one stream per peer, each on its own thread.
+#[derive(Default)]
+pub(crate) struct Outgoing {
+    running: BTreeMap<u8, std::thread::JoinHandle<()>>,
+}
+
+impl Outgoing {
+    /// Streams the data `message` names to `to`, then `message`; the GC pin the snapshot
+    /// took is released once the data is read. A stream already running to `to` makes this
+    /// one redundant: it is dropped (the peer asks again if that one fails).
+    pub(crate) fn start(
+        &mut self,
+        to: u8,
+        message: Msg,
+        db: Arc<Db>,
+        transport: TransportHandle,
+        pin: GcPin,
+    ) {
+        let Message::CatchUpState { snapshot, .. } = &message else {
+            return;
+        };
+        let EngineSnapshot::Taken {
+            file, durable_cts, ..
+        } = &snapshot.app
+        else {
+            transport.send(to, encode_message(&message));
+            return;
+        };
+        let (file, cts) = (file.clone(), *durable_cts);
+        self.running.retain(|_, t| !t.is_finished());
+        if self.running.contains_key(&to) {
+            pin.release(&file);
+            return;
+        }
+        let (thread_pin, file_name) = (pin.clone(), file.clone());
+        let thread = std::thread::Builder::new()
+            .name(format!("vsr-state-{to}"))
+            .spawn(move || {
+                let pin = thread_pin;
+                let started = Instant::now();
+                let mut stream = ChunkStream {
+                    transport: &transport,
+                    to,
+                    file: &file,
+                    seq: 0,
+                    buf: Vec::with_capacity(CHUNK_BYTES + (256 << 10)),
+                };
+                let streamed = checkpoint::write_to(&mut stream, &db, cts);
+                pin.release(&file);
+                match streamed.and_then(|stats| stream.send(true).map(|()| stats)) {
+                    Ok(stats) => {
+                        transport.send(to, encode_message(&message));
+                        tracing::info!(
+                            peer = to,
+                            keys = stats.entries,
+                            bytes = stats.bytes,
+                            ms = started.elapsed().as_millis() as u64,
+                            "sent a state transfer"
+                        );
+                    }
+                    Err(e) => tracing::warn!(peer = to, error = %e, "a state transfer stopped"),
+                }
+            });
+        match thread {
+            Ok(t) => {
+                self.running.insert(to, t);
+            }
+            Err(e) => {
+                pin.release(&file_name);
+                tracing::warn!(error = %e, "could not start a state transfer");
+            }
+        }
+    }
+}
+
+/// The receiving side: the file being received, written as `incoming-<name>` and renamed
+/// to its name once whole and synced.
+pub(crate) struct Incoming {
+    dir: PathBuf,
+    current: Option<Receiving>,
+}
+
+struct Receiving {
+    from: u8,
+    file: String,
+    next: u32,
+    out: BufWriter<File>,
+}
+
+impl Incoming {
+    pub(crate) fn new(dir: &Path) -> Incoming {
+        Incoming {
+            dir: dir.to_path_buf(),
+            current: None,
+        }
+    }
+
+    /// Takes one chunk. A chunk out of order (a connection broke and a new stream began)
+    /// drops what was received; a first chunk starts over.
+    pub(crate) fn on_data(&mut self, from: u8, d: StateData) {
+        if !checkpoint::valid_name(&d.file) {
+            tracing::warn!(from, "a state transfer chunk with a bad file name, dropped");
+            return;
+        }
+        let continues = self
+            .current
+            .as_ref()
+            .is_some_and(|r| r.from == from && r.file == d.file && r.next == d.seq);
+        if !continues {
+            self.abandon();
+            if d.seq != 0 {
+                return; // the middle of a stream whose start was lost
+            }
+            let path = self.dir.join(format!("incoming-{}", d.file));
+            match File::create(&path) {
+                Ok(f) => {
+                    self.current = Some(Receiving {
+                        from,
+                        file: d.file.clone(),
+                        next: 0,
+                        out: BufWriter::with_capacity(1 << 20, f),
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot receive a state transfer");
+                    return;
+                }
+            }
+        }
+        let Some(r) = self.current.as_mut() else {
+            return;
+        };
+        r.next += 1;
+        if let Err(e) = r.out.write_all(&d.bytes) {
+            tracing::warn!(error = %e, "cannot receive a state transfer");
+            self.abandon();
+            return;
+        }
+        if d.last {
+            let r = self.current.take().expect("checked");
+            let done = (|| -> std::io::Result<()> {
+                let f = r.out.into_inner().map_err(|e| e.into_error())?;
+                f.sync_data()?;
+                std::fs::rename(
+                    self.dir.join(format!("incoming-{}", r.file)),
+                    self.dir.join(&r.file),
+                )?;
+                File::open(&self.dir)?.sync_all()
+            })();
+            match done {
+                Ok(()) => tracing::info!(from, file = %r.file, "received a state transfer's data"),
+                Err(e) => tracing::warn!(error = %e, "cannot receive a state transfer"),
+            }
+        }
+    }
+
+    fn abandon(&mut self) {
+        if let Some(r) = self.current.take() {
+            drop(r.out);
+            let _ = std::fs::remove_file(self.dir.join(format!("incoming-{}", r.file)));
+        }
+    }
+
+    /// Whether the data `message` names (if any) is here, whole: a state transfer whose data
+    /// did not all arrive is dropped, as a lost message.
+    pub(crate) fn ready(&self, message: &Msg) -> bool {
+        match transfer_file(message) {
+            None => true,
+            Some(file) => checkpoint::valid_name(file) && self.dir.join(file).is_file(),
+        }
+    }
+}
