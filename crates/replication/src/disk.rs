@@ -536,7 +536,7 @@ mod tests {
         Entry {
             vs,
             prev,
-            body: if n % 17 == 0 {
+            body: if n.is_multiple_of(17) {
                 Body::ViewStart
             } else {
                 Body::Requests(vec![Request {
