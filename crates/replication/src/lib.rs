@@ -1,8 +1,9 @@
 //! Lazy VSR (`verso-vsr`) run for real: the engine as the replicated application
-//! (`app.rs`), the replica's disk (`disk.rs`), authenticated TCP between replicas
-//! (`transport.rs`), and the thread that ties them to the protocol (`node.rs`). The server
-//! talks to it through [`Replication`]: its commits fill slots, its replies wait on
-//! tickets.
+//! (`app.rs`), the replica's disk (`disk.rs`) with its checkpoints (`checkpoint.rs`),
+//! state transfer to a replica that lost its disk (`state_transfer.rs`), authenticated TCP
+//! between replicas (`transport.rs`), and the thread that ties them to the protocol
+//! (`node.rs`). The server talks to it through [`Replication`]: its commits fill slots,
+//! its replies wait on tickets.
 
 mod app;
 mod checkpoint;

@@ -569,6 +569,10 @@ impl Run {
         s.dp = r.dp().op;
         s.dp_min = r.dp_min().op;
         s.disk_op_max = r.disk_op_max().op;
+        s.log_base = r.log_base().op;
+        s.checkpoints = stats.checkpoints;
+        s.state_transfers_sent = self.outgoing.started;
+        s.state_transfers_installed = stats.state_transfers_installed;
         s.entries_applied = stats.entries_applied;
         s.entries_undone = stats.entries_undone;
         s.view_changes = stats.view_changes_started;

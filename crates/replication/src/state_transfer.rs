@@ -133,6 +133,8 @@ impl Write for ChunkStream<'_> {
 #[derive(Default)]
 pub(crate) struct Outgoing {
     running: BTreeMap<u8, std::thread::JoinHandle<()>>,
+    /// Streams started (a request while one runs to the same peer starts none).
+    pub(crate) started: u64,
 }
 
 impl Outgoing {
@@ -195,6 +197,7 @@ impl Outgoing {
         match thread {
             Ok(t) => {
                 self.running.insert(to, t);
+                self.started += 1;
             }
             Err(e) => {
                 pin.release(&file_name);

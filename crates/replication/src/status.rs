@@ -36,6 +36,11 @@ pub struct Status {
     pub dp: u64,
     pub dp_min: u64,
     pub disk_op_max: u64,
+    /// The op just before the first one kept in the log (the rest are in a checkpoint).
+    pub log_base: u64,
+    pub checkpoints: u64,
+    pub state_transfers_sent: u64,
+    pub state_transfers_installed: u64,
     pub entries_applied: u64,
     pub entries_undone: u64,
     pub view_changes: u64,

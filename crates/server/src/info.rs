@@ -247,6 +247,16 @@ fn replication_lines(shared: &Shared) -> Vec<(String, String)> {
         ("vsr_dp".into(), s.dp.to_string()),
         ("vsr_dp_min".into(), s.dp_min.to_string()),
         ("vsr_disk_op_max".into(), s.disk_op_max.to_string()),
+        ("vsr_log_base".into(), s.log_base.to_string()),
+        ("vsr_checkpoints".into(), s.checkpoints.to_string()),
+        (
+            "vsr_state_transfers_sent".into(),
+            s.state_transfers_sent.to_string(),
+        ),
+        (
+            "vsr_state_transfers_installed".into(),
+            s.state_transfers_installed.to_string(),
+        ),
         ("vsr_entries_applied".into(), s.entries_applied.to_string()),
         ("vsr_entries_undone".into(), s.entries_undone.to_string()),
         ("vsr_view_changes".into(), s.view_changes.to_string()),
@@ -370,6 +380,11 @@ pub fn prometheus(shared: &Shared) -> String {
                 "The last op on this replica's disk.",
                 st.disk_op_max,
             ),
+            (
+                "vsr_log_base",
+                "The op before the first one the log keeps (the rest are in a checkpoint).",
+                st.log_base,
+            ),
         ];
         for (key, help, value) in gauges {
             let _ = write!(
@@ -379,6 +394,17 @@ pub fn prometheus(shared: &Shared) -> String {
         }
         let counters = [
             ("vsr_view_changes", "View changes started.", st.view_changes),
+            ("vsr_checkpoints", "Checkpoints written.", st.checkpoints),
+            (
+                "vsr_state_transfers_sent",
+                "State transfers started to replicas that lost their disk.",
+                st.state_transfers_sent,
+            ),
+            (
+                "vsr_state_transfers_installed",
+                "State transfers this replica installed.",
+                st.state_transfers_installed,
+            ),
             (
                 "vsr_entries_undone",
                 "Log entries rolled back.",

@@ -496,20 +496,7 @@ fn wait_counts_backups_with_writes_on_disk_and_backups_serve_readonly_reads() {
     let ports = g.ports.clone();
     wait_for_primary(&ports, Duration::from_secs(30));
     // Which replica leads (a backup would relay a write, so ask each).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let primary = loop {
-        let leader = (0..REPLICAS).find(|&id| {
-            matches!(
-                Conn::open(ports[id]).and_then(|mut c| c.call(&["INFO", "replication"])),
-                Ok(Reply::Bulk(Some(text))) if String::from_utf8_lossy(&text).contains("vsr_role:primary")
-            )
-        });
-        match leader {
-            Some(id) => break id,
-            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            None => panic!("no replica reports primary"),
-        }
-    };
+    let primary = find_primary(&ports);
     let mut c = Conn::open(ports[primary]).unwrap();
     let wait = |c: &mut Conn, n: &str, ms: &str| match c.call(&["WAIT", n, ms]).unwrap() {
         Reply::Int(k) => k,
@@ -739,10 +726,16 @@ fn a_replica_that_lost_its_disk_rejoins_by_state_transfer() {
     g.start(lost);
     wait_recovered(ports[lost], Duration::from_secs(30));
     wait_serves(ports[lost], &model, Duration::from_secs(30));
-    let log = std::fs::read_to_string(g.dir.path().join(format!("replica{lost}.log"))).unwrap();
+    let info = |port: u16| match Conn::open(port).and_then(|mut c| c.call(&["INFO", "replication"]))
+    {
+        Ok(Reply::Bulk(Some(text))) => String::from_utf8_lossy(&text).to_string(),
+        other => panic!("INFO: {other:?}"),
+    };
+    let lost_info = info(ports[lost]);
     assert!(
-        log.contains("received a state transfer's data"),
-        "the replica caught up without a state transfer: {}",
+        lost_info.contains("vsr_state_transfers_installed:1"),
+        "the replica caught up without a state transfer:\n{lost_info}\nthe primary:\n{}\n{}",
+        info(ports[find_primary(&ports)]),
         g.log_tail()
     );
     // With every replica back, the logs are trimmed again at the next checkpoints.

@@ -38,7 +38,7 @@ impl<O> Log<O> {
         log
     }
 
-    pub(crate) fn base(&self) -> Viewstamp {
+    pub fn base(&self) -> Viewstamp {
         self.base
     }
 

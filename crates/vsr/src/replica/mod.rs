@@ -436,6 +436,12 @@ impl<A: App> Replica<A> {
         self.dp_min
     }
 
+    /// The entry just before the log's first in memory (the ones up to it were folded into
+    /// a checkpoint).
+    pub fn log_base(&self) -> Viewstamp {
+        self.log.base()
+    }
+
     /// The primary's commit point (`None` unless primary).
     pub fn commit(&self) -> Option<Viewstamp> {
         match &self.status {
