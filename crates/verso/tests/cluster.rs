@@ -662,14 +662,15 @@ fn find_primary(ports: &[u16]) -> usize {
     }
 }
 
-/// Waits until replica `port` serves `model` exactly (a backup's reads trail the primary by
-/// up to a round).
+/// Waits until replica `port` serves `model` exactly from its own state (`READONLY`: a
+/// backup would otherwise relay the reads to the primary; its reads trail the primary's).
 fn wait_serves(port: u16, model: &BTreeMap<String, String>, within: Duration) {
     let deadline = Instant::now() + within;
     loop {
         let mut wrong = None;
         match Conn::open(port) {
             Ok(mut c) => {
+                assert!(matches!(c.call(&["READONLY"]), Ok(Reply::Simple(_))));
                 for (k, v) in model {
                     match c.call(&["GET", k]) {
                         Ok(Reply::Bulk(Some(got))) if got == v.as_bytes() => {}
@@ -731,7 +732,13 @@ fn a_replica_that_lost_its_disk_rejoins_by_state_transfer() {
         Ok(Reply::Bulk(Some(text))) => String::from_utf8_lossy(&text).to_string(),
         other => panic!("INFO: {other:?}"),
     };
-    let lost_info = info(ports[lost]);
+    // INFO's copy of the state is refreshed a few times a second.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut lost_info = info(ports[lost]);
+    while !lost_info.contains("vsr_state_transfers_installed:1") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        lost_info = info(ports[lost]);
+    }
     assert!(
         lost_info.contains("vsr_state_transfers_installed:1"),
         "the replica caught up without a state transfer:\n{lost_info}\nthe primary:\n{}\n{}",
