@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Replica log compaction: what checkpoints cost and what they save. For each value of
-# `checkpoint_entries` in CHECKPOINTS (0 = off), RUNS rounds interleaved, a Lazy VSR group
+# `checkpoint_log_mb` in CHECKPOINTS (0 = off), RUNS rounds interleaved, a Lazy VSR group
 # of three on loopback takes N SETs of 100-byte values over KEYS keys (redis-benchmark
 # -c 50 -P 16 on the primary), then a backup is killed (SIGKILL) and restarted. Prints per
 # configuration and run:
-#   checkpoint_entries rps rss_mib(max over replicas) log_mib(max) ckpt_mib(max) \
+#   checkpoint_log_mb rps rss_mib(max over replicas) log_mib(max) ckpt_mib(max) \
 #   checkpoints(primary) restart_ms
 # restart_ms: from the restart to `vsr_recovering:0` with the primary's op_max reached.
 #   bench/replica-log.sh [RUNS=3] [N=2000000] [KEYS=200000]
@@ -12,7 +12,7 @@ set -euo pipefail
 runs=${1:-3}
 n=${2:-2000000}
 keys=${3:-200000}
-configs=${CHECKPOINTS:-"0 100000 10000"}
+configs=${CHECKPOINTS:-"0 64 16"}
 cd "$(dirname "$0")/.."
 if ! command -v redis-benchmark >/dev/null; then
     echo "# installing redis-tools" >&2
@@ -29,13 +29,13 @@ wait_port() { for _ in $(seq 300); do redis-cli -p "$1" PING >/dev/null 2>&1 && 
 field() { redis-cli -p "$1" INFO replication | tr -d '\r' | sed -n "s/^$2://p"; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 
-run_one() { # checkpoint_entries
+run_one() { # checkpoint_log_mb
     local every=$1 d=$work/g-$RANDOM base=$((20000 + RANDOM % 20000))
     mkdir -p "$d"
     {
         echo 'secret = "benchmark secret, not for production"'
         echo 'mode = "lazy"'
-        echo "checkpoint_entries = $every"
+        echo "checkpoint_log_mb = $every"
         for i in 0 1 2; do
             printf '[[replica]]\nid = %d\nclient = "127.0.0.1:%d"\npeer = "127.0.0.1:%d"\n' \
                 "$i" $((base + i)) $((base + 100 + i))
@@ -65,7 +65,7 @@ run_one() { # checkpoint_entries
         local r l c
         r=$(awk '/VmRSS/ { print $2 * 1024 }' "/proc/${pids[$i]}/status")
         l=$(stat -c %s "$d/r$i/vsr.log")
-        c=$(cat "$d"/r$i/checkpoint-*.data 2>/dev/null | wc -c)
+        c=$( (cat "$d"/r$i/checkpoint-*.data 2>/dev/null || true) | wc -c)
         [ "$r" -gt "$rss" ] && rss=$r
         [ "$l" -gt "$log" ] && log=$l
         [ "$c" -gt "$ck" ] && ck=$c
@@ -97,7 +97,7 @@ run_one() { # checkpoint_entries
 }
 
 echo "# commit $(git rev-parse --short HEAD), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
-echo "# N=$n KEYS=$keys; checkpoint_entries rps rss_mib log_mib ckpt_mib checkpoints restart_ms"
+echo "# N=$n KEYS=$keys; checkpoint_log_mb rps rss_mib log_mib ckpt_mib checkpoints restart_ms"
 for r in $(seq "$runs"); do
     for every in $configs; do
         run_one "$every"

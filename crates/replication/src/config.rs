@@ -74,6 +74,7 @@ struct File {
     batches_in_flight: Option<usize>,
     lazy_sync_gap_us: Option<u64>,
     checkpoint_entries: Option<u64>,
+    checkpoint_log_mb: Option<u64>,
     replica: Vec<ReplicaAddr>,
 }
 
@@ -106,17 +107,24 @@ pub struct ClusterConfig {
     /// and a vote see the disk, and as much more acknowledged work a total crash can lose.
     /// VSR-Sync always syncs at once.
     pub lazy_sync_gap: std::time::Duration,
-    /// A checkpoint every this many log entries (0: never, and the log grows without
-    /// bound). Each writes the engine's state through the durable point to a file beside
-    /// the replica log and lets the log drop what every replica has made durable
-    /// (`checkpoint.rs`, `disk.rs`). It scans every key, and holds the replica's disk
+    /// A checkpoint once the log took this many bytes of writes since the last one began,
+    /// and at least as many as the last checkpoint's data holds (so a checkpoint costs no
+    /// more than the log it lets go, as Redis's `auto-aof-rewrite-min-size` with a growth of
+    /// 100 %); 0: never by size. Each writes the engine's state through the durable point to
+    /// a file beside the replica log and lets the log drop what every replica holds on its
+    /// disk (`checkpoint.rs`, `disk.rs`). It scans every key, and holds the replica's disk
     /// syncs while it writes (`WAIT` and, under VSR-Sync, writes wait that long).
+    pub checkpoint_log_bytes: u64,
+    /// Also a checkpoint every this many log entries (0: not by count). For tests: under
+    /// load an entry carries hundreds of commits, and when idle one, so a count says little
+    /// about the log's size.
     pub checkpoint_entries: u64,
 }
 
-/// The default of [`ClusterConfig::checkpoint_entries`]: under load an entry carries about
-/// ten commits, so about a million writes between checkpoints.
-pub const CHECKPOINT_ENTRIES_DEFAULT: u64 = 100_000;
+/// The default of [`ClusterConfig::checkpoint_log_bytes`], in MiB.
+pub const CHECKPOINT_LOG_MB_DEFAULT: u64 = 64;
+/// The largest accepted, in MiB.
+pub const CHECKPOINT_LOG_MB_MAX: u64 = 1 << 20;
 /// The fewest entries between checkpoints accepted (besides 0, off).
 pub const CHECKPOINT_ENTRIES_MIN: u64 = 100;
 
@@ -196,7 +204,13 @@ impl ClusterConfig {
                 "batches_in_flight must be 1 to {BATCHES_IN_FLIGHT_MAX}, got {batches_in_flight}"
             ));
         }
-        let checkpoint_entries = f.checkpoint_entries.unwrap_or(CHECKPOINT_ENTRIES_DEFAULT);
+        let checkpoint_entries = f.checkpoint_entries.unwrap_or(0);
+        let checkpoint_log_mb = f.checkpoint_log_mb.unwrap_or(CHECKPOINT_LOG_MB_DEFAULT);
+        if checkpoint_log_mb > CHECKPOINT_LOG_MB_MAX {
+            return Err(format!(
+                "checkpoint_log_mb must be at most {CHECKPOINT_LOG_MB_MAX}, got {checkpoint_log_mb}"
+            ));
+        }
         if checkpoint_entries != 0 && checkpoint_entries < CHECKPOINT_ENTRIES_MIN {
             return Err(format!(
                 "checkpoint_entries must be 0 (off) or at least {CHECKPOINT_ENTRIES_MIN}, got {checkpoint_entries}"
@@ -228,6 +242,7 @@ impl ClusterConfig {
             batches_in_flight,
             lazy_sync_gap: std::time::Duration::from_micros(gap_us),
             checkpoint_entries,
+            checkpoint_log_bytes: checkpoint_log_mb << 20,
         };
         c.vsr_config(0, 0).validate()?;
         Ok(c)
@@ -359,6 +374,10 @@ mod tests {
             (
                 base.replace("mode = \"lazy\"", "checkpoint_entries = 99"),
                 "checkpoint_entries must be 0 (off) or at least 100",
+            ),
+            (
+                base.replace("mode = \"lazy\"", "checkpoint_log_mb = 1048577"),
+                "checkpoint_log_mb must be at most 1048576",
             ),
         ];
         for (text, want) in cases {

@@ -22,6 +22,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -182,6 +183,8 @@ pub(crate) struct DiskThread {
     pub(crate) layout: Layout,
     pub(crate) db: Arc<Db>,
     pub(crate) pin: GcPin,
+    /// Set to the bytes of each checkpoint written (the node's size trigger).
+    pub(crate) checkpoint_bytes: Arc<AtomicU64>,
     /// `ClusterConfig::lazy_sync_gap`.
     pub(crate) gap: Duration,
 }
@@ -258,8 +261,7 @@ struct Writer {
     layout: Layout,
     db: Arc<Db>,
     pin: GcPin,
-    /// Compactions done (for the log line).
-    compactions: u64,
+    checkpoint_bytes: Arc<AtomicU64>,
 }
 
 impl Writer {
@@ -274,7 +276,7 @@ impl Writer {
             layout: t.layout,
             db: t.db,
             pin: t.pin,
-            compactions: 0,
+            checkpoint_bytes: t.checkpoint_bytes,
         })
     }
 
@@ -288,6 +290,7 @@ impl Writer {
                 let written = crate::checkpoint::write(&self.dir, file, &self.db, *durable_cts);
                 self.pin.release(file);
                 let stats = written?;
+                self.checkpoint_bytes.store(stats.bytes, Ordering::Relaxed);
                 tracing::info!(
                     file = %file,
                     keys = stats.entries,
@@ -381,7 +384,6 @@ impl Writer {
         self.out = BufWriter::with_capacity(1 << 20, file);
         self.len = len;
         self.layout = layout;
-        self.compactions += 1;
         Ok(())
     }
 }
@@ -594,6 +596,7 @@ mod tests {
                 layout: rec.take_layout(),
                 db: db.clone(),
                 pin: GcPin::default(),
+                checkpoint_bytes: Arc::default(),
                 gap: Duration::ZERO,
             };
             let runner = std::thread::spawn(move || {

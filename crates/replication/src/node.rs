@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use verso_engine::Db;
-use verso_vsr::{Action, Address, Message, Replica, Request, Role};
+use verso_vsr::{Action, Address, Body, DiskWrite, Message, Replica, Request, Role};
 
 use crate::app::{retract_unlogged, EngineApp, Local};
 use crate::checkpoint::GcPin;
@@ -119,7 +120,14 @@ impl Node {
             crate::config::ModeName::Sync => std::time::Duration::ZERO,
         };
         let pin = GcPin::default();
+        // The size trigger compares the log with the last checkpoint's data.
+        let checkpoint_bytes = Arc::new(AtomicU64::new(
+            disk::checkpoint_file(&recovered.disk)
+                .and_then(|f| std::fs::metadata(opts.dir.join(f)).ok())
+                .map_or(0, |m| m.len()),
+        ));
         let disk_thread = disk::DiskThread {
+            checkpoint_bytes: checkpoint_bytes.clone(),
             file,
             path: path.clone(),
             dir: opts.dir.clone(),
@@ -149,6 +157,7 @@ impl Node {
             .name(format!("vsr-{me}"))
             .spawn(move || {
                 let mut run = Run::new(db, thread_shared, opts, recovered, transport, jobs, pin);
+                run.checkpoint_bytes = checkpoint_bytes;
                 run.publish_status(true);
                 let _ = started.send(());
                 run.main(rx);
@@ -193,6 +202,10 @@ struct Run {
     outgoing: Outgoing,
     incoming: Incoming,
     pin: GcPin,
+    /// Bytes of writes appended to the log since the last checkpoint began, and the size of
+    /// the last checkpoint's data (the disk thread sets it): `ClusterConfig::checkpoint_log_bytes`.
+    log_bytes: u64,
+    checkpoint_bytes: Arc<AtomicU64>,
     cluster: ClusterConfig,
     sync_replies: bool,
     start: Instant,
@@ -251,6 +264,8 @@ impl Run {
             outgoing: Outgoing::default(),
             incoming: Incoming::new(&opts.dir),
             pin,
+            log_bytes: 0,
+            checkpoint_bytes: Arc::default(),
             db,
             shared,
             local,
@@ -479,9 +494,31 @@ impl Run {
                         }
                     }
                 }
-                Action::Write(w) => self.disk.write(w),
+                Action::Write(w) => {
+                    match &w {
+                        DiskWrite::Append(entries) => {
+                            for e in entries {
+                                if let Body::Requests(rs) = &e.body {
+                                    self.log_bytes += rs.iter().map(|r| r.op.bytes()).sum::<u64>();
+                                }
+                            }
+                        }
+                        DiskWrite::Checkpoint(_) => self.log_bytes = 0,
+                        _ => {}
+                    }
+                    self.disk.write(w);
+                }
                 Action::Sync { id } => self.disk.sync(id),
             }
+        }
+        // The size trigger (`ClusterConfig::checkpoint_log_bytes`); the checkpoint's own
+        // write resets the count, so this takes one more pass at most.
+        let every = self.cluster.checkpoint_log_bytes;
+        if every > 0
+            && self.log_bytes >= every.max(self.checkpoint_bytes.load(Relaxed))
+            && self.replica.checkpoint_now()
+        {
+            self.carry_out();
         }
     }
 

@@ -259,13 +259,29 @@ impl<A: App> Replica<A> {
     /// Writes a checkpoint every `checkpoint_interval` entries (one at a time).
     pub(super) fn maybe_checkpoint(&mut self) {
         let every = self.config.checkpoint_interval;
-        if every == 0 || self.checkpoint_sync.is_some() {
+        if every == 0 || self.log.op_max().op < self.last_checkpoint_op + every {
             return;
+        }
+        self.take_checkpoint();
+    }
+
+    /// Takes a checkpoint of what is applied now, for an application that decides by its
+    /// own measure (the bytes its log holds) when to take one. Does nothing, and says so,
+    /// while one is being written, when nothing was applied since the last, or outside
+    /// normal operation (what is applied then may be rolled back by the view change).
+    pub fn checkpoint_now(&mut self) -> bool {
+        let normal = matches!(self.status, Status::Primary(_) | Status::Backup);
+        if !normal || self.log.op_max().op <= self.last_checkpoint_op {
+            return false;
+        }
+        self.take_checkpoint()
+    }
+
+    fn take_checkpoint(&mut self) -> bool {
+        if self.checkpoint_sync.is_some() {
+            return false;
         }
         let op_max = self.log.op_max();
-        if op_max.op < self.last_checkpoint_op + every {
-            return;
-        }
         self.last_checkpoint_op = op_max.op;
         let snapshot = self.snapshot();
         // The log is write-ahead of the checkpoint: its entries go first.
@@ -275,6 +291,7 @@ impl<A: App> Replica<A> {
         let id = self.flush(true);
         self.checkpoint_sync = Some((id, op_max));
         self.stats.checkpoints += 1;
+        true
     }
 
     fn written_through_all(&mut self) {
