@@ -561,6 +561,9 @@ mod tests {
         Trim(u8),
         Install,
         Sync,
+        /// The thread stops and a new one starts from what recovery reads (the offsets of
+        /// the live entries then come from the recovery's scan).
+        Restart,
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -572,11 +575,42 @@ mod tests {
             2 => any::<u8>().prop_map(Step::Trim),
             1 => Just(Step::Install),
             2 => Just(Step::Sync),
+            1 => Just(Step::Restart),
         ]
     }
 
+    type Started = (
+        Disk,
+        Sender<DiskJob>,
+        Receiver<Result<u64, String>>,
+        std::thread::JoinHandle<()>,
+    );
+
+    /// Recovers `dir` and starts a disk thread on it.
+    fn start(dir: &Path, db: &Arc<Db>) -> Started {
+        let (mut rec, file, path) = recover(dir).unwrap();
+        let (jobs, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let thread = DiskThread {
+            file,
+            path,
+            dir: dir.to_path_buf(),
+            layout: rec.take_layout(),
+            db: db.clone(),
+            pin: GcPin::default(),
+            checkpoint_bytes: Arc::default(),
+            gap: Duration::ZERO,
+        };
+        let runner = std::thread::spawn(move || {
+            run(thread, rx, |r| {
+                let _ = done_tx.send(r);
+            })
+        });
+        (rec.disk, jobs, done_rx, runner)
+    }
+
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
         fn recovery_reads_back_what_the_writes_mean(steps in prop::collection::vec(step(), 1..60)) {
             let dir = tempfile::tempdir().unwrap();
@@ -585,31 +619,15 @@ mod tests {
                 let w = ReplicatedWrite { table: "t", key: &k.to_be_bytes(), value: Some(b"v") };
                 db.apply_replicated(k + 1, std::iter::once(w)).unwrap();
             }
-            let (mut rec, file, path) = recover(dir.path()).unwrap();
-            prop_assert!(rec.fresh);
-            let (jobs, rx) = std::sync::mpsc::channel();
-            let (done_tx, done_rx) = std::sync::mpsc::channel();
-            let thread = DiskThread {
-                file,
-                path: path.clone(),
-                dir: dir.path().to_path_buf(),
-                layout: rec.take_layout(),
-                db: db.clone(),
-                pin: GcPin::default(),
-                checkpoint_bytes: Arc::default(),
-                gap: Duration::ZERO,
-            };
-            let runner = std::thread::spawn(move || {
-                run(thread, rx, |r| {
-                    let _ = done_tx.send(r);
-                })
-            });
+            let path = dir.path().join("vsr.log");
+            let (disk, mut jobs, mut done_rx, mut runner) = start(dir.path(), &db);
+            prop_assert_eq!(&disk, &Disk::default());
             let mut model = Disk::default();
             let mut view = ViewNum { counter: 1, replica: 0 };
             let (mut next_op, mut files, mut syncs) = (1u64, 0u64, 0u64);
             let mut trimmed_last = false;
-            let mut do_write = |w: Write_, model: &mut Disk| {
-                trimmed_last = matches!(w, DiskWrite::TrimLog { .. });
+            let do_write = |w: Write_, model: &mut Disk, jobs: &Sender<DiskJob>, trimmed: &mut bool| {
+                *trimmed = matches!(w, DiskWrite::TrimLog { .. });
                 model.apply(&w, None);
                 jobs.send(DiskJob::Write(w)).unwrap();
             };
@@ -628,17 +646,17 @@ mod tests {
                             next_op += 1;
                             prev = vs;
                         }
-                        do_write(DiskWrite::Append(entries), &mut model);
+                        do_write(DiskWrite::Append(entries), &mut model, &jobs, &mut trimmed_last);
                     }
                     Step::NewView => {
                         view.counter += 1;
-                        do_write(DiskWrite::View(view), &mut model);
+                        do_write(DiskWrite::View(view), &mut model, &jobs, &mut trimmed_last);
                     }
                     Step::Truncate(pick) => {
                         // Never below the checkpoint's durable point (the replica's rule).
                         let floor = model.checkpoint.as_ref().map_or(0, |c| c.undo_base.op);
                         if let Some(vs) = in_log(&model, pick).filter(|vs| vs.op >= floor) {
-                            do_write(DiskWrite::Truncate { keep_through: vs }, &mut model);
+                            do_write(DiskWrite::Truncate { keep_through: vs }, &mut model, &jobs, &mut trimmed_last);
                         }
                     }
                     Step::Checkpoint(pick) | Step::Trim(pick) if model.log.is_empty() => {
@@ -658,13 +676,13 @@ mod tests {
                             },
                             clients: ClientTable::new(8),
                         };
-                        do_write(DiskWrite::Checkpoint(snapshot), &mut model);
+                        do_write(DiskWrite::Checkpoint(snapshot), &mut model, &jobs, &mut trimmed_last);
                     }
                     Step::Trim(pick) => {
                         let ap = model.checkpoint.as_ref().map_or(0, |c| c.ap.op);
                         let through = in_log(&model, pick).map_or(0, |vs| vs.op).min(ap);
                         if through > model.log_base.op {
-                            do_write(DiskWrite::TrimLog { through }, &mut model);
+                            do_write(DiskWrite::TrimLog { through }, &mut model, &jobs, &mut trimmed_last);
                         }
                     }
                     Step::Install => {
@@ -680,8 +698,15 @@ mod tests {
                             app: EngineSnapshot::Taken { file, durable_cts: 30, tail: Vec::new() },
                             clients: ClientTable::new(8),
                         };
-                        do_write(DiskWrite::Install(snapshot), &mut model);
+                        do_write(DiskWrite::Install(snapshot), &mut model, &jobs, &mut trimmed_last);
                         next_op += 5;
+                    }
+                    Step::Restart => {
+                        jobs.send(DiskJob::Stop).unwrap();
+                        runner.join().unwrap();
+                        let disk;
+                        (disk, jobs, done_rx, runner) = start(dir.path(), &db);
+                        prop_assert_eq!(&disk, &model);
                     }
                     Step::Sync => {
                         syncs += 1;
