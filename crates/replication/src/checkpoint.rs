@@ -94,8 +94,12 @@ fn get_frame(input: &mut impl Read, name: &str) -> std::io::Result<Frame> {
     if n > FRAME_MAX {
         return Err(invalid(format!("{name}: a frame of {n} bytes")));
     }
-    let mut payload = vec![0u8; n as usize];
-    input.read_exact(&mut payload)?;
+    // Read, not preallocated: a damaged length must not allocate what is not there.
+    let mut payload = Vec::new();
+    input.take(u64::from(n)).read_to_end(&mut payload)?;
+    if payload.len() != n as usize {
+        return Err(invalid(format!("{name}: cut inside a frame")));
+    }
     if crc32c::crc32c_append(crc32c::crc32c(&len), &payload) != sum {
         return Err(invalid(format!("{name}: checksum mismatch")));
     }
@@ -183,21 +187,23 @@ pub(crate) fn valid_name(name: &str) -> bool {
 pub(crate) fn load(dir: &Path, name: &str, db: &Db) -> std::io::Result<DataStats> {
     let path = dir.join(name);
     let mut input = std::io::BufReader::with_capacity(1 << 20, File::open(&path)?);
+    load_from(&mut input, db, &path.display().to_string())
+}
+
+/// Installs a checkpoint's bytes from `input` into `db` (`shown` names them in errors).
+/// The bytes may come from a peer: a damaged or cut file is an error, never a panic.
+pub fn load_from(input: &mut impl Read, db: &Db, shown: &str) -> std::io::Result<DataStats> {
     let mut magic = [0u8; 8];
     input.read_exact(&mut magic)?;
     if &magic != MAGIC {
-        return Err(invalid(format!(
-            "{}: not a Verso checkpoint",
-            path.display()
-        )));
+        return Err(invalid(format!("{shown}: not a Verso checkpoint")));
     }
-    let shown = path.display().to_string();
-    let Frame::Tables(tables) = get_frame(&mut input, &shown)? else {
+    let Frame::Tables(tables) = get_frame(input, shown)? else {
         return Err(invalid(format!("{shown}: no table list")));
     };
     let mut stats = DataStats::default();
     loop {
-        match get_frame(&mut input, &shown)? {
+        match get_frame(input, shown)? {
             Frame::Tables(_) => return Err(invalid(format!("{shown}: a second table list"))),
             Frame::Entries(entries) => {
                 for (t, key, ts, value) in entries {

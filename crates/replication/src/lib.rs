@@ -9,6 +9,8 @@ mod app;
 mod checkpoint;
 pub mod config;
 pub mod disk;
+#[doc(hidden)]
+pub mod fuzzing;
 mod node;
 pub mod op;
 mod shared;
