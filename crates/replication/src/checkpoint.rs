@@ -74,7 +74,7 @@ pub struct DataStats {
 fn put_frame(out: &mut impl Write, frame: &Frame) -> std::io::Result<u64> {
     let payload = postcard::to_allocvec(frame).expect("serializing to memory cannot fail");
     let len = (payload.len() as u32).to_le_bytes();
-    let sum = crc32c::crc32c_append(crc32c::crc32c(&len), &payload);
+    let sum = crate::disk::crc(&len, &payload);
     out.write_all(&len)?;
     out.write_all(&sum.to_le_bytes())?;
     out.write_all(&payload)?;
@@ -100,7 +100,7 @@ fn get_frame(input: &mut impl Read, name: &str) -> std::io::Result<Frame> {
     if payload.len() != n as usize {
         return Err(invalid(format!("{name}: cut inside a frame")));
     }
-    if crc32c::crc32c_append(crc32c::crc32c(&len), &payload) != sum {
+    if crate::disk::crc(&len, &payload) != sum {
         return Err(invalid(format!("{name}: checksum mismatch")));
     }
     postcard::from_bytes(&payload).map_err(|e| invalid(format!("{name}: {e}")))

@@ -62,7 +62,9 @@ pub struct Recovered {
     pub fresh: bool,
 }
 
-fn crc(len: &[u8; 4], payload: &[u8]) -> u32 {
+/// A frame's checksum (this log's and a checkpoint data file's): over the length, then
+/// the payload.
+pub(crate) fn crc(len: &[u8; 4], payload: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(len), payload)
 }
 
@@ -174,6 +176,16 @@ pub(crate) enum DiskJob {
     Stop,
 }
 
+/// What the disk thread tells the node's checkpoint trigger
+/// (`ClusterConfig::checkpoint_log_bytes`): it encodes every write, so it counts them.
+#[derive(Debug, Default)]
+pub(crate) struct LogSizes {
+    /// Bytes of entries appended since the last checkpoint was written.
+    pub(crate) since_checkpoint: AtomicU64,
+    /// The last checkpoint's data, in bytes.
+    pub(crate) checkpoint: AtomicU64,
+}
+
 /// What the disk thread needs besides its jobs.
 pub(crate) struct DiskThread {
     pub(crate) file: File,
@@ -183,8 +195,8 @@ pub(crate) struct DiskThread {
     pub(crate) layout: Layout,
     pub(crate) db: Arc<Db>,
     pub(crate) pin: GcPin,
-    /// Set to the bytes of each checkpoint written (the node's size trigger).
-    pub(crate) checkpoint_bytes: Arc<AtomicU64>,
+    /// What the node's size trigger reads.
+    pub(crate) sizes: Arc<LogSizes>,
     /// `ClusterConfig::lazy_sync_gap`.
     pub(crate) gap: Duration,
 }
@@ -261,7 +273,7 @@ struct Writer {
     layout: Layout,
     db: Arc<Db>,
     pin: GcPin,
-    checkpoint_bytes: Arc<AtomicU64>,
+    sizes: Arc<LogSizes>,
 }
 
 impl Writer {
@@ -276,7 +288,7 @@ impl Writer {
             layout: t.layout,
             db: t.db,
             pin: t.pin,
-            checkpoint_bytes: t.checkpoint_bytes,
+            sizes: t.sizes,
         })
     }
 
@@ -290,7 +302,8 @@ impl Writer {
                 let written = crate::checkpoint::write(&self.dir, file, &self.db, *durable_cts);
                 self.pin.release(file);
                 let stats = written?;
-                self.checkpoint_bytes.store(stats.bytes, Ordering::Relaxed);
+                self.sizes.checkpoint.store(stats.bytes, Ordering::Relaxed);
+                self.sizes.since_checkpoint.store(0, Ordering::Relaxed);
                 tracing::info!(
                     file = %file,
                     keys = stats.entries,
@@ -303,6 +316,10 @@ impl Writer {
         let mut frame = Vec::new();
         encode(write, &mut frame);
         self.out.write_all(&frame)?;
+        if let DiskWrite::Append(_) = write {
+            let n = frame.len() as u64;
+            self.sizes.since_checkpoint.fetch_add(n, Ordering::Relaxed);
+        }
         let offset = self.len;
         self.len += frame.len() as u64;
         self.layout.apply(write, &frame, offset);
@@ -598,7 +615,7 @@ mod tests {
             layout: rec.take_layout(),
             db: db.clone(),
             pin: GcPin::default(),
-            checkpoint_bytes: Arc::default(),
+            sizes: Arc::default(),
             gap: Duration::ZERO,
         };
         let runner = std::thread::spawn(move || {

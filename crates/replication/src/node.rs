@@ -6,7 +6,6 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -14,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use verso_engine::Db;
-use verso_vsr::{Action, Address, Body, DiskWrite, Message, Replica, Request, Role};
+use verso_vsr::{Action, Address, Message, Replica, Request, Role};
 
 use crate::app::{retract_unlogged, EngineApp, Local};
 use crate::checkpoint::GcPin;
@@ -121,13 +120,13 @@ impl Node {
         };
         let pin = GcPin::default();
         // The size trigger compares the log with the last checkpoint's data.
-        let checkpoint_bytes = Arc::new(AtomicU64::new(
-            disk::checkpoint_file(&recovered.disk)
-                .and_then(|f| std::fs::metadata(opts.dir.join(f)).ok())
-                .map_or(0, |m| m.len()),
-        ));
+        let sizes = Arc::new(disk::LogSizes::default());
+        if let Some(f) = disk::checkpoint_file(&recovered.disk) {
+            let len = std::fs::metadata(opts.dir.join(f)).map_or(0, |m| m.len());
+            sizes.checkpoint.store(len, Relaxed);
+        }
         let disk_thread = disk::DiskThread {
-            checkpoint_bytes: checkpoint_bytes.clone(),
+            sizes: sizes.clone(),
             file,
             path: path.clone(),
             dir: opts.dir.clone(),
@@ -157,7 +156,7 @@ impl Node {
             .name(format!("vsr-{me}"))
             .spawn(move || {
                 let mut run = Run::new(db, thread_shared, opts, recovered, transport, jobs, pin);
-                run.checkpoint_bytes = checkpoint_bytes;
+                run.sizes = sizes;
                 run.publish_status(true);
                 let _ = started.send(());
                 run.main(rx);
@@ -202,10 +201,9 @@ struct Run {
     outgoing: Outgoing,
     incoming: Incoming,
     pin: GcPin,
-    /// Bytes of writes appended to the log since the last checkpoint began, and the size of
-    /// the last checkpoint's data (the disk thread sets it): `ClusterConfig::checkpoint_log_bytes`.
-    log_bytes: u64,
-    checkpoint_bytes: Arc<AtomicU64>,
+    /// The log's bytes since the last checkpoint and that checkpoint's, from the disk
+    /// thread: `ClusterConfig::checkpoint_log_bytes`.
+    sizes: Arc<disk::LogSizes>,
     cluster: ClusterConfig,
     sync_replies: bool,
     start: Instant,
@@ -264,8 +262,7 @@ impl Run {
             outgoing: Outgoing::default(),
             incoming: Incoming::new(&opts.dir),
             pin,
-            log_bytes: 0,
-            checkpoint_bytes: Arc::default(),
+            sizes: Arc::default(),
             db,
             shared,
             local,
@@ -494,28 +491,17 @@ impl Run {
                         }
                     }
                 }
-                Action::Write(w) => {
-                    match &w {
-                        DiskWrite::Append(entries) => {
-                            for e in entries {
-                                if let Body::Requests(rs) = &e.body {
-                                    self.log_bytes += rs.iter().map(|r| r.op.bytes()).sum::<u64>();
-                                }
-                            }
-                        }
-                        DiskWrite::Checkpoint(_) => self.log_bytes = 0,
-                        _ => {}
-                    }
-                    self.disk.write(w);
-                }
+                Action::Write(w) => self.disk.write(w),
                 Action::Sync { id } => self.disk.sync(id),
             }
         }
-        // The size trigger (`ClusterConfig::checkpoint_log_bytes`); the checkpoint's own
-        // write resets the count, so this takes one more pass at most.
+        // The size trigger (`ClusterConfig::checkpoint_log_bytes`). Until the disk thread
+        // has written the checkpoint and reset the count, `checkpoint_now` refuses a second
+        // one, so this takes one more pass at most.
         let every = self.cluster.checkpoint_log_bytes;
+        let logged = self.sizes.since_checkpoint.load(Relaxed);
         if every > 0
-            && self.log_bytes >= every.max(self.checkpoint_bytes.load(Relaxed))
+            && logged >= every.max(self.sizes.checkpoint.load(Relaxed))
             && self.replica.checkpoint_now()
         {
             self.carry_out();

@@ -46,18 +46,6 @@ impl Batch {
         self.txns.iter().map(|t| t.cts).max().unwrap_or(0)
     }
 
-    /// About what the batch's writes take in the log (keys, values, table names), for
-    /// deciding when to checkpoint.
-    pub fn bytes(&self) -> u64 {
-        let writes = self.txns.iter().flat_map(|t| &t.writes);
-        writes
-            .map(|w| {
-                (w.table.len() + w.key.len() + w.value.as_ref().map_or(0, Vec::len) + 8) as u64
-            })
-            .sum::<u64>()
-            + 16 * self.txns.len() as u64
-    }
-
     /// The slot after the batch's last.
     pub fn end_slot(&self) -> u64 {
         self.first_slot + self.txns.len() as u64
