@@ -325,21 +325,28 @@ fn retire_interior(g: &epoch::Guard, n: &Interior) {
 }
 
 /// Frees an unlinked border node (and its suffix block) once no pinned reader can hold it.
+///
+/// The suffix block pointer is read now, not in the deferred closure: the node is DELETED,
+/// so no writer sets it again (`set_suffix` runs under the node's lock, and a writer that
+/// locks a DELETED node retries from the root). The closure then touches no atomic at all,
+/// which matters because it may run on any thread, at any later pin or at thread exit
+/// (under `--cfg shuttle` an atomic access outside a shuttle execution panics).
 fn retire_border(g: &epoch::Guard, n: &Border) {
     let addr = n as *const Border as usize;
+    let block = n.ksuf.load(Ordering::Acquire) as usize;
     // SAFETY: `n` is unreachable from the tree: an unlinked border node is out of its
     // parent and the border list; a removed layer's root is out of its upper node's
     // permutation (the stale slot memory is read only by readers with an older permutation,
-    // who are pinned). Readers still holding it are pinned, so it is freed after they unpin. It owns no suffixes (it is empty); it was allocated by
-    // `Border::alloc` and is retired exactly once (only the thread that set DELETED does).
+    // who are pinned). Readers still holding it are pinned, so it is freed after they
+    // unpin. It owns no suffixes (it is empty) besides its suffix block, read above and
+    // stable since the node became DELETED; it was allocated by `Border::alloc` and is
+    // retired exactly once (only the thread that set DELETED does).
     unsafe {
         g.defer_unchecked(move || {
-            let b = Box::from_raw(addr as *mut Border);
-            let block = b.ksuf.load(Ordering::Relaxed);
-            if !block.is_null() {
-                drop(Box::<SuffixBlock>::from_raw(block));
+            if block != 0 {
+                drop(Box::<SuffixBlock>::from_raw(block as *mut SuffixBlock));
             }
-            drop(b);
+            drop(Box::from_raw(addr as *mut Border));
         });
     }
 }
