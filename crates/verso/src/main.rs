@@ -423,8 +423,9 @@ struct IndexArgs {
     keys: u64,
 
     /// Key bytes: int64 (8-byte big-endian), decimal (ASCII), long-prefix (a 40-byte
-    /// shared prefix, then int64). rw1 always uses decimal keys of random i32s.
-    #[arg(long, default_value = "int64", value_name = "F", value_parser = ["int64", "decimal", "long-prefix"])]
+    /// shared prefix, then int64), long-suffix (int64, then a 40-byte tail: a long key
+    /// suffix per key). rw1 always uses decimal keys of random i32s.
+    #[arg(long, default_value = "int64", value_name = "F", value_parser = ["int64", "decimal", "long-prefix", "long-suffix"])]
     key_format: String,
 
     /// Worker threads (they also load the keys).

@@ -137,6 +137,8 @@ named_enum! {
         Decimal = "decimal",
         /// A 40-byte shared prefix then the 8-byte big-endian number (five Masstree layers).
         LongPrefix = "long-prefix",
+        /// The 8-byte big-endian number then a 40-byte tail (a 40-byte suffix per key).
+        LongSuffix = "long-suffix",
     }
 }
 

@@ -21,8 +21,15 @@ use crate::BenchError;
 /// The shared prefix of `long-prefix` keys: 40 bytes, five full Masstree layers.
 pub const LONG_PREFIX: &[u8; 40] = b"verso/bench/index/long-shared-prefix/40:";
 
+/// The tail of `long-suffix` keys: 40 bytes after the number, so every key has its own
+/// first slice and a 40-byte suffix stored out of line (the layout of long keys that
+/// differ early, as a sorted-set member or hash field of a Redis key).
+pub const LONG_SUFFIX: &[u8; 40] = b":verso/bench/index/long-distinct-tail/40";
+
 /// Longest key any format produces.
 pub const KEY_BYTES_MAX: usize = LONG_PREFIX.len() + 8;
+
+const _: () = assert!(LONG_SUFFIX.len() + 8 <= KEY_BYTES_MAX);
 
 const _: () = assert!(LONG_PREFIX.len() == 40);
 // A decimal u64 or i64 (sign included) needs at most 20 bytes.
@@ -55,7 +62,11 @@ impl KeyBuf {
     /// An encoder for `format`.
     pub fn new(format: KeyFormat) -> Self {
         let mut buf = [0u8; KEY_BYTES_MAX];
-        buf[..LONG_PREFIX.len()].copy_from_slice(LONG_PREFIX);
+        if format == KeyFormat::LongSuffix {
+            buf[8..8 + LONG_SUFFIX.len()].copy_from_slice(LONG_SUFFIX);
+        } else {
+            buf[..LONG_PREFIX.len()].copy_from_slice(LONG_PREFIX);
+        }
         KeyBuf { format, buf }
     }
 
@@ -71,6 +82,10 @@ impl KeyBuf {
             KeyFormat::LongPrefix => {
                 self.buf[LONG_PREFIX.len()..].copy_from_slice(&k.to_be_bytes());
                 &self.buf[..]
+            }
+            KeyFormat::LongSuffix => {
+                self.buf[..8].copy_from_slice(&k.to_be_bytes());
+                &self.buf[..8 + LONG_SUFFIX.len()]
             }
         }
     }
@@ -563,6 +578,13 @@ mod tests {
         assert_eq!(&key[..40], LONG_PREFIX);
         assert_eq!(&key[40..], &7u64.to_be_bytes());
         // int64 and long-prefix keys sort as their numbers do.
+        let a = k.key(255).to_vec();
+        assert!(a < k.key(256).to_vec());
+        let mut k = KeyBuf::new(KeyFormat::LongSuffix);
+        let key = k.key(7).to_vec();
+        assert_eq!(key.len(), 48);
+        assert_eq!(&key[..8], &7u64.to_be_bytes());
+        assert_eq!(&key[8..], LONG_SUFFIX);
         let a = k.key(255).to_vec();
         assert!(a < k.key(256).to_vec());
     }

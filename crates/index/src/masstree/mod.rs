@@ -45,7 +45,8 @@
 //!   parent (they are freed when their last border node goes).
 //! * Suffixes of up to 8 bytes are packed into a word of the node's suffix block (one
 //!   allocation per node, at its first suffix, prefetched with the node); longer ones are
-//!   out of line. masstree-beta keeps a per-node string bag for all lengths.
+//!   out of line, one allocation each (length, then bytes). masstree-beta keeps a per-node
+//!   string bag for all lengths.
 
 mod cursor;
 mod insert;
@@ -430,8 +431,11 @@ unsafe fn free_tree(n: *mut Header) {
                 // SAFETY: a live LAYER slot owns its layer's root.
                 unsafe { free_tree(layer_root_of(e.value as usize as *mut Header)) };
             } else if let Suf::Long(p) = e.suffix {
-                // SAFETY: live slots own their long suffix (node.rs invariant).
-                drop(unsafe { Box::from_raw(p) });
+                if !p.is_null() {
+                    // SAFETY: live slots own their long suffix (node.rs invariant), made by
+                    // `Suffix::alloc`; exclusive access, so no one reads it again.
+                    unsafe { Suffix::free(p) };
+                }
             }
         }
         let block = b.ksuf.load(Ordering::Relaxed);
@@ -478,8 +482,8 @@ fn retire_suffix(g: &epoch::Guard, suf: Suf) {
     let addr = p as usize;
     // SAFETY: `p` is no longer reachable from any live slot (the caller just dropped it from
     // the permutation or replaced the slot), so once every thread pinned now has unpinned no
-    // one can hold it; it was allocated by `Box::new` and is retired exactly once.
+    // one can hold it; it was made by `Suffix::alloc` and is retired exactly once.
     unsafe {
-        g.defer_unchecked(move || drop(Box::from_raw(addr as *mut Suffix)));
+        g.defer_unchecked(move || Suffix::free(addr as *mut Suffix));
     }
 }
