@@ -108,6 +108,12 @@ impl<V: IndexValue> Masstree<V> {
         on_found: OnFound,
         make: impl FnOnce(u64) -> u64,
     ) -> Written {
+        // Checked here, before any node is locked: a long suffix stores its length in a
+        // `u32` (`node::Suffix`), and a panic under a node's lock would leave it locked.
+        assert!(
+            u32::try_from(key.len()).is_ok(),
+            "a Masstree key of 4 GiB or more"
+        );
         let g = epoch::pin();
         let mut root = self.root.load(Ordering::Acquire);
         let mut k = Key::new(key);

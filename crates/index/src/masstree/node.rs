@@ -33,9 +33,10 @@ pub(crate) struct Interior {
 /// immutable once published, freed through the epoch collector ([`Suffix::free`]).
 ///
 /// Layout: a `u32` length followed by that many bytes, so comparing a key with it reads
-/// one allocation (one cache miss for suffixes up to 60 bytes), and a 100-byte key's suffix
-/// costs one allocator size class instead of a boxed slice behind a box (16 bytes more
-/// under mimalloc, and a second dependent miss on every lookup that compares it).
+/// one allocation (one miss for a short suffix that does not straddle a cache line), and a
+/// 100-byte key's suffix costs one allocator size class instead of a boxed slice behind a
+/// box (16 bytes more under mimalloc, and a second dependent miss on every lookup that
+/// compares it).
 #[repr(C)]
 pub(crate) struct Suffix {
     len: u32,
@@ -51,7 +52,8 @@ impl Suffix {
     /// [`Suffix::free`].
     ///
     /// Panics if `bytes` is 4 GiB or longer: keys that long are far beyond every caller's
-    /// limit (the server's bulk strings stop at 512 MiB).
+    /// limit (the server's bulk strings stop at 512 MiB), and `Masstree::write` refuses them
+    /// before it locks a node, so this never fires under a lock.
     pub(crate) fn alloc(bytes: &[u8]) -> *mut Suffix {
         let len = u32::try_from(bytes.len()).expect("a key suffix of 4 GiB or more");
         let layout = Suffix::layout(bytes.len());
