@@ -44,7 +44,20 @@ fn check(f: impl Fn() + Send + Sync + Clone + 'static) {
         .unwrap_or(ITERATIONS_DEFAULT);
     assert!(iterations > 0);
     shuttle::check_random(f.clone(), iterations);
+    drain_deferred_outside_shuttle();
     shuttle::check_pct(f, iterations, PCT_DEPTH);
+    drain_deferred_outside_shuttle();
+}
+
+/// Runs deferred frees outside any shuttle execution, as crossbeam-epoch may at any later
+/// pin on any thread or at thread exit: a deferred closure must only free memory, never
+/// touch an atomic (a shuttle atomic panics outside an execution, which is how CI once
+/// aborted here). Pinning and flushing repeatedly advances the global epoch and runs the
+/// bags that became safe, this thread's and (when other tests are unpinned) theirs.
+fn drain_deferred_outside_shuttle() {
+    for _ in 0..256 {
+        crossbeam_epoch::pin().flush();
+    }
 }
 
 /// The value stored under `k`: a hash of the key, so a reader can check any pair it sees.
