@@ -145,18 +145,22 @@ pub fn recover(dir: &Path) -> std::io::Result<(Recovered, File, PathBuf)> {
         let frame = &bytes[at..MAGIC.len() + range.end];
         rec.layout.apply(w, frame, at as u64);
     }
-    // Names of replaced checkpoints are not kept across a restart: every data file the
-    // disk does not name goes (replaced ones, and debris of a crash mid-checkpoint).
-    rec.layout.superseded.clear();
-    crate::checkpoint::remove_others(dir, checkpoint_file(&rec.disk));
     rec.frames = writes.len() as u64;
     let end = (MAGIC.len() + valid) as u64;
     rec.cut_bytes = bytes.len() as u64 - end;
     if rec.cut_bytes > 0 {
         tracing::warn!(path = %path.display(), bytes = rec.cut_bytes, "cut a torn tail off the replica log");
         file.set_len(end)?;
-        file.sync_data()?;
     }
+    // What was just read may sit only in the page cache (the process died, the machine did
+    // not): make it durable before acting on it. Without this sync, a checkpoint frame read
+    // here could name a data file whose predecessor is deleted below, and then be lost in a
+    // power failure, leaving a log that names a file that is gone.
+    file.sync_data()?;
+    // Names of replaced checkpoints are not kept across a restart: every data file the
+    // disk does not name goes (replaced ones, and debris of a crash mid-checkpoint).
+    rec.layout.superseded.clear();
+    crate::checkpoint::remove_others(dir, checkpoint_file(&rec.disk));
     file.seek(SeekFrom::End(0))?;
     Ok((rec, file, path))
 }

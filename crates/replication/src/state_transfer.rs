@@ -229,22 +229,29 @@ impl Incoming {
         }
     }
 
-    /// Takes one chunk. A chunk out of order (a connection broke and a new stream began)
-    /// drops what was received; a first chunk starts over.
+    /// Takes one chunk. A first chunk starts over (dropping what was being received). A
+    /// chunk out of order in the stream being received (its connection broke) drops that
+    /// stream; one from any other stream (an old leader's, still running after a view
+    /// change) is ignored, so it cannot cancel the transfer in progress.
     pub(crate) fn on_data(&mut self, from: u8, d: StateData) {
         if !checkpoint::valid_name(&d.file) {
             tracing::warn!(from, "a state transfer chunk with a bad file name, dropped");
             return;
         }
-        let continues = self
+        let same_stream = self
             .current
             .as_ref()
-            .is_some_and(|r| r.from == from && r.file == d.file && r.next == d.seq);
+            .is_some_and(|r| r.from == from && r.file == d.file);
+        let continues = same_stream && self.current.as_ref().is_some_and(|r| r.next == d.seq);
         if !continues {
-            self.abandon();
             if d.seq != 0 {
-                return; // the middle of a stream whose start was lost
+                // The middle of a stream whose start was lost: if it is ours, it has a gap.
+                if same_stream {
+                    self.abandon();
+                }
+                return;
             }
+            self.abandon();
             let path = self.dir.join(format!("incoming-{}", d.file));
             match File::create(&path) {
                 Ok(f) => {
@@ -302,5 +309,48 @@ impl Incoming {
             None => true,
             Some(file) => checkpoint::valid_name(file) && self.dir.join(file).is_file(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(file: &str, seq: u32, bytes: &[u8], last: bool) -> StateData {
+        StateData {
+            file: file.to_string(),
+            seq,
+            bytes: bytes.to_vec(),
+            last,
+        }
+    }
+
+    #[test]
+    fn a_chunk_of_another_stream_does_not_cancel_the_transfer_in_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut inc = Incoming::new(dir.path());
+        let (a, old) = ("checkpoint-1-7.data", "checkpoint-0-3.data");
+        inc.on_data(1, chunk(a, 0, b"ab", false));
+        // An old leader's stream, still running: its middle chunks are ignored.
+        inc.on_data(0, chunk(old, 5, b"zz", false));
+        inc.on_data(0, chunk(old, 6, b"zz", true));
+        inc.on_data(1, chunk(a, 1, b"cd", true));
+        assert_eq!(std::fs::read(dir.path().join(a)).unwrap(), b"abcd");
+        assert!(!dir.path().join(old).exists());
+    }
+
+    #[test]
+    fn a_gap_in_the_stream_being_received_drops_it_and_a_new_start_replaces_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut inc = Incoming::new(dir.path());
+        let (a, b) = ("checkpoint-1-7.data", "checkpoint-2-9.data");
+        inc.on_data(1, chunk(a, 0, b"ab", false));
+        inc.on_data(1, chunk(a, 2, b"ef", true)); // chunk 1 was lost
+        assert!(!dir.path().join(a).exists());
+        assert!(!dir.path().join(format!("incoming-{a}")).exists());
+        inc.on_data(1, chunk(a, 0, b"ab", false));
+        inc.on_data(2, chunk(b, 0, b"xy", true)); // a new leader's stream starts over
+        assert_eq!(std::fs::read(dir.path().join(b)).unwrap(), b"xy");
+        assert!(!dir.path().join(format!("incoming-{a}")).exists());
     }
 }
