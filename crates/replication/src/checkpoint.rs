@@ -54,9 +54,30 @@ impl GcPin {
         lock(&self.0).remove(file);
     }
 
+    /// A guard that releases `file`'s pin when it is dropped, also while a panic unwinds:
+    /// a pin left behind would hold the GC floor, and memory would grow without bound.
+    pub(crate) fn release_on_drop(&self, file: &str) -> PinRelease {
+        PinRelease {
+            pin: self.clone(),
+            file: file.to_string(),
+        }
+    }
+
     /// The lowest timestamp pinned (`u64::MAX`: none).
     pub(crate) fn get(&self) -> u64 {
         lock(&self.0).values().copied().min().unwrap_or(u64::MAX)
+    }
+}
+
+/// Releases one file's GC pin when dropped ([`GcPin::release_on_drop`]).
+pub(crate) struct PinRelease {
+    pin: GcPin,
+    file: String,
+}
+
+impl Drop for PinRelease {
+    fn drop(&mut self) {
+        self.pin.release(&self.file);
     }
 }
 
@@ -253,6 +274,24 @@ pub(crate) fn remove_others(dir: &Path, keep: Option<&str>) {
 mod tests {
     use super::*;
     use verso_engine::Options;
+
+    #[test]
+    fn a_pin_is_released_when_its_guard_drops_also_in_a_panic() {
+        let pin = GcPin::default();
+        pin.hold("checkpoint-0-1.data", 10);
+        pin.hold("checkpoint-0-2.data", 20);
+        let guard = pin.release_on_drop("checkpoint-0-1.data");
+        assert_eq!(pin.get(), 10);
+        drop(guard);
+        assert_eq!(pin.get(), 20);
+        let held = pin.clone();
+        let unwound = std::panic::catch_unwind(move || {
+            let _guard = held.release_on_drop("checkpoint-0-2.data");
+            panic!("the scan failed");
+        });
+        assert!(unwound.is_err());
+        assert_eq!(pin.get(), u64::MAX, "a panicking scan left its pin behind");
+    }
 
     /// Per (table, key), its versions (timestamp, value or deletion) in order.
     type Model = std::collections::BTreeMap<(String, Vec<u8>), Vec<(u64, Option<Vec<u8>>)>>;

@@ -303,8 +303,9 @@ impl Writer {
             } = &s.app
             {
                 let started = Instant::now();
+                let pinned = self.pin.release_on_drop(file);
                 let written = crate::checkpoint::write(&self.dir, file, &self.db, *durable_cts);
-                self.pin.release(file);
+                drop(pinned);
                 let stats = written?;
                 self.sizes.checkpoint.store(stats.bytes, Ordering::Relaxed);
                 self.sizes.since_checkpoint.store(0, Ordering::Relaxed);

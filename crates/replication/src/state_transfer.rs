@@ -165,11 +165,12 @@ impl Outgoing {
             pin.release(&file);
             return;
         }
-        let (thread_pin, file_name) = (pin.clone(), file.clone());
+        // Released as soon as the data is read, or when the closure is dropped unrun (the
+        // thread could not start) or unwinds.
+        let pinned = pin.release_on_drop(&file);
         let thread = std::thread::Builder::new()
             .name(format!("vsr-state-{to}"))
             .spawn(move || {
-                let pin = thread_pin;
                 let started = Instant::now();
                 let mut stream = ChunkStream {
                     transport: &transport,
@@ -179,7 +180,7 @@ impl Outgoing {
                     buf: Vec::with_capacity(CHUNK_BYTES + (256 << 10)),
                 };
                 let streamed = checkpoint::write_to(&mut stream, &db, cts);
-                pin.release(&file);
+                drop(pinned);
                 match streamed.and_then(|stats| stream.send(true).map(|()| stats)) {
                     Ok(stats) => {
                         transport.send(to, encode_message(&message));
@@ -200,7 +201,6 @@ impl Outgoing {
                 self.started += 1;
             }
             Err(e) => {
-                pin.release(&file_name);
                 tracing::warn!(error = %e, "could not start a state transfer");
             }
         }
