@@ -65,6 +65,15 @@ pub enum Error {
         /// The configured limit.
         max: usize,
     },
+    /// A write set larger than the replicated log takes in one commit (a replicated
+    /// database's limit, documented with the server's). Nothing was written.
+    #[error("transaction writes {bytes} bytes; a replicated commit takes at most {max}")]
+    TransactionTooLarge {
+        /// The write set's size.
+        bytes: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A write inside a read-only transaction.
     #[error("write in a read-only transaction")]
     ReadOnly,

@@ -46,6 +46,20 @@ pub trait CommitSink: Send + Sync {
     fn fill(&self, slot: u64, cts: u64, writes: &mut dyn Iterator<Item = ReplicatedWrite<'_>>);
     /// The commit failed validation after reserving: the slot carries nothing.
     fn abandon(&self, slot: u64);
+    /// The largest write set the replicated log takes, in bytes as
+    /// [`write_set_bytes`] counts them: a larger commit fails with
+    /// [`Error::TransactionTooLarge`] before it reserves anything.
+    fn write_set_bytes_max(&self) -> usize {
+        usize::MAX
+    }
+}
+
+/// A write set's size as the replicated log bounds it: per write, the table name, the key,
+/// the value and 16 bytes for lengths and the commit timestamp's share.
+pub fn write_set_bytes<'a>(writes: impl Iterator<Item = ReplicatedWrite<'a>>) -> usize {
+    writes
+        .map(|w| w.table.len() + w.key.len() + w.value.map_or(0, <[u8]>::len) + 16)
+        .fold(0usize, usize::saturating_add)
 }
 
 impl Db {

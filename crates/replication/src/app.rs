@@ -158,7 +158,7 @@ pub(crate) fn retract_unlogged(db: &Db, shared: &Replication, local: &RefCell<Lo
     let mut step = 0u32;
     while local.next_slot < end {
         let next = &mut local.next_slot;
-        for s in shared.take_ready(next, Some(end)) {
+        for s in shared.take_ready(next, Some(end), usize::MAX) {
             if let Slot::Filled(t) = s {
                 txns.push(t);
             }
@@ -219,6 +219,10 @@ impl App for EngineApp {
             cts_through: self.applied_cts,
             keys: handed.unwrap_or_else(|| keys_of(&batch.txns)),
         });
+    }
+
+    fn op_bytes(batch: &Batch) -> usize {
+        batch.bytes()
     }
 
     fn undo_to(&mut self, op_number: u64) {

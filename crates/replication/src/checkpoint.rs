@@ -23,9 +23,12 @@ use serde::{Deserialize, Serialize};
 use verso_engine::{Db, ReplicatedWrite};
 
 const MAGIC: &[u8; 8] = b"VSRCKPT1";
+/// An entries frame holds at most this many bytes of entries, or one larger entry alone.
 const BATCH_BYTES: usize = 256 << 10;
-/// Largest frame accepted when loading (checked before allocating).
+/// Largest frame accepted when loading (checked before allocating). A replicated commit
+/// writes at most `WRITE_SET_BYTES_MAX`, so no single entry, and no frame, comes near it.
 const FRAME_MAX: u32 = 64 << 20;
+const _: () = assert!(crate::op::WRITE_SET_BYTES_MAX + BATCH_BYTES < FRAME_MAX as usize);
 
 #[derive(Serialize, Deserialize)]
 enum Frame {
@@ -161,13 +164,14 @@ pub(crate) fn write_to(out: &mut impl Write, db: &Db, cts: u64) -> std::io::Resu
         let Some(t) = table_of(table) else {
             return Ok(()); // created after the scan began: nothing at or below `cts`
         };
-        batch_bytes += key.len() + value.len() + 16;
-        batch.push((t, key.to_vec(), ts, value.to_vec()));
-        stats.entries += 1;
-        if batch_bytes >= BATCH_BYTES {
+        let bytes = key.len() + value.len() + 16;
+        if !batch.is_empty() && batch_bytes + bytes > BATCH_BYTES {
             stats.bytes += put_frame(out, &Frame::Entries(std::mem::take(&mut batch)))?;
             batch_bytes = 0;
         }
+        batch_bytes += bytes;
+        batch.push((t, key.to_vec(), ts, value.to_vec()));
+        stats.entries += 1;
         Ok(())
     })?;
     if !batch.is_empty() {
@@ -341,6 +345,61 @@ mod tests {
         })
         .unwrap();
         assert_eq!(got, expected);
+    }
+
+    /// An entries frame holds at most `BATCH_BYTES` of entries, or one larger entry alone,
+    /// so whatever the values' sizes no frame passes what loading accepts.
+    #[test]
+    fn frames_are_bounded_whatever_the_value_sizes() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(Options::default()).unwrap();
+        let sizes = [
+            10usize,
+            200 << 10,
+            100 << 10,
+            3 << 20,
+            5,
+            255 << 10,
+            1 << 20,
+            7,
+        ];
+        for (i, len) in sizes.iter().cycle().take(40).enumerate() {
+            let value = vec![i as u8; *len];
+            put(
+                &db,
+                5 + i as u64,
+                "t",
+                &(i as u64).to_be_bytes(),
+                Some(&value),
+            );
+        }
+        write(dir.path(), "checkpoint-f-1.data", &db, u64::MAX - 1).unwrap();
+        let bytes = std::fs::read(dir.path().join("checkpoint-f-1.data")).unwrap();
+        let mut at = MAGIC.len();
+        let mut entries = 0;
+        while at < bytes.len() {
+            let n = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+            assert!(n <= FRAME_MAX as usize);
+            let frame: Frame = postcard::from_bytes(&bytes[at + 8..at + 8 + n]).unwrap();
+            if let Frame::Entries(es) = frame {
+                let sum: usize = es.iter().map(|(_, k, _, v)| k.len() + v.len() + 16).sum();
+                assert!(
+                    es.len() == 1 || sum <= BATCH_BYTES,
+                    "{} entries, {sum} bytes",
+                    es.len()
+                );
+                entries += es.len();
+            }
+            at += 8 + n;
+        }
+        assert_eq!(entries, 40);
+        let copy = Db::open(Options::default()).unwrap();
+        assert_eq!(
+            load(dir.path(), "checkpoint-f-1.data", &copy)
+                .unwrap()
+                .entries,
+            40
+        );
     }
 
     #[test]

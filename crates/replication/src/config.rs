@@ -262,6 +262,7 @@ impl ClusterConfig {
         c.lease = self.lease_ms;
         c.catch_up_timeout = 100;
         c.batch_requests_max = 64;
+        c.message_bytes_max = crate::op::MESSAGE_OPS_BYTES;
         c.pipeline_max = BATCHES_IN_FLIGHT_MAX as u64;
         // Our batches are taken once per round of the replication thread, so the queue stays
         // short; it must never overflow (a dropped batch would leave its commits waiting).

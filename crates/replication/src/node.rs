@@ -407,9 +407,11 @@ impl Run {
             let (first, slots) = {
                 let mut local = self.local.borrow_mut();
                 let first = local.next_slot;
-                let slots = self
-                    .shared
-                    .take_ready(&mut local.next_slot, Some(first + BATCH_TXNS_MAX as u64));
+                let slots = self.shared.take_ready(
+                    &mut local.next_slot,
+                    Some(first + BATCH_TXNS_MAX as u64),
+                    crate::op::BATCH_BYTES,
+                );
                 (first, slots)
             };
             if slots.is_empty() {

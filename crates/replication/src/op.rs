@@ -2,6 +2,20 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The largest write set one replicated commit carries, in bytes as
+/// [`verso_engine::write_set_bytes`] counts them; a larger commit fails with
+/// `TransactionTooLarge`. With [`BATCH_BYTES`] and [`MESSAGE_OPS_BYTES`] it bounds every
+/// message between replicas: a batch holds at most `max(BATCH_BYTES, one write set)`, a
+/// PREPARE entry and a catch-up reply at most `max(MESSAGE_OPS_BYTES, one batch)`, all
+/// under the transport's 64 MiB (`TransportConfig::max_payload`); a larger message would be
+/// dropped, and retried, for ever.
+pub const WRITE_SET_BYTES_MAX: usize = 32 << 20;
+/// A batch takes commits while it holds at most this many bytes (at least one commit).
+pub const BATCH_BYTES: usize = 1 << 20;
+/// Bytes of batches per PREPARE entry and per catch-up reply
+/// (`verso_vsr::Config::message_bytes_max`).
+pub const MESSAGE_OPS_BYTES: usize = 16 << 20;
+
 /// One write of a committed transaction.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Write {
@@ -27,6 +41,18 @@ impl TxnWrites {
             writes: Vec::new(),
         }
     }
+
+    /// At least its encoded size: the write set's bytes as the engine bounds them, and 16
+    /// for the timestamp and the count.
+    pub fn bytes(&self) -> usize {
+        16 + verso_engine::write_set_bytes(self.writes.iter().map(|w| {
+            verso_engine::ReplicatedWrite {
+                table: &w.table,
+                key: &w.key,
+                value: w.value.as_deref(),
+            }
+        }))
+    }
 }
 
 /// The operation VSR replicates: the write sets of the primary's commit slots
@@ -44,6 +70,11 @@ impl Batch {
     /// The largest commit timestamp in the batch (0 if it holds only barriers).
     pub fn cts_max(&self) -> u64 {
         self.txns.iter().map(|t| t.cts).max().unwrap_or(0)
+    }
+
+    /// At least its encoded size ([`verso_vsr::App::op_bytes`]).
+    pub fn bytes(&self) -> usize {
+        32 + self.txns.iter().map(TxnWrites::bytes).sum::<usize>()
     }
 
     /// The slot after the batch's last.

@@ -27,6 +27,15 @@ pub(crate) enum Slot {
     Abandoned,
 }
 
+impl Slot {
+    fn bytes(&self) -> usize {
+        match self {
+            Slot::Filled(t) => t.bytes(),
+            Slot::Abandoned => TxnWrites::barrier().bytes(),
+        }
+    }
+}
+
 /// What a reply waits for (module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ticket {
@@ -376,18 +385,25 @@ impl Replication {
     }
 
     /// Takes the filled or abandoned slots from `*next` on that follow each other,
-    /// stopping before `end` (exclusive) if given.
-    pub(crate) fn take_ready(&self, next: &mut u64, end: Option<u64>) -> Vec<Slot> {
+    /// stopping before `end` (exclusive) if given, and before the slots' bytes pass
+    /// `bytes_max` (at least one slot is taken, whatever its size).
+    pub(crate) fn take_ready(
+        &self,
+        next: &mut u64,
+        end: Option<u64>,
+        bytes_max: usize,
+    ) -> Vec<Slot> {
         let mut slots = lock(&self.slots);
         let mut out = Vec::new();
+        let mut bytes = 0usize;
         while end.is_none_or(|e| *next < e) {
-            match slots.remove(next) {
-                Some(s) => {
-                    out.push(s);
-                    *next += 1;
-                }
-                None => break,
+            let Some(slot) = slots.get(next) else { break };
+            bytes = bytes.saturating_add(slot.bytes());
+            if !out.is_empty() && bytes > bytes_max {
+                break;
             }
+            out.push(slots.remove(next).expect("just seen"));
+            *next += 1;
         }
         out
     }
@@ -456,6 +472,10 @@ impl CommitSink for Replication {
         lock(&self.slots).insert(slot, Slot::Abandoned);
         self.wake_node();
     }
+
+    fn write_set_bytes_max(&self) -> usize {
+        crate::op::WRITE_SET_BYTES_MAX
+    }
 }
 
 #[cfg(test)]
@@ -473,6 +493,93 @@ mod tests {
         );
         r.open();
         r
+    }
+
+    /// A replicated commit whose write set is over `WRITE_SET_BYTES_MAX` fails with a
+    /// typed error and takes no slot (its message could never reach the backups); one at
+    /// the limit commits. The node's batches stop at `BATCH_BYTES` unless one commit alone
+    /// is larger, and every batch counts at least its encoded size.
+    #[test]
+    fn a_write_set_over_the_limit_is_refused_and_batches_are_bounded_by_bytes() {
+        use crate::op::{Batch, BATCH_BYTES, WRITE_SET_BYTES_MAX};
+        use std::sync::Arc;
+        use verso_engine::{Concurrency, Db, Error, Options};
+        let r = Arc::new(primary());
+        let db = Db::open(Options::default().concurrency(Concurrency::PrecisionLocking)).unwrap();
+        db.set_commit_sink(r.clone()).unwrap();
+        let t = db.table("t").unwrap();
+        let overhead = "t".len() + 16;
+        let start = r.next_slot();
+        // Two writes whose sum is one byte over the limit.
+        let half = (WRITE_SET_BYTES_MAX - 2 * overhead) / 2;
+        let mut txn = db.begin().unwrap();
+        txn.put(&t, b"a", vec![1u8; half]).unwrap();
+        txn.put(
+            &t,
+            b"b",
+            vec![2u8; WRITE_SET_BYTES_MAX - 2 * overhead - half],
+        )
+        .unwrap();
+        let err = txn.commit().unwrap_err();
+        assert_eq!(
+            err,
+            Error::TransactionTooLarge {
+                bytes: WRITE_SET_BYTES_MAX + 2,
+                max: WRITE_SET_BYTES_MAX
+            }
+        );
+        let mut next = start;
+        assert!(
+            r.take_ready(&mut next, None, usize::MAX).is_empty(),
+            "a slot was taken"
+        );
+        assert_eq!(r.next_slot(), start);
+        // One byte less in each value: exactly at the limit, it commits.
+        let mut txn = db.begin().unwrap();
+        txn.put(&t, b"a", vec![1u8; half - 1]).unwrap();
+        txn.put(
+            &t,
+            b"b",
+            vec![2u8; WRITE_SET_BYTES_MAX - 2 * overhead - half - 1],
+        )
+        .unwrap();
+        txn.commit().unwrap();
+        // Small commits after it; batches as the node takes them.
+        for i in 0..300u32 {
+            let mut txn = db.begin().unwrap();
+            txn.put(&t, i.to_be_bytes(), vec![3u8; 10_000]).unwrap();
+            txn.commit().unwrap();
+        }
+        let mut batches = Vec::new();
+        loop {
+            let first = next;
+            let slots = r.take_ready(&mut next, None, BATCH_BYTES);
+            if slots.is_empty() {
+                break;
+            }
+            let txns = slots
+                .into_iter()
+                .map(|s| match s {
+                    Slot::Filled(t) => t,
+                    Slot::Abandoned => TxnWrites::barrier(),
+                })
+                .collect::<Vec<_>>();
+            batches.push(Batch {
+                origin: 7,
+                first_slot: first,
+                txns,
+            });
+        }
+        assert_eq!(next, start + 301);
+        assert_eq!(batches[0].txns.len(), 1, "the large commit goes alone");
+        assert!(batches.len() >= 4, "{} batches", batches.len());
+        for b in &batches[1..] {
+            assert!(b.txns.iter().map(TxnWrites::bytes).sum::<usize>() <= BATCH_BYTES);
+        }
+        for b in &batches {
+            let encoded = postcard::to_allocvec(b).unwrap().len();
+            assert!(b.bytes() >= encoded, "{} < {encoded}", b.bytes());
+        }
     }
 
     /// Under the read lease a read waits only for the commits reserved before it (none

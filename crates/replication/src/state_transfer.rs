@@ -81,52 +81,82 @@ pub(crate) fn transfer_file(m: &Msg) -> Option<&str> {
     }
 }
 
-/// Chunks written bytes into [`StateData`] payloads for one peer, waiting while its queue
-/// is long.
-struct ChunkStream<'a> {
-    transport: &'a TransportHandle,
-    to: u8,
+/// Chunks written bytes into [`StateData`] payloads of [`CHUNK_BYTES`] (the last one
+/// shorter) and hands each to `send`.
+struct ChunkStream<'a, F: FnMut(StateData) -> std::io::Result<()>> {
     file: &'a str,
     seq: u32,
     buf: Vec<u8>,
+    send: F,
 }
 
-impl ChunkStream<'_> {
-    fn send(&mut self, last: bool) -> std::io::Result<()> {
-        let started = Instant::now();
-        while self.transport.queued_bytes(self.to) > QUEUED_MAX {
-            if started.elapsed() > STALL_MAX {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "the peer stopped taking the state transfer",
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(2));
+impl<'a, F: FnMut(StateData) -> std::io::Result<()>> ChunkStream<'a, F> {
+    fn new(file: &'a str, send: F) -> Self {
+        ChunkStream {
+            file,
+            seq: 0,
+            buf: Vec::with_capacity(CHUNK_BYTES),
+            send,
         }
+    }
+
+    fn send(&mut self, last: bool) -> std::io::Result<()> {
         let data = StateData {
             file: self.file.to_string(),
             seq: self.seq,
-            bytes: std::mem::take(&mut self.buf),
+            bytes: std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES)),
             last,
         };
-        self.transport.send(self.to, encode_data(&data));
-        self.seq += 1;
+        (self.send)(data)?;
+        self.seq = self.seq.checked_add(1).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a state transfer of 4 Pi chunks",
+            )
+        })?;
         Ok(())
+    }
+
+    /// Sends what is left as the last chunk.
+    fn finish(mut self) -> std::io::Result<()> {
+        self.send(true)
     }
 }
 
-impl Write for ChunkStream<'_> {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.buf.extend_from_slice(bytes);
-        if self.buf.len() >= CHUNK_BYTES {
-            self.send(false)?;
+impl<F: FnMut(StateData) -> std::io::Result<()>> Write for ChunkStream<'_, F> {
+    /// Sends whole chunks; the rest waits for more bytes, or for [`ChunkStream::finish`].
+    fn write(&mut self, mut bytes: &[u8]) -> std::io::Result<usize> {
+        let n = bytes.len();
+        while !bytes.is_empty() {
+            let take = (CHUNK_BYTES - self.buf.len()).min(bytes.len());
+            self.buf.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.buf.len() == CHUNK_BYTES {
+                self.send(false)?;
+            }
         }
-        Ok(bytes.len())
+        Ok(n)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// Hands `data` to the transport for `to`, first waiting while the peer's queue is long.
+fn send_chunk(transport: &TransportHandle, to: u8, data: StateData) -> std::io::Result<()> {
+    let started = Instant::now();
+    while transport.queued_bytes(to) > QUEUED_MAX {
+        if started.elapsed() > STALL_MAX {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the peer stopped taking the state transfer",
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    transport.send(to, encode_data(&data));
+    Ok(())
 }
 
 /// The leader's side: at most one stream per peer, each on its own thread.
@@ -172,16 +202,10 @@ impl Outgoing {
             .name(format!("vsr-state-{to}"))
             .spawn(move || {
                 let started = Instant::now();
-                let mut stream = ChunkStream {
-                    transport: &transport,
-                    to,
-                    file: &file,
-                    seq: 0,
-                    buf: Vec::with_capacity(CHUNK_BYTES + (256 << 10)),
-                };
+                let mut stream = ChunkStream::new(&file, |d| send_chunk(&transport, to, d));
                 let streamed = checkpoint::write_to(&mut stream, &db, cts);
                 drop(pinned);
-                match streamed.and_then(|stats| stream.send(true).map(|()| stats)) {
+                match streamed.and_then(|stats| stream.finish().map(|()| stats)) {
                     Ok(stats) => {
                         transport.send(to, encode_message(&message));
                         tracing::info!(
@@ -251,6 +275,12 @@ impl Incoming {
                 }
                 return;
             }
+            if self.dir.join(&d.file).exists() {
+                // A whole file of that name is here already: this replica's own
+                // checkpoint, or a transfer received before. Never overwrite either.
+                tracing::warn!(from, file = %d.file, "a state transfer names a file this replica has; dropped");
+                return;
+            }
             self.abandon();
             let path = self.dir.join(format!("incoming-{}", d.file));
             match File::create(&path) {
@@ -271,7 +301,7 @@ impl Incoming {
         let Some(r) = self.current.as_mut() else {
             return;
         };
-        r.next += 1;
+        r.next = r.next.wrapping_add(1);
         if let Err(e) = r.out.write_all(&d.bytes) {
             tracing::warn!(error = %e, "cannot receive a state transfer");
             self.abandon();
@@ -323,6 +353,68 @@ mod tests {
             bytes: bytes.to_vec(),
             last,
         }
+    }
+
+    /// Whatever sizes the writer hands it, the stream sends chunks of exactly `CHUNK_BYTES`
+    /// (the last shorter, and marked last), numbered from 0, that the receiver puts back
+    /// together byte for byte.
+    #[test]
+    fn chunks_are_bounded_numbered_and_reassemble_to_the_bytes_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = "checkpoint-ab-1.data";
+        let mut sent = Vec::new();
+        let mut written = Vec::new();
+        let mut stream = ChunkStream::new(file, |d| {
+            sent.push(d);
+            Ok(())
+        });
+        let mut x = 7u64;
+        for len in [
+            10,
+            2 * CHUNK_BYTES + 5,
+            0,
+            CHUNK_BYTES - 15,
+            5,
+            3 * CHUNK_BYTES,
+            1,
+        ] {
+            let piece: Vec<u8> = (0..len)
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    (x >> 56) as u8
+                })
+                .collect();
+            stream.write_all(&piece).unwrap();
+            written.extend_from_slice(&piece);
+        }
+        stream.finish().unwrap();
+        let n = sent.len();
+        assert_eq!(n, written.len() / CHUNK_BYTES + 1);
+        for (i, d) in sent.iter().enumerate() {
+            assert_eq!(d.seq, i as u32);
+            assert_eq!(d.last, i == n - 1);
+            assert!(
+                d.bytes.len() == CHUNK_BYTES || d.last,
+                "chunk {i}: {}",
+                d.bytes.len()
+            );
+        }
+        let mut inc = Incoming::new(dir.path());
+        for d in sent {
+            inc.on_data(1, d);
+        }
+        assert_eq!(std::fs::read(dir.path().join(file)).unwrap(), written);
+    }
+
+    #[test]
+    fn a_transfer_never_overwrites_a_file_the_replica_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let own = "checkpoint-5-2.data";
+        std::fs::write(dir.path().join(own), b"live").unwrap();
+        let mut inc = Incoming::new(dir.path());
+        inc.on_data(1, chunk(own, 0, b"forged", true));
+        assert_eq!(std::fs::read(dir.path().join(own)).unwrap(), b"live");
+        assert!(!dir.path().join(format!("incoming-{own}")).exists());
     }
 
     #[test]

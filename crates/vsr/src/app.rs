@@ -31,4 +31,12 @@ pub trait App {
 
     /// Replaces the state with a snapshot's.
     fn restore(&mut self, snapshot: &Self::Snapshot);
+
+    /// About how many bytes `op` takes in a message: the replica packs requests into a
+    /// PREPARE entry, and entries into a catch-up reply, up to
+    /// [`Config::message_bytes_max`](crate::Config::message_bytes_max) of these (at least one
+    /// each, whatever its size), so that a message fits the transport's limit.
+    fn op_bytes(_op: &Self::Op) -> usize {
+        0
+    }
 }

@@ -69,6 +69,14 @@ impl App for KvApp {
         Self::apply_to(&mut self.map, op)
     }
 
+    /// Its encoded size: a tag and two 8-byte words at most.
+    fn op_bytes(op: &KvOp) -> usize {
+        match op {
+            KvOp::Put(..) => 17,
+            KvOp::Get(_) | KvOp::Delete(_) => 9,
+        }
+    }
+
     fn undo_to(&mut self, op_number: u64) {
         assert!(
             op_number >= self.forgotten_through,

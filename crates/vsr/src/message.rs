@@ -44,6 +44,17 @@ pub struct Entry<O> {
     pub body: Body<O>,
 }
 
+impl<O> Entry<O> {
+    /// The operation bytes this entry carries, as [`App::op_bytes`](crate::App::op_bytes)
+    /// counts them.
+    pub fn op_bytes<A: crate::App<Op = O>>(&self) -> usize {
+        match &self.body {
+            Body::Requests(rs) => rs.iter().map(|r| A::op_bytes(&r.op)).sum(),
+            Body::ViewStart => 0,
+        }
+    }
+}
+
 /// A message between replicas, or between a client and a replica.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -187,6 +198,9 @@ pub enum Message<O, R, S> {
         op_max: Viewstamp,
         lower_bound: Viewstamp,
         entries: Vec<Entry<O>>,
+        /// The leader's log goes on after `entries` (they were cut at
+        /// `catch_up_entries_max` or `message_bytes_max`): ask again.
+        more: bool,
         dp: Viewstamp,
         dp_min: Viewstamp,
     },

@@ -20,11 +20,32 @@ impl Txn<'_> {
             return Ok(CommitTs(start));
         }
         self.log_precheck()?;
+        self.replication_precheck()?;
         // The commit timestamp is not known yet; `Version::set_ts` fills it in.
         let (mut prepared, mut superseded) = self.prepare(0);
         let result = self.lock_validate_install(&mut prepared, start, |r| superseded.push(r));
         self.settle(prepared, superseded, result.is_ok());
         result.map(CommitTs)
+    }
+
+    /// A replicated commit's write set must fit the replicated log's messages.
+    fn replication_precheck(&self) -> Result<(), Error> {
+        let (Some(sink), Some(ws)) = (self.db.commit_sink(), &self.writes) else {
+            return Ok(());
+        };
+        let max = sink.write_set_bytes_max();
+        let db = self.db;
+        let bytes = crate::replicated::write_set_bytes(ws.entries().iter().map(|e| {
+            crate::ReplicatedWrite {
+                table: &db.table_state_by_id(e.table).name,
+                key: ws.key(e),
+                value: ws.value(e),
+            }
+        }));
+        if bytes > max {
+            return Err(Error::TransactionTooLarge { bytes, max });
+        }
+        Ok(())
     }
 
     /// Steps 1-5 of a precision-locking commit over `prepared` (sorted); returns `cts`.

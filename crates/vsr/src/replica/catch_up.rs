@@ -8,7 +8,7 @@
 //! The prose's `tailView` list is this exchange done in one round; the spec's loop is
 //! simpler to check and converges in as many rounds as there are divergent views.
 
-use super::{log::Log, Replica, Status};
+use super::{count_within, log::Log, Replica, Status};
 use crate::app::App;
 use crate::message::{Entry, Message, Snapshot};
 use crate::types::{Address, ReplicaId, ViewNum, Viewstamp};
@@ -52,16 +52,21 @@ impl<A: App> Replica<A> {
                     op_max,
                     lower_bound: lb,
                     entries: Vec::new(),
+                    more: false,
                     dp,
                     dp_min,
                 },
             ),
             Some(lb) if lb.op >= self.log.base().op => {
-                let entries: Vec<Entry<A::Op>> = self
-                    .log
-                    .entries_after(lb.op, self.config.catch_up_entries_max)
-                    .cloned()
-                    .collect();
+                let n = count_within(
+                    self.log
+                        .entries_after(lb.op, self.config.catch_up_entries_max),
+                    self.config.message_bytes_max,
+                    |e| e.op_bytes::<A>(),
+                );
+                let entries: Vec<Entry<A::Op>> =
+                    self.log.entries_after(lb.op, n).cloned().collect();
+                let more = lb.op + (n as u64) < self.log.op_max().op;
                 self.send(
                     to,
                     Message::CatchUpReply {
@@ -69,6 +74,7 @@ impl<A: App> Replica<A> {
                         op_max,
                         lower_bound: lb,
                         entries,
+                        more,
                         dp,
                         dp_min,
                     },
@@ -109,6 +115,7 @@ impl<A: App> Replica<A> {
         op_max: Viewstamp,
         lower_bound: Viewstamp,
         entries: Vec<Entry<A::Op>>,
+        more: bool,
         dp: Viewstamp,
         dp_min: Viewstamp,
     ) {
@@ -123,7 +130,7 @@ impl<A: App> Replica<A> {
             self.request_catch_up();
             return;
         }
-        let full = entries.len() == self.config.catch_up_entries_max;
+        let full = more;
         let got = !entries.is_empty();
         for e in entries {
             if e.prev != self.log.op_max() {

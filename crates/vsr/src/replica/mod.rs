@@ -122,6 +122,10 @@ pub struct Config {
     pub unflushed_entries_max: usize,
     /// Entries per catch-up reply.
     pub catch_up_entries_max: usize,
+    /// Operation bytes ([`App::op_bytes`]) per PREPARE entry and per catch-up reply: a
+    /// transport limits a message's size. A single larger request or entry still goes, alone,
+    /// so the application bounds one operation's size below the transport's limit.
+    pub message_bytes_max: usize,
     /// A checkpoint every this many entries (0: never; the log then grows without bound).
     pub checkpoint_interval: u64,
     /// Clients remembered for at-most-once execution.
@@ -150,6 +154,7 @@ impl Config {
             flush_entries_max: 4096,
             unflushed_entries_max: 65536,
             catch_up_entries_max: 256,
+            message_bytes_max: usize::MAX,
             checkpoint_interval: 100_000,
             clients_max: 65536,
             seed: 0,
@@ -183,6 +188,7 @@ impl Config {
             ("pipeline_max", self.pipeline_max),
             ("flush_entries_max", self.flush_entries_max as u64),
             ("catch_up_entries_max", self.catch_up_entries_max as u64),
+            ("message_bytes_max", self.message_bytes_max as u64),
             ("clients_max", self.clients_max as u64),
             ("heartbeat_interval", self.heartbeat_interval),
             ("election_timeout", self.election_timeout),
@@ -608,11 +614,12 @@ impl<A: App> Replica<A> {
                     op_max,
                     lower_bound,
                     entries,
+                    more,
                     dp,
                     dp_min,
                 },
                 Some(s),
-            ) => self.on_catch_up_reply(s, view, op_max, lower_bound, entries, dp, dp_min),
+            ) => self.on_catch_up_reply(s, view, op_max, lower_bound, entries, more, dp, dp_min),
             (
                 Message::CatchUpState {
                     view,
@@ -788,4 +795,23 @@ impl<A: App> Replica<A> {
             Status::Backup => {}
         }
     }
+}
+
+/// How many of `items` fit in `bytes_max` bytes as `size` counts them: at least one (a
+/// larger one goes alone), none only if there are none.
+pub(crate) fn count_within<T>(
+    items: impl Iterator<Item = T>,
+    bytes_max: usize,
+    size: impl Fn(&T) -> usize,
+) -> usize {
+    let mut bytes = 0usize;
+    let mut n = 0;
+    for item in items {
+        bytes = bytes.saturating_add(size(&item));
+        if n > 0 && bytes > bytes_max {
+            break;
+        }
+        n += 1;
+    }
+    n
 }

@@ -1,7 +1,7 @@
 //! Operation within a view (thesis §4.2.3): client requests, PREPARE and PREPAREOK, the
 //! commit point and the durable point, heartbeats.
 
-use super::{Leader, Mistake, Mode, PendingReply, Replica, Status};
+use super::{count_within, Leader, Mistake, Mode, PendingReply, Replica, Status};
 use crate::app::App;
 use crate::client_table::Seen;
 use crate::message::{Body, Entry, Message, Request};
@@ -92,7 +92,11 @@ impl<A: App> Replica<A> {
                 self.stats.stalls += 1;
                 return;
             }
-            let n = leader.queue.len().min(self.config.batch_requests_max);
+            let n = count_within(
+                leader.queue.iter().take(self.config.batch_requests_max),
+                self.config.message_bytes_max,
+                |r| A::op_bytes(&r.op),
+            );
             let batch: Vec<Request<A::Op>> = leader.queue.drain(..n).collect();
             let prev = self.log.op_max();
             let entry = Entry {
