@@ -34,11 +34,23 @@ const _: () = assert!(crate::op::WRITE_SET_BYTES_MAX + BATCH_BYTES < FRAME_MAX a
 enum Frame {
     /// Table names; entries name a table by its index here.
     Tables(Vec<String>),
-    /// `(table, key, version timestamp, value)`.
-    Entries(Vec<(u32, Vec<u8>, u64, Vec<u8>)>),
+    Entries(Vec<Entry>),
     End {
         entries: u64,
     },
+}
+
+/// One key's version. Encoded as the tuple `(table, key, ts, value)` would be; the byte
+/// strings as bytes, copied whole rather than element by element.
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    /// An index into the [`Frame::Tables`] list.
+    table: u32,
+    #[serde(with = "serde_bytes")]
+    key: Vec<u8>,
+    ts: u64,
+    #[serde(with = "serde_bytes")]
+    value: Vec<u8>,
 }
 
 /// Holds the engine's GC floor at a checkpoint's timestamp while its data is written (the
@@ -157,7 +169,7 @@ pub(crate) fn write_to(out: &mut impl Write, db: &Db, cts: u64) -> std::io::Resu
     };
     let tables = db.table_names();
     stats.bytes += put_frame(out, &Frame::Tables(tables.clone()))?;
-    let mut batch: Vec<(u32, Vec<u8>, u64, Vec<u8>)> = Vec::new();
+    let mut batch: Vec<Entry> = Vec::new();
     let mut batch_bytes = 0usize;
     let table_of = |name: &str| tables.iter().position(|t| t == name).map(|i| i as u32);
     db.scan_versions_at(cts, |table, key, ts, value| -> std::io::Result<()> {
@@ -170,7 +182,12 @@ pub(crate) fn write_to(out: &mut impl Write, db: &Db, cts: u64) -> std::io::Resu
             batch_bytes = 0;
         }
         batch_bytes += bytes;
-        batch.push((t, key.to_vec(), ts, value.to_vec()));
+        batch.push(Entry {
+            table: t,
+            key: key.to_vec(),
+            ts,
+            value: value.to_vec(),
+        });
         stats.entries += 1;
         Ok(())
     })?;
@@ -231,7 +248,13 @@ pub fn load_from(input: &mut impl Read, db: &Db, shown: &str) -> std::io::Result
         match get_frame(input, shown)? {
             Frame::Tables(_) => return Err(invalid(format!("{shown}: a second table list"))),
             Frame::Entries(entries) => {
-                for (t, key, ts, value) in entries {
+                for Entry {
+                    table: t,
+                    key,
+                    ts,
+                    value,
+                } in entries
+                {
                     let table = tables
                         .get(t as usize)
                         .ok_or_else(|| invalid(format!("{shown}: table {t} is not listed")))?;
@@ -382,7 +405,7 @@ mod tests {
             assert!(n <= FRAME_MAX as usize);
             let frame: Frame = postcard::from_bytes(&bytes[at + 8..at + 8 + n]).unwrap();
             if let Frame::Entries(es) = frame {
-                let sum: usize = es.iter().map(|(_, k, _, v)| k.len() + v.len() + 16).sum();
+                let sum: usize = es.iter().map(|e| e.key.len() + e.value.len() + 16).sum();
                 assert!(
                     es.len() == 1 || sum <= BATCH_BYTES,
                     "{} entries, {sum} bytes",

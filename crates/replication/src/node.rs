@@ -27,6 +27,13 @@ use crate::transport::{Transport, TransportConfig};
 
 /// Commits per batch (one VSR request).
 const BATCH_TXNS_MAX: usize = 4096;
+/// A round stops taking events after this long, so that timers (a primary's heartbeats)
+/// and the actions the events produced (PREPAREOKs, disk writes) are not held back behind a
+/// long queue of large messages: a primary silent for `view_change_timeout_ms` is replaced.
+const EVENTS_ROUND_TIME_MAX: Duration = Duration::from_millis(20);
+/// A round of the replication thread longer than this is logged: a backup that handles no
+/// message from its primary for `view_change_timeout_ms` starts a view change.
+const ROUND_SLOW: Duration = Duration::from_millis(250);
 /// Events handled before the thread looks at its timers and actions again.
 const EVENTS_PER_ROUND_MAX: usize = 4096;
 /// Own batches remembered for `WAIT` while some replica has not reported them on disk.
@@ -293,17 +300,31 @@ impl Run {
             let due = self.replica.poll_timeout();
             let wait = Duration::from_millis(due.saturating_sub(now).min(100));
             let mut stop = false;
-            match rx.recv_timeout(wait) {
-                Ok(ev) => stop |= self.handle(ev),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => stop = true,
+            let received = match rx.recv_timeout(wait) {
+                Ok(ev) => Some(ev),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => {
+                    stop = true;
+                    None
+                }
+            };
+            let round = Instant::now();
+            let mut events = 0;
+            if let Some(ev) = received {
+                stop |= self.handle(ev);
+                events += 1;
             }
             for _ in 0..EVENTS_PER_ROUND_MAX {
+                if round.elapsed() > EVENTS_ROUND_TIME_MAX {
+                    break;
+                }
                 match rx.try_recv() {
                     Ok(ev) => stop |= self.handle(ev),
                     Err(_) => break,
                 }
+                events += 1;
             }
+            let handled = round.elapsed();
             if stop {
                 self.shared.close();
                 let _ = self.disk.jobs.send(DiskJob::Stop);
@@ -311,7 +332,14 @@ impl Run {
             }
             let now = self.now();
             if self.replica.poll_timeout() <= now {
+                let (view, started) = (
+                    self.replica.view(),
+                    self.replica.stats().view_changes_started,
+                );
                 self.replica.handle_timeout(now);
+                if self.replica.stats().view_changes_started > started {
+                    self.log_view_change(view);
+                }
             }
             self.shared.clear_signal();
             self.follow_role();
@@ -324,7 +352,37 @@ impl Run {
                 .set_lease(lease.filter(|_| self.open_view == Some(self.replica.view())));
             self.publish_disk_slots();
             self.publish_status(false);
+            if round.elapsed() > ROUND_SLOW {
+                tracing::warn!(
+                    ms = round.elapsed().as_millis() as u64,
+                    events,
+                    events_ms = handled.as_millis() as u64,
+                    "a slow round of the replication thread: a backup that handles nothing \
+                     from its primary for view_change_timeout_ms starts a view change (raise it \
+                     on a busy machine)"
+                );
+            }
         }
+    }
+
+    /// Says why this replica started a view change: what it last heard from the leader of
+    /// `view` (transport frames of any kind), for an operator reading the log.
+    fn log_view_change(&self, view: verso_vsr::ViewNum) {
+        let leader = view.leader();
+        let heard = self
+            .transport
+            .peer_states()
+            .into_iter()
+            .find(|p| p.id == leader)
+            .and_then(|p| p.last_received)
+            .map_or(-1, |d| d.as_millis() as i64);
+        tracing::info!(
+            from_view = %view,
+            to_view = %self.replica.view(),
+            leader,
+            leader_heard_ms = heard,
+            "started a view change"
+        );
     }
 
     /// Handles one event; returns whether to stop.
@@ -567,6 +625,7 @@ impl Run {
                         .and_then(|p| p.last_received)
                         .map(|d| d.as_millis() as u64),
                     reconnects: t.map_or(0, |p| p.reconnects),
+                    dropped: t.map_or(0, |p| p.frames_dropped),
                 }
             })
             .collect();
@@ -597,6 +656,7 @@ impl Run {
         s.log_base = r.log_base().op;
         s.checkpoints = stats.checkpoints;
         s.state_transfers_sent = self.outgoing.started;
+        s.catch_ups = stats.catch_ups;
         s.state_transfers_installed = stats.state_transfers_installed;
         s.entries_applied = stats.entries_applied;
         s.entries_undone = stats.entries_undone;

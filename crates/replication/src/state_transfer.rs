@@ -41,6 +41,7 @@ pub(crate) struct StateData {
     pub(crate) file: String,
     /// 0, 1, 2, ... within the file.
     pub(crate) seq: u32,
+    #[serde(with = "serde_bytes")]
     pub(crate) bytes: Vec<u8>,
     pub(crate) last: bool,
 }

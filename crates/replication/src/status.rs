@@ -13,6 +13,8 @@ pub struct PeerStatus {
     /// Milliseconds since a frame came from it (`None`: never).
     pub last_heard_ms: Option<u64>,
     pub reconnects: u64,
+    /// Payloads to it dropped: its queue was full, or its connection broke with them.
+    pub dropped: u64,
 }
 
 /// A copy of the replication state, refreshed by the replication thread after each round.
@@ -40,6 +42,8 @@ pub struct Status {
     pub log_base: u64,
     pub checkpoints: u64,
     pub state_transfers_sent: u64,
+    /// Catch-up requests this replica sent (a lagging or diverging backup asks the leader).
+    pub catch_ups: u64,
     pub state_transfers_installed: u64,
     pub entries_applied: u64,
     pub entries_undone: u64,

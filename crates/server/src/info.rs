@@ -253,6 +253,7 @@ fn replication_lines(shared: &Shared) -> Vec<(String, String)> {
             "vsr_state_transfers_sent".into(),
             s.state_transfers_sent.to_string(),
         ),
+        ("vsr_catch_ups".into(), s.catch_ups.to_string()),
         (
             "vsr_state_transfers_installed".into(),
             s.state_transfers_installed.to_string(),
@@ -296,13 +297,14 @@ fn replication_lines(shared: &Shared) -> Vec<(String, String)> {
         lines.push((
             format!("vsr_peer{}", p.id),
             format!(
-                "client={},peer={},link_out={},link_in={},last_heard_ms={},reconnects={}",
+                "client={},peer={},link_out={},link_in={},last_heard_ms={},reconnects={},dropped={}",
                 p.client_addr,
                 p.peer_addr,
                 if p.connected_out { "up" } else { "down" },
                 if p.connected_in { "up" } else { "down" },
                 p.last_heard_ms.map_or("-1".into(), |m| m.to_string()),
-                p.reconnects
+                p.reconnects,
+                p.dropped
             ),
         ));
     }
