@@ -356,6 +356,27 @@ impl World {
         self.history.lease_reads.extend(answered);
     }
 
+    /// No replica here loses its disk (crashes lose only what was not synced), and the
+    /// primary trims its log only below what every replica holds on disk: so none ever needs
+    /// a state transfer. The engine cannot take one over data it holds (the server stops),
+    /// so a transfer here is a failure, not a slow path.
+    fn check_no_state_transfer(&mut self) {
+        if self.violation.is_some() {
+            return;
+        }
+        for n in &self.nodes {
+            if let Some(r) = &n.replica {
+                if r.stats().state_transfers_installed > 0 {
+                    self.violation = Some(format!(
+                        "replica {} installed a state transfer, though it kept its disk",
+                        r.id()
+                    ));
+                    return;
+                }
+            }
+        }
+    }
+
     fn replica_config(&mut self, id: u8) -> Config {
         let mut c = Config::new(self.cfg.replicas);
         c.mode = self.cfg.mode;
@@ -447,6 +468,7 @@ impl World {
             }
             self.resolve_reads();
             self.check_leases();
+            self.check_no_state_transfer();
             if let Some(m) = self.violation.take() {
                 return Err(self.fail(m));
             }

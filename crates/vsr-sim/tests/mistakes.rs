@@ -50,7 +50,9 @@ fn longest_log_wins_is_caught() {
 
 #[test]
 fn prepare_ok_carrying_op_max_is_caught() {
-    // The durable point then counts entries only in memory: a total crash loses them.
+    // The durable point then counts entries only in memory: a total crash loses them. So
+    // does the primary's trim point (it trims below what each replica says is on its
+    // disk), so a restarted replica may find the primary no longer has what it lacks.
     assert_caught(
         Mistake::PrepareOkCarriesOpMax,
         Faults::Total,
@@ -59,6 +61,7 @@ fn prepare_ok_carrying_op_max_is_caught() {
             "discard durable entries",
             "durable (synchronous)",
             "covered by",
+            "installed a state transfer, though it kept its disk",
         ],
     );
 }

@@ -455,9 +455,34 @@ impl<A: App> Replica<A> {
                 }
                 app.undo_to(agree);
                 clients.undo_to(agree);
-                let base = cp_stamp(agree.max(cp.undo_base.op));
-                let stamps = (cp.undo_base.op..agree).map(cp_stamp).collect();
-                (Log::starting_at(base, stamps), cp.undo_base)
+                // The log starts where the disk's does, not at the checkpoint: the entries
+                // between the trimmed base and the checkpoint's end are on this disk, the
+                // primary trims only below what every replica holds on disk, and a peer
+                // that lags behind the checkpoint catches up from them. Starting at the
+                // checkpoint instead left such a peer, after a crash of every replica, with
+                // a leader that could only send it a state transfer, which a replica holding
+                // data refuses (found by the cluster test's total crash). They are applied
+                // already (the checkpoint covers them), and they agree with it: below
+                // `agree` the disk log and the checkpoint name the same viewstamps.
+                let at_checkpoint = cp_stamp(agree.max(cp.undo_base.op));
+                let from_disk = (disk.log_base.op < agree)
+                    .then(|| {
+                        let stamps = (cp.undo_base.op..disk.log_base.op).map(cp_stamp);
+                        let mut log = Log::starting_at(disk.log_base, stamps.collect());
+                        for e in disk.log.iter().take_while(|e| e.vs.op <= agree) {
+                            if e.prev != log.op_max() {
+                                break;
+                            }
+                            log.append(e.clone());
+                        }
+                        log
+                    })
+                    .filter(|log| log.op_max() == at_checkpoint);
+                let log = from_disk.unwrap_or_else(|| {
+                    let stamps = (cp.undo_base.op..agree).map(cp_stamp).collect();
+                    Log::starting_at(at_checkpoint, stamps)
+                });
+                (log, cp.undo_base)
             }
         };
         let mut r = Replica::new(id, config, app, now);
