@@ -38,8 +38,9 @@ use super::ReplicaId;
 /// whether the candidate restarted (`verso_vsr` `replica::recovery`). Version 3: read
 /// leases (PREPARE, HEARTBEAT and PREPAREOK carry them: `verso_vsr` `replica::lease`).
 /// Version 4: every payload is a `state_transfer::Payload` (a VSR message, or a chunk of
-/// a state transfer's data).
-pub const PROTOCOL_VERSION: u16 = 4;
+/// a state transfer's data). Version 5: `CatchUpReply` says whether more follows (replies
+/// are cut by bytes).
+pub const PROTOCOL_VERSION: u16 = 5;
 const NONCE_LEN: usize = 32;
 const MAC_LEN: usize = 32;
 const HELLO_LEN: usize = 2 + 1 + 1 + NONCE_LEN;

@@ -139,16 +139,7 @@ impl<A: App> Replica<A> {
         } else {
             self.config.flush_entries_max
         };
-        let entries: Vec<_> = self
-            .log
-            .entries_after(self.written_through, max)
-            .cloned()
-            .collect();
-        if let Some(last) = entries.last() {
-            self.written_through = last.vs.op;
-            self.actions
-                .push_back(super::Action::Write(DiskWrite::Append(entries)));
-        }
+        self.write_entries(max);
         let id = self.next_sync_id;
         self.next_sync_id += 1;
         let tail = self
@@ -295,15 +286,32 @@ impl<A: App> Replica<A> {
     }
 
     fn written_through_all(&mut self) {
-        let entries: Vec<_> = self
-            .log
-            .entries_after(self.written_through, usize::MAX)
-            .cloned()
-            .collect();
-        if let Some(last) = entries.last() {
-            self.written_through = last.vs.op;
+        self.write_entries(usize::MAX);
+    }
+
+    /// Hands at most `max` unwritten entries to the disk, in appends of at most
+    /// `message_bytes_max` of operations each (one larger entry alone): a disk frame has a
+    /// size limit too, and one past it would read back as a torn tail.
+    fn write_entries(&mut self, max: usize) {
+        let mut left = max;
+        while left > 0 {
+            let n = count_within(
+                self.log.entries_after(self.written_through, left),
+                self.config.message_bytes_max,
+                |e| e.op_bytes::<A>(),
+            );
+            if n == 0 {
+                return;
+            }
+            let entries: Vec<_> = self
+                .log
+                .entries_after(self.written_through, n)
+                .cloned()
+                .collect();
+            self.written_through = entries.last().expect("n > 0").vs.op;
             self.actions
                 .push_back(super::Action::Write(DiskWrite::Append(entries)));
+            left -= n;
         }
     }
 
@@ -523,4 +531,4 @@ impl<A: App> Replica<A> {
     }
 }
 
-use super::Config;
+use super::{count_within, Config};
