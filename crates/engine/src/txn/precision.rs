@@ -28,20 +28,29 @@ impl Txn<'_> {
         result.map(CommitTs)
     }
 
+    /// `ws` as the commit sink takes it: table names, not ids.
+    fn replicated_writes<'a>(
+        &self,
+        ws: &'a crate::write_set::WriteSet,
+    ) -> impl Iterator<Item = crate::ReplicatedWrite<'a>> + 'a
+    where
+        Self: 'a,
+    {
+        let db = self.db;
+        ws.entries().iter().map(move |e| crate::ReplicatedWrite {
+            table: &db.table_state_by_id(e.table).name,
+            key: ws.key(e),
+            value: ws.value(e),
+        })
+    }
+
     /// A replicated commit's write set must fit the replicated log's messages.
     fn replication_precheck(&self) -> Result<(), Error> {
         let (Some(sink), Some(ws)) = (self.db.commit_sink(), &self.writes) else {
             return Ok(());
         };
         let max = sink.write_set_bytes_max();
-        let db = self.db;
-        let bytes = crate::replicated::write_set_bytes(ws.entries().iter().map(|e| {
-            crate::ReplicatedWrite {
-                table: &db.table_state_by_id(e.table).name,
-                key: ws.key(e),
-                value: ws.value(e),
-            }
-        }));
+        let bytes = crate::replicated::write_set_bytes(self.replicated_writes(ws));
         if bytes > max {
             return Err(Error::TransactionTooLarge { bytes, max });
         }
@@ -117,13 +126,7 @@ impl Txn<'_> {
         }
         // Validated: the transaction is serialized at `cts`.
         if let (Some(sink), Some(slot)) = (sink, slot) {
-            let db = self.db;
-            let mut writes = ws.entries().iter().map(|e| crate::ReplicatedWrite {
-                table: &db.table_state_by_id(e.table).name,
-                key: ws.key(e),
-                value: ws.value(e),
-            });
-            sink.fill(slot, cts, &mut writes);
+            sink.fill(slot, cts, &mut self.replicated_writes(ws));
         }
         self.log_append(cts);
         for i in 0..held.records.len() {
