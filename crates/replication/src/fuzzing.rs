@@ -8,10 +8,32 @@
 use verso_engine::{Db, Options, ReplicatedWrite};
 
 use crate::checkpoint;
-use crate::state_transfer::{encode_message, Payload};
+use crate::state_transfer::{encode_message, Incoming, MessagePart, Payload};
 
 /// Runs every peer-facing decoder on `bytes`.
 pub fn decode_everything(bytes: &[u8]) {
+    decode_payload(bytes);
+    // The same bytes as the parts of one message, cut where the input says.
+    let dir = std::env::temp_dir();
+    let mut incoming = Incoming::new(&dir);
+    let cut = bytes.first().map_or(1, |b| usize::from(*b).max(1));
+    let n = bytes.len().div_ceil(cut);
+    for (seq, piece) in bytes.chunks(cut).enumerate() {
+        let part = MessagePart {
+            seq: seq as u32,
+            bytes: piece.to_vec(),
+            last: seq + 1 == n,
+        };
+        if let Some(whole) = incoming.on_part(1, part) {
+            assert_eq!(whole, bytes, "parts put back together are the bytes cut");
+            decode_payload(&whole);
+        }
+    }
+    load_checkpoint(bytes);
+}
+
+/// A payload decodes without panicking, and a message in it re-encodes to itself.
+fn decode_payload(bytes: &[u8]) {
     if let Ok(Payload::Vsr(m)) = postcard::from_bytes::<Payload>(bytes) {
         let again = encode_message(&m);
         match postcard::from_bytes::<Payload>(&again) {
@@ -19,6 +41,10 @@ pub fn decode_everything(bytes: &[u8]) {
             other => panic!("a re-encoded message decodes as {other:?}"),
         }
     }
+}
+
+/// Loads `bytes` as checkpoint data into a fresh database, which keeps working.
+fn load_checkpoint(bytes: &[u8]) {
     let db = Db::open(Options::default()).expect("a memory-only database opens");
     let _ = checkpoint::load_from(&mut &bytes[..], &db, "fuzz input");
     // Whatever was loaded, the database still takes a write above it and reads it back.

@@ -385,18 +385,35 @@ impl Run {
         );
     }
 
+    fn on_peer_message(&mut self, now: u64, from: u8, m: crate::state_transfer::Msg) {
+        if self.incoming.ready(&m) {
+            self.replica.handle_message(now, Address::Replica(from), m)
+        } else {
+            tracing::info!(from, "a state transfer without all its data, dropped");
+        }
+    }
+
     /// Handles one event; returns whether to stop.
     fn handle(&mut self, ev: Event) -> bool {
         let now = self.now();
         match ev {
             Event::Peer(from, bytes) => match postcard::from_bytes::<Payload>(&bytes) {
-                Ok(Payload::Vsr(m)) if self.incoming.ready(&m) => {
-                    self.replica.handle_message(now, Address::Replica(from), m)
-                }
-                Ok(Payload::Vsr(_)) => {
-                    tracing::info!(from, "a state transfer without all its data, dropped");
-                }
+                Ok(Payload::Vsr(m)) => self.on_peer_message(now, from, m),
                 Ok(Payload::StateData(d)) => self.incoming.on_data(from, d),
+                Ok(Payload::MessagePart(p)) => {
+                    let Some(whole) = self.incoming.on_part(from, p) else {
+                        return false;
+                    };
+                    match postcard::from_bytes::<Payload>(&whole) {
+                        Ok(Payload::Vsr(m)) => self.on_peer_message(now, from, m),
+                        Ok(_) => {
+                            tracing::warn!(from, "a message in parts is not a message; dropped")
+                        }
+                        Err(e) => {
+                            tracing::warn!(from, error = %e, "undecodable message from a peer, dropped");
+                        }
+                    }
+                }
                 Err(e) => {
                     tracing::warn!(from, error = %e, "undecodable message from a peer, dropped");
                 }

@@ -8,7 +8,11 @@
 //! arrive in order or not at all (`transport.rs`), so the receiver has the whole file when
 //! the message arrives, or it drops the message and asks again.
 //!
-//! Every payload between replicas is a [`Payload`]: a VSR message or a chunk.
+//! Every payload between replicas is a [`Payload`]: a VSR message, a chunk, or a part of a
+//! message too large for one payload. The message itself can be large: it carries the
+//! writes of every operation after the durable point, which under a stream of large values
+//! can pass the transport's 64 MiB; the stream thread then sends it in [`MessagePart`]s of
+//! 1 MiB, which the receiver puts back together (at most [`MESSAGE_BYTES_MAX`]).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -34,12 +38,27 @@ const CHUNK_BYTES: usize = 1 << 20;
 const QUEUED_MAX: u64 = 16 << 20;
 /// A stream that cannot hand a chunk to a peer for this long gives up (the peer asks again).
 const STALL_MAX: Duration = Duration::from_secs(10);
+/// A message larger than this goes in [`MessagePart`]s of this size.
+const PART_BYTES: usize = CHUNK_BYTES;
+/// The largest message a receiver puts back together from parts: what one frame of the
+/// replica log takes (`disk.rs`), where the receiver writes the snapshot it installs.
+pub(crate) const MESSAGE_BYTES_MAX: usize = 1 << 30;
 
 /// One piece of a state transfer's data file.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct StateData {
     pub(crate) file: String,
     /// 0, 1, 2, ... within the file.
+    pub(crate) seq: u32,
+    #[serde(with = "serde_bytes")]
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) last: bool,
+}
+
+/// One piece of an encoded [`Payload::Vsr`] too large for one payload. Pieces of one
+/// message follow each other on one connection, numbered from 0.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct MessagePart {
     pub(crate) seq: u32,
     #[serde(with = "serde_bytes")]
     pub(crate) bytes: Vec<u8>,
@@ -54,6 +73,7 @@ pub(crate) struct StateData {
 pub(crate) enum Payload {
     Vsr(Msg),
     StateData(StateData),
+    MessagePart(MessagePart),
 }
 
 /// [`Payload`], encoded without copying what it carries (the same encoding).
@@ -61,6 +81,7 @@ pub(crate) enum Payload {
 enum PayloadRef<'a> {
     Vsr(&'a Msg),
     StateData(&'a StateData),
+    MessagePart(&'a MessagePart),
 }
 
 pub(crate) fn encode_message(m: &Msg) -> Vec<u8> {
@@ -69,6 +90,33 @@ pub(crate) fn encode_message(m: &Msg) -> Vec<u8> {
 
 fn encode_data(d: &StateData) -> Vec<u8> {
     postcard::to_allocvec(&PayloadRef::StateData(d)).expect("serializing to memory")
+}
+
+/// Encodes `m` and hands it to `send` as one payload if it is at most `part_bytes` long,
+/// otherwise as [`MessagePart`]s of `part_bytes` (the last shorter).
+fn send_message(
+    m: &Msg,
+    part_bytes: usize,
+    mut send: impl FnMut(Vec<u8>) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let whole = encode_message(m);
+    if whole.len() <= part_bytes {
+        return send(whole);
+    }
+    let n = whole.len().div_ceil(part_bytes);
+    for (seq, bytes) in whole.chunks(part_bytes).enumerate() {
+        let part = MessagePart {
+            seq: u32::try_from(seq).map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "a message of 4 G parts")
+            })?,
+            bytes: bytes.to_vec(),
+            last: seq + 1 == n,
+        };
+        send(
+            postcard::to_allocvec(&PayloadRef::MessagePart(&part)).expect("serializing to memory"),
+        )?;
+    }
+    Ok(())
 }
 
 /// The data file a state transfer message names, if it is one.
@@ -144,8 +192,8 @@ impl<F: FnMut(StateData) -> std::io::Result<()>> Write for ChunkStream<'_, F> {
     }
 }
 
-/// Hands `data` to the transport for `to`, first waiting while the peer's queue is long.
-fn send_chunk(transport: &TransportHandle, to: u8, data: StateData) -> std::io::Result<()> {
+/// Hands `payload` to the transport for `to`, first waiting while the peer's queue is long.
+fn send_waiting(transport: &TransportHandle, to: u8, payload: Vec<u8>) -> std::io::Result<()> {
     let started = Instant::now();
     while transport.queued_bytes(to) > QUEUED_MAX {
         if started.elapsed() > STALL_MAX {
@@ -156,7 +204,7 @@ fn send_chunk(transport: &TransportHandle, to: u8, data: StateData) -> std::io::
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    transport.send(to, encode_data(&data));
+    transport.send(to, payload);
     Ok(())
 }
 
@@ -203,12 +251,17 @@ impl Outgoing {
             .name(format!("vsr-state-{to}"))
             .spawn(move || {
                 let started = Instant::now();
-                let mut stream = ChunkStream::new(&file, |d| send_chunk(&transport, to, d));
+                let mut stream =
+                    ChunkStream::new(&file, |d| send_waiting(&transport, to, encode_data(&d)));
                 let streamed = checkpoint::write_to(&mut stream, &db, cts);
                 drop(pinned);
-                match streamed.and_then(|stats| stream.finish().map(|()| stats)) {
+                let sent = streamed.and_then(|stats| {
+                    stream.finish()?;
+                    send_message(&message, PART_BYTES, |p| send_waiting(&transport, to, p))?;
+                    Ok(stats)
+                });
+                match sent {
                     Ok(stats) => {
-                        transport.send(to, encode_message(&message));
                         tracing::info!(
                             peer = to,
                             keys = stats.entries,
@@ -237,6 +290,11 @@ impl Outgoing {
 pub(crate) struct Incoming {
     dir: PathBuf,
     current: Option<Receiving>,
+    /// Per peer, the message being put back together from parts: the next part's number
+    /// and the bytes so far.
+    parts: BTreeMap<u8, (u32, Vec<u8>)>,
+    /// [`MESSAGE_BYTES_MAX`]; smaller in tests.
+    message_bytes_max: usize,
 }
 
 struct Receiving {
@@ -251,6 +309,8 @@ impl Incoming {
         Incoming {
             dir: dir.to_path_buf(),
             current: None,
+            parts: BTreeMap::new(),
+            message_bytes_max: MESSAGE_BYTES_MAX,
         }
     }
 
@@ -331,6 +391,34 @@ impl Incoming {
             drop(r.out);
             let _ = std::fs::remove_file(self.dir.join(format!("incoming-{}", r.file)));
         }
+    }
+
+    /// Takes one part of a large message from `from`; returns the message's encoding once
+    /// its last part is in. A part out of order (its connection broke, or the sender gave
+    /// up) drops what was gathered, as does passing [`MESSAGE_BYTES_MAX`]: the message is
+    /// lost, and the protocol asks again.
+    pub(crate) fn on_part(&mut self, from: u8, p: MessagePart) -> Option<Vec<u8>> {
+        if p.seq == 0 {
+            self.parts.insert(from, (0, Vec::new()));
+        }
+        let Some((next, bytes)) = self.parts.get_mut(&from) else {
+            return None; // the middle of a message whose start was lost
+        };
+        if *next != p.seq || bytes.len() + p.bytes.len() > self.message_bytes_max {
+            tracing::warn!(
+                from,
+                seq = p.seq,
+                "a large message arrived incomplete; dropped"
+            );
+            self.parts.remove(&from);
+            return None;
+        }
+        *next += 1;
+        bytes.extend_from_slice(&p.bytes);
+        if p.last {
+            return self.parts.remove(&from).map(|(_, bytes)| bytes);
+        }
+        None
     }
 
     /// Whether the data `message` names (if any) is here, whole: a state transfer whose data
@@ -445,5 +533,124 @@ mod tests {
         inc.on_data(2, chunk(b, 0, b"xy", true)); // a new leader's stream starts over
         assert_eq!(std::fs::read(dir.path().join(b)).unwrap(), b"xy");
         assert!(!dir.path().join(format!("incoming-{a}")).exists());
+    }
+
+    /// A state transfer whose operations after the durable point carry 3 MiB of values.
+    fn large_state_transfer() -> Msg {
+        use crate::op::{TxnWrites, Write};
+        use verso_vsr::client_table::ClientTable;
+        use verso_vsr::{Snapshot, ViewNum, Viewstamp};
+        let tail = (1..=3u64)
+            .map(|op| {
+                let writes = vec![Write {
+                    table: "kv".into(),
+                    key: format!("key{op}").into_bytes(),
+                    value: Some(vec![op as u8; 1 << 20]),
+                }];
+                (op, vec![TxnWrites { cts: op, writes }])
+            })
+            .collect();
+        Message::CatchUpState {
+            view: ViewNum::ZERO,
+            op_max: Viewstamp::ZERO,
+            snapshot: Snapshot {
+                ap: Viewstamp::ZERO,
+                tail: Vec::new(),
+                undo_base: Viewstamp::ZERO,
+                app: EngineSnapshot::Taken {
+                    file: "checkpoint-1-1.data".into(),
+                    durable_cts: 0,
+                    tail,
+                },
+                clients: ClientTable::new(8),
+            },
+            dp: Viewstamp::ZERO,
+            dp_min: Viewstamp::ZERO,
+        }
+    }
+
+    fn parts_of(m: &Msg, part_bytes: usize) -> Vec<MessagePart> {
+        let mut parts = Vec::new();
+        send_message(m, part_bytes, |bytes| {
+            match postcard::from_bytes::<Payload>(&bytes).unwrap() {
+                Payload::MessagePart(p) => parts.push(p),
+                other => panic!("expected a part: {other:?}"),
+            }
+            Ok(())
+        })
+        .unwrap();
+        parts
+    }
+
+    fn decode(bytes: &[u8]) -> Msg {
+        match postcard::from_bytes::<Payload>(bytes).unwrap() {
+            Payload::Vsr(m) => m,
+            other => panic!("expected a message: {other:?}"),
+        }
+    }
+
+    /// A message larger than a part goes in parts no larger than one (numbered, the last
+    /// marked), and comes back equal; a small one goes whole.
+    #[test]
+    fn a_large_message_goes_in_parts_and_comes_back_whole() {
+        let m = large_state_transfer();
+        let whole = encode_message(&m);
+        let parts = parts_of(&m, PART_BYTES);
+        assert_eq!(parts.len(), whole.len().div_ceil(PART_BYTES));
+        let dir = tempfile::tempdir().unwrap();
+        let mut inc = Incoming::new(dir.path());
+        let n = parts.len();
+        for (i, p) in parts.into_iter().enumerate() {
+            assert_eq!(p.seq as usize, i);
+            assert_eq!(p.last, i + 1 == n);
+            assert!(p.bytes.len() <= PART_BYTES);
+            let got = inc.on_part(1, p);
+            assert_eq!(got.is_some(), i + 1 == n, "part {i}");
+            if let Some(bytes) = got {
+                assert_eq!(bytes, whole);
+                assert_eq!(decode(&bytes), m);
+            }
+        }
+        let mut sent = Vec::new();
+        send_message(&m, whole.len(), |b| {
+            sent.push(b);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(decode(&sent[0]), m);
+    }
+
+    /// A lost part loses the message and nothing after it until the next message starts;
+    /// parts from two peers do not mix; a message past the limit is dropped.
+    #[test]
+    fn a_gap_or_an_oversized_message_loses_the_message_only() {
+        let m = large_state_transfer();
+        let dir = tempfile::tempdir().unwrap();
+        let mut inc = Incoming::new(dir.path());
+        let mut parts = parts_of(&m, PART_BYTES);
+        let n = parts.len();
+        assert!(n >= 3);
+        parts.remove(1);
+        for p in parts {
+            assert!(inc.on_part(1, p).is_none());
+        }
+        // Two peers' messages interleaved, each whole.
+        let (a, b) = (parts_of(&m, PART_BYTES), parts_of(&m, PART_BYTES));
+        let mut done = 0;
+        for (pa, pb) in a.into_iter().zip(b) {
+            for (from, p) in [(1, pa), (2, pb)] {
+                if let Some(bytes) = inc.on_part(from, p) {
+                    assert_eq!(decode(&bytes), m);
+                    done += 1;
+                }
+            }
+        }
+        assert_eq!(done, 2);
+        inc.message_bytes_max = 2 * PART_BYTES;
+        assert!(parts_of(&m, PART_BYTES)
+            .into_iter()
+            .all(|p| inc.on_part(1, p).is_none()));
+        assert!(inc.parts.is_empty(), "nothing is kept of a dropped message");
     }
 }

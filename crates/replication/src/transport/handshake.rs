@@ -39,8 +39,9 @@ use super::ReplicaId;
 /// leases (PREPARE, HEARTBEAT and PREPAREOK carry them: `verso_vsr` `replica::lease`).
 /// Version 4: every payload is a `state_transfer::Payload` (a VSR message, or a chunk of
 /// a state transfer's data). Version 5: `CatchUpReply` says whether more follows (replies
-/// are cut by bytes).
-pub const PROTOCOL_VERSION: u16 = 5;
+/// are cut by bytes). Version 6: a message too large for one payload goes in parts
+/// (`state_transfer::MessagePart`).
+pub const PROTOCOL_VERSION: u16 = 6;
 const NONCE_LEN: usize = 32;
 const MAC_LEN: usize = 32;
 const HELLO_LEN: usize = 2 + 1 + 1 + NONCE_LEN;
