@@ -10,7 +10,12 @@
 //! protocol allows; damage before the last sync is reported as an error instead).
 //!
 //! Compaction (thesis §4.2.2): a `Checkpoint` write first has its engine data written to a
-//! file beside the log (`checkpoint.rs`), then its frame appended. Once the replica trims
+//! file beside the log (`checkpoint.rs`), then its frame appended. The data is written by a
+//! thread of its own, which may take seconds for a large database: meanwhile `Append`s,
+//! `View`s and syncs go ahead of the checkpoint (as `verso_vsr::Action::Write` allows), so
+//! `WAIT`, VSR-Sync's writes and the slot moves' synchronous records do not wait for it;
+//! any other write waits, with everything after it. Once the data is in, the frame is
+//! appended, the file synced, and the replica told (`DiskDone::Checkpoint`). Once the replica trims
 //! its log (`TrimLog`, after the checkpoint is synced), the file is rewritten: the view, the
 //! checkpoint, a `LogBase`, and the live entries only, into `vsr.log.tmp`, synced and
 //! renamed over the log. The thread knows which frame holds each live entry (`Layout`), so
@@ -180,6 +185,28 @@ pub(crate) enum DiskJob {
     Stop,
 }
 
+/// What the disk thread reports.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum DiskDone {
+    /// Every write handed over before `Sync(id)` is durable (but a checkpoint still being
+    /// written aside).
+    Synced(u64),
+    /// The checkpoint taken at this viewstamp is durable.
+    Checkpoint(Viewstamp),
+}
+
+/// How often the disk thread looks whether a checkpoint's data is written, when nothing
+/// else wakes it.
+const CHECKPOINT_POLL: Duration = Duration::from_millis(5);
+
+/// A checkpoint whose data a thread of its own is writing.
+struct PendingCheckpoint {
+    write: Write_,
+    ap: Viewstamp,
+    started: Instant,
+    data: Receiver<std::io::Result<Option<crate::checkpoint::DataStats>>>,
+}
+
 /// What the disk thread tells the node's checkpoint trigger
 /// (`ClusterConfig::checkpoint_log_bytes`): it encodes every write, so it counts them.
 #[derive(Debug, Default)]
@@ -278,6 +305,10 @@ struct Writer {
     db: Arc<Db>,
     pin: GcPin,
     sizes: Arc<LogSizes>,
+    pending: Option<PendingCheckpoint>,
+    /// What waits for `pending`: the first write that may not pass it, and everything
+    /// handed over after that.
+    behind: VecDeque<DiskJob>,
 }
 
 impl Writer {
@@ -293,31 +324,125 @@ impl Writer {
             db: t.db,
             pin: t.pin,
             sizes: t.sizes,
+            pending: None,
+            behind: VecDeque::new(),
         })
     }
 
-    fn append(&mut self, write: &Write_) -> std::io::Result<()> {
-        if let DiskWrite::Checkpoint(s) = write {
-            if let EngineSnapshot::Taken {
-                file, durable_cts, ..
-            } = &s.app
-            {
-                let started = Instant::now();
-                let pinned = self.pin.release_on_drop(file);
-                let written = crate::checkpoint::write(&self.dir, file, &self.db, *durable_cts);
+    /// Whether `job` must wait for the checkpoint being written (module docs).
+    fn holds_back(&self, job: &DiskJob) -> bool {
+        let passes = matches!(
+            job,
+            DiskJob::Sync(_) | DiskJob::Write(DiskWrite::Append(_) | DiskWrite::View(_))
+        );
+        self.pending.is_some() && (!passes || !self.behind.is_empty())
+    }
+
+    /// Takes a write: appends it, starts writing a checkpoint's data aside, or keeps it
+    /// until that is done.
+    fn take_write(&mut self, write: Write_) -> std::io::Result<()> {
+        let job = DiskJob::Write(write);
+        if self.holds_back(&job) {
+            self.behind.push_back(job);
+            return Ok(());
+        }
+        let DiskJob::Write(write) = job else {
+            unreachable!("built above")
+        };
+        match write {
+            DiskWrite::Checkpoint(_) => {
+                self.start_checkpoint(write);
+                Ok(())
+            }
+            _ => self.append(&write),
+        }
+    }
+
+    /// Starts writing a checkpoint's data on a thread of its own; the frame waits for it.
+    fn start_checkpoint(&mut self, write: Write_) {
+        let DiskWrite::Checkpoint(s) = &write else {
+            unreachable!("a checkpoint")
+        };
+        let ap = s.ap;
+        let (tx, data) = std::sync::mpsc::channel();
+        // The entries logged from now on count towards the next checkpoint.
+        self.sizes.since_checkpoint.store(0, Ordering::Relaxed);
+        if let EngineSnapshot::Taken {
+            file, durable_cts, ..
+        } = &s.app
+        {
+            let (dir, db, file, cts) = (
+                self.dir.clone(),
+                self.db.clone(),
+                file.clone(),
+                *durable_cts,
+            );
+            // Released once the data is written, or if the thread unwinds or never runs.
+            let pinned = self.pin.release_on_drop(&file);
+            let job = move || {
+                let written = crate::checkpoint::write(&dir, &file, &db, cts);
                 drop(pinned);
-                let stats = written?;
-                self.sizes.checkpoint.store(stats.bytes, Ordering::Relaxed);
-                self.sizes.since_checkpoint.store(0, Ordering::Relaxed);
+                let _ = tx.send(written.map(Some));
+            };
+            if let Err(e) = std::thread::Builder::new()
+                .name("vsr-checkpoint".into())
+                .spawn(job)
+            {
+                // The closure, and the pin with it, is gone: report the failure.
+                let (tx, rx) = std::sync::mpsc::channel();
+                let _ = tx.send(Err(e));
+                self.pending = Some(PendingCheckpoint {
+                    write,
+                    ap,
+                    started: Instant::now(),
+                    data: rx,
+                });
+                return;
+            }
+        } else {
+            let _ = tx.send(Ok(None)); // an empty state has no data
+        }
+        self.pending = Some(PendingCheckpoint {
+            write,
+            ap,
+            started: Instant::now(),
+            data,
+        });
+    }
+
+    /// If the checkpoint being written has its data, appends its frame and syncs: returns
+    /// its `ap`, or `None` while it is still being written (or none is).
+    fn finish_checkpoint(&mut self) -> std::io::Result<Option<Viewstamp>> {
+        let Some(p) = &self.pending else {
+            return Ok(None);
+        };
+        let stats = match p.data.try_recv() {
+            Ok(r) => r?,
+            Err(std::sync::mpsc::TryRecvError::Empty) => return Ok(None),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                return Err(std::io::Error::other("the checkpoint writer stopped"))
+            }
+        };
+        let p = self.pending.take().expect("checked");
+        if let (Some(stats), DiskWrite::Checkpoint(s)) = (stats, &p.write) {
+            self.sizes.checkpoint.store(stats.bytes, Ordering::Relaxed);
+            if let EngineSnapshot::Taken { file, .. } = &s.app {
                 tracing::info!(
                     file = %file,
                     keys = stats.entries,
                     bytes = stats.bytes,
-                    ms = started.elapsed().as_millis() as u64,
+                    ms = p.started.elapsed().as_millis() as u64,
                     "wrote a replica checkpoint"
                 );
             }
         }
+        self.append(&p.write)?;
+        self.sync()?;
+        Ok(Some(p.ap))
+    }
+
+    /// Appends one write's frame (a checkpoint's data is written already).
+    fn append(&mut self, write: &Write_) -> std::io::Result<()> {
         let mut frame = Vec::new();
         encode(write, &mut frame);
         self.out.write_all(&frame)?;
@@ -452,10 +577,11 @@ fn read_entries(
 
 /// Runs the disk thread: appends writes in order, and on `Sync(id)` makes them durable and
 /// reports `id` through `done`, starting a sync no sooner than `gap` after the last one
-/// ended (`ClusterConfig::lazy_sync_gap`; writes queued meanwhile join it). An I/O error
-/// is fatal for the replica (it must not acknowledge what it cannot keep): the thread
-/// reports it and stops.
-pub(crate) fn run(t: DiskThread, jobs: Receiver<DiskJob>, done: impl Fn(Result<u64, String>)) {
+/// ended (`ClusterConfig::lazy_sync_gap`; writes queued meanwhile join it). A checkpoint's
+/// data is written aside (module docs) and reported when durable. An I/O error is fatal
+/// for the replica (it must not acknowledge what it cannot keep): the thread reports it and
+/// stops.
+pub(crate) fn run(t: DiskThread, jobs: Receiver<DiskJob>, done: impl Fn(Result<DiskDone, String>)) {
     let fail = |e: std::io::Error| format!("replica log: {e}");
     let gap = t.gap;
     let mut w = match Writer::new(t) {
@@ -463,14 +589,53 @@ pub(crate) fn run(t: DiskThread, jobs: Receiver<DiskJob>, done: impl Fn(Result<u
         Err(e) => return done(Err(fail(e))),
     };
     let mut synced_at: Option<Instant> = None;
-    while let Ok(first) = jobs.recv() {
+    // Jobs that waited behind a checkpoint now written, taken before the channel's.
+    let mut released: VecDeque<DiskJob> = VecDeque::new();
+    loop {
+        match w.finish_checkpoint() {
+            Ok(Some(ap)) => {
+                synced_at = Some(Instant::now());
+                done(Ok(DiskDone::Checkpoint(ap)));
+                released.extend(w.behind.drain(..));
+            }
+            Ok(None) => {}
+            Err(e) => return done(Err(fail(e))),
+        }
+        let next = |released: &mut VecDeque<DiskJob>, block: bool| -> Option<DiskJob> {
+            if let Some(job) = released.pop_front() {
+                return Some(job);
+            }
+            if !block {
+                return jobs.try_recv().ok();
+            }
+            jobs.recv_timeout(CHECKPOINT_POLL).ok()
+        };
+        let first = if released.is_empty() && w.pending.is_none() {
+            match jobs.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            }
+        } else {
+            match next(&mut released, true) {
+                Some(job) => job,
+                None => continue, // time to look at the checkpoint again
+            }
+        };
         let mut sync = None;
         let mut stop = false;
         let mut result = Ok(());
         // Takes one job; false once it is time to stop taking more.
         let mut take = |job: DiskJob, sync: &mut Option<u64>, stop: &mut bool| {
+            if matches!(job, DiskJob::Stop) {
+                *stop = true;
+                return false;
+            }
+            if w.holds_back(&job) {
+                w.behind.push_back(job);
+                return true;
+            }
             match job {
-                DiskJob::Write(write) => result = w.append(&write).map_err(fail),
+                DiskJob::Write(write) => result = w.take_write(write).map_err(fail),
                 DiskJob::Sync(id) => *sync = Some(id),
                 DiskJob::Stop => *stop = true,
             }
@@ -479,9 +644,9 @@ pub(crate) fn run(t: DiskThread, jobs: Receiver<DiskJob>, done: impl Fn(Result<u
         // Take everything already queued: one fdatasync covers it all.
         let mut more = take(first, &mut sync, &mut stop);
         while more {
-            match jobs.try_recv() {
-                Ok(job) => more = take(job, &mut sync, &mut stop),
-                Err(_) => break,
+            match next(&mut released, false) {
+                Some(job) => more = take(job, &mut sync, &mut stop),
+                None => break,
             }
         }
         if more && sync.is_some() {
@@ -489,9 +654,9 @@ pub(crate) fn run(t: DiskThread, jobs: Receiver<DiskJob>, done: impl Fn(Result<u
                 std::thread::sleep(wait);
                 // What arrived meanwhile goes in this sync too.
                 while more {
-                    match jobs.try_recv() {
-                        Ok(job) => more = take(job, &mut sync, &mut stop),
-                        Err(_) => break,
+                    match next(&mut released, false) {
+                        Some(job) => more = take(job, &mut sync, &mut stop),
+                        None => break,
                     }
                 }
             }
@@ -500,7 +665,7 @@ pub(crate) fn run(t: DiskThread, jobs: Receiver<DiskJob>, done: impl Fn(Result<u
             result = w.sync().map_err(fail);
             synced_at = Some(Instant::now());
             if result.is_ok() {
-                done(Ok(id));
+                done(Ok(DiskDone::Synced(id)));
             }
         }
         if let Err(e) = result {
@@ -508,6 +673,7 @@ pub(crate) fn run(t: DiskThread, jobs: Receiver<DiskJob>, done: impl Fn(Result<u
             return;
         }
         if stop {
+            // A checkpoint still being written is dropped, as by a crash.
             let _ = w.out.flush();
             return;
         }
@@ -604,9 +770,34 @@ mod tests {
     type Started = (
         Disk,
         Sender<DiskJob>,
-        Receiver<Result<u64, String>>,
+        Receiver<Result<DiskDone, String>>,
         std::thread::JoinHandle<()>,
     );
+
+    /// Takes the thread's reports until `until` (counting the checkpoints reported on the
+    /// way in `checkpoints`), or until every checkpoint handed over is reported.
+    fn await_done(
+        done_rx: &Receiver<Result<DiskDone, String>>,
+        until: Option<u64>,
+        checkpoints: &mut VecDeque<Viewstamp>,
+    ) -> Result<(), TestCaseError> {
+        loop {
+            if until.is_none() && checkpoints.is_empty() {
+                return Ok(());
+            }
+            match done_rx.recv_timeout(Duration::from_secs(30)) {
+                Ok(Ok(DiskDone::Synced(id))) => {
+                    if Some(id) == until {
+                        return Ok(());
+                    }
+                }
+                Ok(Ok(DiskDone::Checkpoint(ap))) => {
+                    prop_assert_eq!(checkpoints.pop_front(), Some(ap), "checkpoints in order");
+                }
+                other => return Err(TestCaseError::fail(format!("disk thread: {other:?}"))),
+            }
+        }
+    }
 
     /// Recovers `dir` and starts a disk thread on it.
     fn start(dir: &Path, db: &Arc<Db>) -> Started {
@@ -648,6 +839,8 @@ mod tests {
             let mut view = ViewNum { counter: 1, replica: 0 };
             let (mut next_op, mut files, mut syncs) = (1u64, 0u64, 0u64);
             let mut trimmed_last = false;
+            // Checkpoints handed over and not yet reported durable.
+            let mut checkpoints: VecDeque<Viewstamp> = VecDeque::new();
             let do_write = |w: Write_, model: &mut Disk, jobs: &Sender<DiskJob>, trimmed: &mut bool| {
                 *trimmed = matches!(w, DiskWrite::TrimLog { .. });
                 model.apply(&w, None);
@@ -698,6 +891,7 @@ mod tests {
                             },
                             clients: ClientTable::new(8),
                         };
+                        checkpoints.push_back(ap);
                         do_write(DiskWrite::Checkpoint(snapshot), &mut model, &jobs, &mut trimmed_last);
                     }
                     Step::Trim(pick) => {
@@ -724,6 +918,8 @@ mod tests {
                         next_op += 5;
                     }
                     Step::Restart => {
+                        // A checkpoint still being written would be lost, as by a crash.
+                        await_done(&done_rx, None, &mut checkpoints)?;
                         jobs.send(DiskJob::Stop).unwrap();
                         runner.join().unwrap();
                         let disk;
@@ -733,10 +929,11 @@ mod tests {
                     Step::Sync => {
                         syncs += 1;
                         jobs.send(DiskJob::Sync(syncs)).unwrap();
-                        prop_assert_eq!(done_rx.recv().unwrap(), Ok(syncs));
+                        await_done(&done_rx, Some(syncs), &mut checkpoints)?;
                     }
                 }
             }
+            await_done(&done_rx, None, &mut checkpoints)?;
             jobs.send(DiskJob::Stop).unwrap();
             runner.join().unwrap();
             let (rec, _, _) = recover(dir.path()).unwrap();

@@ -18,7 +18,7 @@ use verso_vsr::{Action, Address, Message, Replica, Request, Role};
 use crate::app::{retract_unlogged, EngineApp, Local};
 use crate::checkpoint::GcPin;
 use crate::config::ClusterConfig;
-use crate::disk::{self, DiskHandle, DiskJob};
+use crate::disk::{self, DiskDone, DiskHandle, DiskJob};
 use crate::op::{Batch, TxnWrites};
 use crate::shared::{Replication, Slot};
 use crate::state_transfer::{self, Incoming, Outgoing, Payload};
@@ -43,7 +43,7 @@ const STATUS_EVERY: Duration = Duration::from_millis(50);
 
 enum Event {
     Peer(u8, Vec<u8>),
-    Synced(Result<u64, String>),
+    Disk(Result<DiskDone, String>),
     Wake,
     Stop,
 }
@@ -146,7 +146,7 @@ impl Node {
             .name(format!("vsr-disk-{me}"))
             .spawn(move || {
                 disk::run(disk_thread, jobs_rx, |r| {
-                    let _ = tx.send(Event::Synced(r));
+                    let _ = tx.send(Event::Disk(r));
                 })
             })
             .map_err(|e| e.to_string())?;
@@ -418,8 +418,11 @@ impl Run {
                     tracing::warn!(from, error = %e, "undecodable message from a peer, dropped");
                 }
             },
-            Event::Synced(Ok(id)) => self.replica.handle_synced(now, id),
-            Event::Synced(Err(e)) => {
+            Event::Disk(Ok(DiskDone::Synced(id))) => self.replica.handle_synced(now, id),
+            Event::Disk(Ok(DiskDone::Checkpoint(ap))) => {
+                self.replica.handle_checkpoint_durable(now, ap)
+            }
+            Event::Disk(Err(e)) => {
                 // It must not acknowledge what it cannot keep; a restart recovers what the
                 // disk holds.
                 tracing::error!(error = %e, "the replica log failed; stopping the server");

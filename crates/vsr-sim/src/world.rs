@@ -36,6 +36,10 @@ pub struct Outcome {
     pub recovery_ms: u64,
     /// Reads a primary answered under its lease (checked with the rest).
     pub lease_reads: u64,
+    /// Checkpoints a disk wrote aside and reported durable.
+    pub checkpoints_durable: u64,
+    /// Writes and syncs that went ahead of a checkpoint being written.
+    pub passed_checkpoints: u64,
 }
 
 enum Event {
@@ -48,6 +52,11 @@ enum Event {
         replica: u8,
         incarnation: u64,
         id: u64,
+    },
+    /// The checkpoint a replica's disk was writing aside is written and synced.
+    CheckpointDone {
+        replica: u8,
+        incarnation: u64,
     },
     Restart {
         replica: u8,
@@ -69,6 +78,12 @@ struct PendingRead {
     start: u64,
 }
 
+/// What a replica hands its disk.
+enum DiskItem {
+    Write(Write),
+    Sync(u64),
+}
+
 /// A replica's machine: the process (absent while crashed) and its disk.
 struct Node {
     replica: Option<Replica<KvApp>>,
@@ -78,6 +93,11 @@ struct Node {
     unsynced: Vec<Write>,
     /// Per pending sync: its id and how many unsynced writes it covers.
     syncs: VecDeque<(u64, usize)>,
+    /// A checkpoint being written aside: `Append`s, `View`s and syncs go ahead of it
+    /// (`verso_vsr::Action::Write`); anything else waits in `behind`, with everything
+    /// handed to the disk after it.
+    checkpoint: Option<Write>,
+    behind: VecDeque<DiskItem>,
     /// When the disk's last sync completes (syncs complete in order).
     disk_free_at: u64,
     /// Restarted and not yet holding what was acknowledged before (see `Faults::Minority`).
@@ -216,6 +236,8 @@ impl World {
                 durable: Disk::default(),
                 unsynced: Vec::new(),
                 syncs: VecDeque::new(),
+                checkpoint: None,
+                behind: VecDeque::new(),
                 disk_free_at: 0,
                 amnesia_until: None,
                 traced: None,
@@ -553,6 +575,10 @@ impl World {
                     .handle_synced(now, id);
                 self.drain(replica);
             }
+            Event::CheckpointDone {
+                replica,
+                incarnation,
+            } => self.checkpoint_done(replica, incarnation),
             Event::Restart { replica } => self.restart(replica),
             Event::Fault => {
                 if self.faults_on {
@@ -591,31 +617,106 @@ impl World {
         while let Some(a) = self.nodes[i].replica.as_mut().and_then(|x| x.poll_action()) {
             match a {
                 Action::Send { to, message } => self.send(Address::Replica(r), to, message),
-                Action::Write(w) => self.nodes[i].unsynced.push(w),
-                Action::Sync { id } => {
-                    let stall = self.faults_on && self.rng.chance(self.stall_ppm);
-                    let latency = if stall {
-                        self.rng.range(200, 1500)
-                    } else {
-                        self.rng.range(1, 8)
-                    };
-                    let node = &mut self.nodes[i];
-                    let count = node.unsynced.len();
-                    node.syncs.push_back((id, count));
-                    let at = node.disk_free_at.max(self.now) + latency;
-                    node.disk_free_at = at;
-                    let incarnation = node.incarnation;
-                    self.schedule(
-                        at,
-                        Event::SyncDone {
-                            replica: r,
-                            incarnation,
-                            id,
-                        },
-                    );
-                }
+                Action::Write(w) => self.hand_to_disk(r, DiskItem::Write(w)),
+                Action::Sync { id } => self.hand_to_disk(r, DiskItem::Sync(id)),
             }
         }
+    }
+
+    /// Hands a write or a sync to replica `r`'s disk, which writes a checkpoint aside as
+    /// the real one does (`verso_vsr::Action::Write`): it takes a while, and only
+    /// `Append`s, `View`s and syncs may pass it.
+    fn hand_to_disk(&mut self, r: u8, item: DiskItem) {
+        let node = &mut self.nodes[usize::from(r)];
+        let passes = match &item {
+            DiskItem::Write(DiskWrite::Append(_) | DiskWrite::View(_)) | DiskItem::Sync(_) => true,
+            DiskItem::Write(_) => false,
+        };
+        if node.checkpoint.is_some() {
+            if !passes || !node.behind.is_empty() {
+                node.behind.push_back(item);
+                return;
+            }
+            self.outcome.passed_checkpoints += 1;
+        }
+        let stall = self.faults_on && self.rng.chance(self.stall_ppm);
+        match item {
+            DiskItem::Write(w @ DiskWrite::Checkpoint(_)) => {
+                node.checkpoint = Some(w);
+                let latency = if stall {
+                    self.rng.range(200, 1500)
+                } else {
+                    self.rng.range(1, 40)
+                };
+                let incarnation = node.incarnation;
+                self.schedule(
+                    self.now + latency,
+                    Event::CheckpointDone {
+                        replica: r,
+                        incarnation,
+                    },
+                );
+            }
+            DiskItem::Write(w) => node.unsynced.push(w),
+            DiskItem::Sync(id) => {
+                let latency = if stall {
+                    self.rng.range(200, 1500)
+                } else {
+                    self.rng.range(1, 8)
+                };
+                let count = node.unsynced.len();
+                node.syncs.push_back((id, count));
+                let at = node.disk_free_at.max(self.now) + latency;
+                node.disk_free_at = at;
+                let incarnation = node.incarnation;
+                self.schedule(
+                    at,
+                    Event::SyncDone {
+                        replica: r,
+                        incarnation,
+                        id,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Replica `r`'s disk finished the checkpoint it was writing aside: its frame goes to
+    /// the log and the file is synced (everything written so far becomes durable); then
+    /// what waited behind it goes on.
+    fn checkpoint_done(&mut self, r: u8, incarnation: u64) {
+        let i = usize::from(r);
+        let now = self.local(i);
+        let node = &mut self.nodes[i];
+        if node.incarnation != incarnation || node.replica.is_none() {
+            return;
+        }
+        let w = node
+            .checkpoint
+            .take()
+            .expect("a checkpoint was being written");
+        let DiskWrite::Checkpoint(snapshot) = &w else {
+            unreachable!("only a checkpoint is written aside")
+        };
+        let ap = snapshot.ap;
+        node.unsynced.push(w);
+        let count = node.unsynced.len();
+        for w in node.unsynced.drain(..) {
+            node.durable.apply(&w, None);
+        }
+        for s in &mut node.syncs {
+            s.1 = s.1.saturating_sub(count);
+        }
+        node.replica
+            .as_mut()
+            .expect("checked")
+            .handle_checkpoint_durable(now, ap);
+        self.outcome.checkpoints_durable += 1;
+        let behind = std::mem::take(&mut self.nodes[i].behind);
+        for item in behind {
+            self.hand_to_disk(r, item);
+        }
+        self.drain(r);
     }
 
     fn drain_client(&mut self, c: usize) {
@@ -895,6 +996,10 @@ impl World {
             node.durable.apply(w, part);
         }
         node.syncs.clear();
+        // A checkpoint being written aside, and what waited behind it, never reached the
+        // log.
+        node.checkpoint = None;
+        node.behind.clear();
         node.disk_free_at = self.now;
         self.outcome.crashes += 1;
         self.log(|| format!("crash replica {r} (kept {keep} unsynced writes)"));

@@ -78,6 +78,22 @@ fn vsr_sync_mode_passes_the_same_checks() {
     assert_eq!(lost, 0);
 }
 
+/// Disks write checkpoints aside, letting appends and syncs pass them, and report each
+/// one durable: the runs above go through that, not around it.
+#[test]
+fn checkpoints_are_written_aside_and_reported() {
+    let (mut durable, mut passed) = (0, 0);
+    for seed in 6_000_000..6_000_300 {
+        let mut cfg = SimConfig::new(seed);
+        cfg.faults = Faults::Total;
+        let o = run(&cfg).unwrap_or_else(|f| panic!("{f}"));
+        durable += o.checkpoints_durable;
+        passed += o.passed_checkpoints;
+    }
+    assert!(durable > 100, "{durable} checkpoints reported durable");
+    assert!(passed > 100, "{passed} writes and syncs went ahead of a checkpoint");
+}
+
 #[test]
 fn a_seed_reproduces_its_run() {
     let mut cfg = SimConfig::new(77);

@@ -5,7 +5,8 @@
 //! acknowledged after every replica crashes at once, rolling back (with the application's
 //! undo information) whatever a replica applied that the group forgot. The replica is a
 //! state machine in the quinn-proto style: [`Replica::handle_message`],
-//! [`Replica::handle_timeout`] and [`Replica::handle_synced`] feed it, and
+//! [`Replica::handle_timeout`], [`Replica::handle_synced`] and
+//! [`Replica::handle_checkpoint_durable`] feed it, and
 //! [`Replica::poll_action`] drains what to send and write. No threads, sockets, clocks or
 //! global randomness: time is a parameter and randomness a seed, so a simulator can drive
 //! it deterministically (`verso-vsr-sim`).

@@ -194,6 +194,9 @@ impl<A: App> Replica<A> {
         }
         self.written_through = snapshot.ap.op;
         self.last_checkpoint_op = snapshot.ap.op;
+        // The install replaces a checkpoint still being written (the disk finishes that
+        // one first): its report is no longer awaited.
+        self.checkpoint_pending = None;
         self.actions
             .push_back(super::Action::Write(super::DiskWrite::Install(snapshot)));
         self.flush(true);

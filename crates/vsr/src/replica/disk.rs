@@ -190,16 +190,22 @@ impl<A: App> Replica<A> {
         for d in due {
             self.run_deferred(d);
         }
-        if let Some((sid, ap)) = self.checkpoint_sync {
-            if sid <= id {
-                self.checkpoint_sync = None;
-                self.checkpoint_written(ap);
-            }
-        }
         if self.disk_op_max != before {
             self.on_disk_advanced();
         }
         self.maybe_background_flush();
+        self.check_invariants();
+    }
+
+    /// The disk holds the checkpoint taken at `ap`, durably (with every write before it).
+    /// A report of a checkpoint this replica no longer waits for (a state transfer replaced
+    /// it) is ignored.
+    pub fn handle_checkpoint_durable(&mut self, now: u64, ap: Viewstamp) {
+        self.advance(now);
+        if self.checkpoint_pending == Some(ap) {
+            self.checkpoint_pending = None;
+            self.checkpoint_written(ap);
+        }
         self.check_invariants();
     }
 
@@ -269,7 +275,7 @@ impl<A: App> Replica<A> {
     }
 
     fn take_checkpoint(&mut self) -> bool {
-        if self.checkpoint_sync.is_some() {
+        if self.checkpoint_pending.is_some() {
             return false;
         }
         let op_max = self.log.op_max();
@@ -279,8 +285,8 @@ impl<A: App> Replica<A> {
         self.written_through_all();
         self.actions
             .push_back(super::Action::Write(DiskWrite::Checkpoint(snapshot)));
-        let id = self.flush(true);
-        self.checkpoint_sync = Some((id, op_max));
+        self.flush(true);
+        self.checkpoint_pending = Some(op_max);
         self.stats.checkpoints += 1;
         true
     }

@@ -42,9 +42,17 @@ pub enum Action<O, R, S> {
     },
     /// Apply a write to the disk, after every write before it. It need not be durable
     /// until a later `Sync` completes; a crash may lose it, or keep a prefix of it.
+    ///
+    /// A [`DiskWrite::Checkpoint`] is the exception, because the application may write a
+    /// whole copy of its state beside the log for it: the disk may take its time, letting
+    /// later `Append` and `View` writes and `Sync`s go ahead of it (but no other write,
+    /// which waits, and everything after that), and calls
+    /// [`Replica::handle_checkpoint_durable`] once the checkpoint is durable. A `Sync`
+    /// that went ahead of it says nothing about it.
     Write(DiskWrite<O, R, S>),
-    /// Make every earlier write durable, then call [`Replica::handle_synced`] with `id`.
-    /// Syncs complete in the order they were asked for.
+    /// Make every earlier write durable (a checkpoint still being written aside), then
+    /// call [`Replica::handle_synced`] with `id`. Syncs complete in the order they were
+    /// asked for.
     Sync { id: u64 },
 }
 
@@ -337,8 +345,8 @@ pub struct Replica<A: App> {
     /// The background flush's sync, if one is in flight (one at a time: double buffering).
     background_sync: Option<u64>,
     deferred: Vec<(u64, Deferred)>,
-    /// The checkpoint being written: its sync id and `ap`.
-    checkpoint_sync: Option<(u64, Viewstamp)>,
+    /// The `ap` of the checkpoint being written (at most one at a time).
+    checkpoint_pending: Option<Viewstamp>,
     last_checkpoint_op: u64,
     now: u64,
     view_change_at: u64,
@@ -391,7 +399,7 @@ impl<A: App> Replica<A> {
             next_sync_id: 1,
             background_sync: None,
             deferred: Vec::new(),
-            checkpoint_sync: None,
+            checkpoint_pending: None,
             last_checkpoint_op: 0,
             now,
             view_change_at: 0,
@@ -752,7 +760,7 @@ impl<A: App> Replica<A> {
         }
         (self.next_sync_id, self.background_sync).hash(h);
         self.deferred.hash(h);
-        (self.checkpoint_sync, self.last_checkpoint_op).hash(h);
+        (self.checkpoint_pending, self.last_checkpoint_op).hash(h);
         self.catch_up_retry_at.is_some().hash(h);
         self.amnesia.hash(h);
     }

@@ -395,10 +395,18 @@ impl VsrModel {
                 let node = &mut s.nodes[usize::from(*r)];
                 let mut id = None;
                 let mut taken = 0;
+                // This disk writes a checkpoint in order (the replica allows later writes
+                // to pass one, but need not): it is durable with the sync after it.
+                let mut checkpoint = None;
                 for p in &node.pending {
                     taken += 1;
                     match p {
-                        Pending::Write(w) => node.disk.apply(w, None),
+                        Pending::Write(w) => {
+                            if let DiskWrite::Checkpoint(cp) = w {
+                                checkpoint = Some(cp.ap);
+                            }
+                            node.disk.apply(w, None)
+                        }
                         Pending::Sync(i) => {
                             id = Some(*i);
                             break;
@@ -408,7 +416,11 @@ impl VsrModel {
                 node.pending.drain(..taken);
                 let id = id.expect("a pending sync");
                 let now = node.clock;
-                node.replica.as_mut().expect("alive").handle_synced(now, id);
+                let replica = node.replica.as_mut().expect("alive");
+                replica.handle_synced(now, id);
+                if let Some(ap) = checkpoint {
+                    replica.handle_checkpoint_durable(now, ap);
+                }
                 self.drain(s, *r);
             }
             Act::Crash { r, keep } => {
