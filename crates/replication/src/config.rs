@@ -112,8 +112,8 @@ pub struct ClusterConfig {
     /// more than the log it lets go, as Redis's `auto-aof-rewrite-min-size` with a growth of
     /// 100 %); 0: never by size. Each writes the engine's state through the durable point to
     /// a file beside the replica log and lets the log drop what every replica holds on its
-    /// disk (`checkpoint.rs`, `disk.rs`). It scans every key, and holds the replica's disk
-    /// syncs while it writes (`WAIT` and, under VSR-Sync, writes wait that long).
+    /// disk (`checkpoint.rs`, `disk.rs`). It scans every key, on a thread of its own: the
+    /// replica log goes on appending and syncing meanwhile (`disk.rs`).
     pub checkpoint_log_bytes: u64,
     /// Also a checkpoint every this many log entries (0: not by count). For tests: under
     /// load an entry carries hundreds of commits, and when idle one, so a count says little
