@@ -329,6 +329,19 @@ impl Writer {
         })
     }
 
+    /// Stops with a checkpoint still being written, or waiting: they are dropped, as by a
+    /// crash (recovery removes a data file no checkpoint names). The GC pins of those
+    /// waiting are released here; the one being written releases its own when done.
+    fn abandon(&mut self) {
+        for job in self.behind.drain(..) {
+            if let DiskJob::Write(DiskWrite::Checkpoint(s)) = job {
+                if let EngineSnapshot::Taken { file, .. } = &s.app {
+                    self.pin.release(file);
+                }
+            }
+        }
+    }
+
     /// Whether `job` must wait for the checkpoint being written (module docs).
     fn holds_back(&self, job: &DiskJob) -> bool {
         let passes = matches!(
@@ -601,24 +614,22 @@ pub(crate) fn run(t: DiskThread, jobs: Receiver<DiskJob>, done: impl Fn(Result<D
             Ok(None) => {}
             Err(e) => return done(Err(fail(e))),
         }
-        let next = |released: &mut VecDeque<DiskJob>, block: bool| -> Option<DiskJob> {
-            if let Some(job) = released.pop_front() {
-                return Some(job);
-            }
-            if !block {
-                return jobs.try_recv().ok();
-            }
-            jobs.recv_timeout(CHECKPOINT_POLL).ok()
+        let next = |released: &mut VecDeque<DiskJob>| -> Option<DiskJob> {
+            released.pop_front().or_else(|| jobs.try_recv().ok())
         };
-        let first = if released.is_empty() && w.pending.is_none() {
+        let first = if let Some(job) = released.pop_front() {
+            job
+        } else if w.pending.is_none() {
             match jobs.recv() {
                 Ok(job) => job,
-                Err(_) => return,
+                Err(_) => return w.abandon(),
             }
         } else {
-            match next(&mut released, true) {
-                Some(job) => job,
-                None => continue, // time to look at the checkpoint again
+            match jobs.recv_timeout(CHECKPOINT_POLL) {
+                Ok(job) => job,
+                // Time to look at the checkpoint again.
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return w.abandon(),
             }
         };
         let mut sync = None;
@@ -644,7 +655,7 @@ pub(crate) fn run(t: DiskThread, jobs: Receiver<DiskJob>, done: impl Fn(Result<D
         // Take everything already queued: one fdatasync covers it all.
         let mut more = take(first, &mut sync, &mut stop);
         while more {
-            match next(&mut released, false) {
+            match next(&mut released) {
                 Some(job) => more = take(job, &mut sync, &mut stop),
                 None => break,
             }
@@ -654,7 +665,7 @@ pub(crate) fn run(t: DiskThread, jobs: Receiver<DiskJob>, done: impl Fn(Result<D
                 std::thread::sleep(wait);
                 // What arrived meanwhile goes in this sync too.
                 while more {
-                    match next(&mut released, false) {
+                    match next(&mut released) {
                         Some(job) => more = take(job, &mut sync, &mut stop),
                         None => break,
                     }
@@ -673,9 +684,8 @@ pub(crate) fn run(t: DiskThread, jobs: Receiver<DiskJob>, done: impl Fn(Result<D
             return;
         }
         if stop {
-            // A checkpoint still being written is dropped, as by a crash.
             let _ = w.out.flush();
-            return;
+            return w.abandon();
         }
     }
 }

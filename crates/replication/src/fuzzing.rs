@@ -20,6 +20,8 @@ pub fn decode_everything(bytes: &[u8]) {
     let n = bytes.len().div_ceil(cut);
     for (seq, piece) in bytes.chunks(cut).enumerate() {
         let part = MessagePart {
+            id: 7,
+            len: bytes.len() as u64,
             seq: seq as u32,
             bytes: piece.to_vec(),
             last: seq + 1 == n,

@@ -343,8 +343,11 @@ impl Run {
             }
             self.shared.clear_signal();
             self.follow_role();
+            let phase = Instant::now();
             self.propose();
+            let proposed = phase.elapsed();
             self.carry_out();
+            let carried = phase.elapsed() - proposed;
             // Carrying out may have changed the role (a reply can't, but be exact).
             self.follow_role();
             let lease = self.replica.lease_until();
@@ -357,6 +360,8 @@ impl Run {
                     ms = round.elapsed().as_millis() as u64,
                     events,
                     events_ms = handled.as_millis() as u64,
+                    propose_ms = proposed.as_millis() as u64,
+                    carry_out_ms = carried.as_millis() as u64,
                     "a slow round of the replication thread: a backup that handles nothing \
                      from its primary for view_change_timeout_ms starts a view change (raise it \
                      on a busy machine)"

@@ -56,9 +56,13 @@ pub(crate) struct StateData {
 }
 
 /// One piece of an encoded [`Payload::Vsr`] too large for one payload. Pieces of one
-/// message follow each other on one connection, numbered from 0.
+/// message follow each other on one connection, numbered from 0; `id` tells one message's
+/// pieces from another's (the transport may drop the end of one and the start of the next,
+/// which must not splice), and `len` is the whole message's, checked at the end.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct MessagePart {
+    pub(crate) id: u64,
+    pub(crate) len: u64,
     pub(crate) seq: u32,
     #[serde(with = "serde_bytes")]
     pub(crate) bytes: Vec<u8>,
@@ -92,6 +96,22 @@ fn encode_data(d: &StateData) -> Vec<u8> {
     postcard::to_allocvec(&PayloadRef::StateData(d)).expect("serializing to memory")
 }
 
+/// A number for a message sent in parts, unique within this process and unlikely to
+/// repeat one an earlier run of it sent (it starts from the clock).
+fn next_message_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let _ = NEXT.compare_exchange(
+        0,
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64 | 1),
+        Relaxed,
+        Relaxed,
+    );
+    NEXT.fetch_add(1, Relaxed)
+}
+
 /// Encodes `m` and hands it to `send` as one payload if it is at most `part_bytes` long,
 /// otherwise as [`MessagePart`]s of `part_bytes` (the last shorter).
 fn send_message(
@@ -103,9 +123,23 @@ fn send_message(
     if whole.len() <= part_bytes {
         return send(whole);
     }
+    if whole.len() > MESSAGE_BYTES_MAX {
+        // The receiver would drop it, and the protocol ask again for ever.
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "a {} message of {} bytes; a replica takes at most {MESSAGE_BYTES_MAX}",
+                m.kind(),
+                whole.len()
+            ),
+        ));
+    }
+    let id = next_message_id();
     let n = whole.len().div_ceil(part_bytes);
     for (seq, bytes) in whole.chunks(part_bytes).enumerate() {
         let part = MessagePart {
+            id,
+            len: whole.len() as u64,
             seq: u32::try_from(seq).map_err(|_| {
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "a message of 4 G parts")
             })?,
@@ -290,9 +324,10 @@ impl Outgoing {
 pub(crate) struct Incoming {
     dir: PathBuf,
     current: Option<Receiving>,
-    /// Per peer, the message being put back together from parts: the next part's number
-    /// and the bytes so far.
-    parts: BTreeMap<u8, (u32, Vec<u8>)>,
+    /// Per peer, the message being put back together from parts: its id, the next part's
+    /// number and the bytes so far. One whose end never comes is dropped at the peer's
+    /// next first part.
+    parts: BTreeMap<u8, (u64, u32, Vec<u8>)>,
     /// [`MESSAGE_BYTES_MAX`]; smaller in tests.
     message_bytes_max: usize,
 }
@@ -399,12 +434,18 @@ impl Incoming {
     /// lost, and the protocol asks again.
     pub(crate) fn on_part(&mut self, from: u8, p: MessagePart) -> Option<Vec<u8>> {
         if p.seq == 0 {
-            self.parts.insert(from, (0, Vec::new()));
+            if p.len > self.message_bytes_max as u64 {
+                tracing::warn!(from, len = p.len, "a message too large to take; dropped");
+                self.parts.remove(&from);
+                return None;
+            }
+            self.parts.insert(from, (p.id, 0, Vec::new()));
         }
-        let Some((next, bytes)) = self.parts.get_mut(&from) else {
+        let Some((id, next, bytes)) = self.parts.get_mut(&from) else {
             return None; // the middle of a message whose start was lost
         };
-        if *next != p.seq || bytes.len() + p.bytes.len() > self.message_bytes_max {
+        let len = (bytes.len() + p.bytes.len()) as u64;
+        if *id != p.id || *next != p.seq || len > p.len || (p.last && len != p.len) {
             tracing::warn!(
                 from,
                 seq = p.seq,
@@ -413,10 +454,10 @@ impl Incoming {
             self.parts.remove(&from);
             return None;
         }
-        *next += 1;
+        *next = next.wrapping_add(1);
         bytes.extend_from_slice(&p.bytes);
         if p.last {
-            return self.parts.remove(&from).map(|(_, bytes)| bytes);
+            return self.parts.remove(&from).map(|(_, _, bytes)| bytes);
         }
         None
     }
@@ -647,6 +688,11 @@ mod tests {
             }
         }
         assert_eq!(done, 2);
+        // The end of one message and the start of the next lost: they do not splice.
+        let (a, b) = (parts_of(&m, PART_BYTES), parts_of(&m, PART_BYTES));
+        let k = a.len() / 2;
+        let spliced = a.into_iter().take(k).chain(b.into_iter().skip(k));
+        assert!(spliced.into_iter().all(|p| inc.on_part(1, p).is_none()));
         inc.message_bytes_max = 2 * PART_BYTES;
         assert!(parts_of(&m, PART_BYTES)
             .into_iter()

@@ -91,7 +91,10 @@ fn checkpoints_are_written_aside_and_reported() {
         passed += o.passed_checkpoints;
     }
     assert!(durable > 100, "{durable} checkpoints reported durable");
-    assert!(passed > 100, "{passed} writes and syncs went ahead of a checkpoint");
+    assert!(
+        passed > 100,
+        "{passed} writes and syncs went ahead of a checkpoint"
+    );
 }
 
 #[test]
