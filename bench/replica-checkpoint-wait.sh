@@ -26,37 +26,12 @@ command -v redis-benchmark >/dev/null || {
 }
 base=$((20000 + RANDOM % 20000))
 work=$(mktemp -d)
-pids=()
-stop() { kill -9 "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; pids=(); }
+# shellcheck source=replica-group.sh
+source bench/replica-group.sh
 trap 'stop; rm -rf "$work"' EXIT
 for run in $(seq "$runs"); do
     for bin in "${bins[@]}"; do
-        rm -rf "$work/g"
-        mkdir -p "$work/g"
-        {
-            echo 'secret = "0123456789abcdef0123456789abcdef"'
-            echo "view_change_timeout_ms = ${VIEW_CHANGE_MS:-2000}"
-            for id in 0 1 2; do
-                printf '\n[[replica]]\nid = %d\nclient = "127.0.0.1:%d"\npeer = "127.0.0.1:%d"\n' \
-                    "$id" $((base + id)) $((base + 100 + id))
-            done
-        } > "$work/g/cluster.toml"
-        for id in 0 1 2; do
-            "$bin" serve --cluster "$work/g/cluster.toml" --replica "$id" \
-                --data-dir "$work/g/r$id" 2> "$work/g/r$id.log" > /dev/null &
-            pids+=($!)
-        done
-        primary=
-        for _ in $(seq 200); do
-            for id in 0 1 2; do
-                if redis-cli -p $((base + id)) INFO replication 2>/dev/null | grep -q "vsr_role:primary"; then
-                    primary=$((base + id))
-                fi
-            done
-            [ -n "$primary" ] && break
-            sleep 0.1
-        done
-        [ -n "$primary" ] || { echo "no primary" >&2; exit 1; }
+        start_group "$bin"
         python3 - "$primary" "$probe_s" > "$work/probe.out" <<'EOF' &
 import socket, sys, time
 port, duration = int(sys.argv[1]), float(sys.argv[2])
@@ -88,7 +63,7 @@ EOF
             > /dev/null 2>&1 || true
         wait "$probe"
         cps=$(grep -h "wrote a replica checkpoint" "$work"/g/r*.log \
-            | grep -oE "bytes=[0-9]+ ms=[0-9]+" | tr '\n' ' ')
+            | grep -oE "bytes=[0-9]+ ms=[0-9]+" | tr '\n' ' ' || true)
         echo "$bin run $run $(cat "$work/probe.out") checkpoints: $cps"
         stop
     done

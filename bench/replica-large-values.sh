@@ -25,38 +25,13 @@ command -v redis-cli >/dev/null || {
 }
 base=$((20000 + RANDOM % 20000))
 work=$(mktemp -d)
-pids=()
-stop() { kill -9 "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; pids=(); }
+# shellcheck source=replica-group.sh
+source bench/replica-group.sh
 trap 'stop; rm -rf "$work"' EXIT
 cpu_of() { local t=0 c; for p in "${pids[@]}"; do c=$(awk "{print \$14 + \$15}" "/proc/$p/stat" 2>/dev/null) || c=0; t=$((t + c)); done; echo "$t"; }
 for run in $(seq "$runs"); do
     for bin in "${bins[@]}"; do
-        rm -rf "$work/g"
-        mkdir -p "$work/g"
-        {
-            echo 'secret = "0123456789abcdef0123456789abcdef"'
-            echo "view_change_timeout_ms = ${VIEW_CHANGE_MS:-2000}"
-            for id in 0 1 2; do
-                printf '\n[[replica]]\nid = %d\nclient = "127.0.0.1:%d"\npeer = "127.0.0.1:%d"\n' \
-                    "$id" $((base + id)) $((base + 100 + id))
-            done
-        } > "$work/g/cluster.toml"
-        for id in 0 1 2; do
-            "$bin" serve --cluster "$work/g/cluster.toml" --replica "$id" \
-                --data-dir "$work/g/r$id" 2> "$work/g/r$id.log" > /dev/null &
-            pids+=($!)
-        done
-        primary=
-        for _ in $(seq 200); do
-            for id in 0 1 2; do
-                if redis-cli -p $((base + id)) INFO replication 2>/dev/null | grep -q "vsr_role:primary"; then
-                    primary=$((base + id))
-                fi
-            done
-            [ -n "$primary" ] && break
-            sleep 0.1
-        done
-        [ -n "$primary" ] || { echo "no primary" >&2; exit 1; }
+        start_group "$bin"
         cpu0=$(cpu_of)
         result=$(python3 - "$primary" "$size" "$count" <<'EOF'
 import socket, sys, time
