@@ -29,6 +29,8 @@ struct Applied {
     /// The largest commit timestamp applied up to and including this one.
     cts_through: u64,
     keys: Keys,
+    /// Its writes' size (`Batch::bytes`): what a snapshot copies to carry it.
+    bytes: usize,
 }
 
 /// A batch's undo records: each write as (table, key, commit timestamp of the version it
@@ -56,6 +58,8 @@ pub struct EngineApp {
     shared: Arc<Replication>,
     pub(crate) local: Rc<RefCell<Local>>,
     undo: VecDeque<Applied>,
+    /// The sum of `undo`'s `bytes`.
+    undo_bytes: usize,
     /// The commit timestamp through the last applied operation.
     applied_cts: u64,
     /// The commit timestamp through the last operation that can no longer be undone.
@@ -103,6 +107,7 @@ impl EngineApp {
             shared,
             local,
             undo: VecDeque::new(),
+            undo_bytes: 0,
             applied_cts: 0,
             durable_cts: 0,
             dir,
@@ -137,6 +142,12 @@ impl EngineApp {
     /// must come after it.
     pub(crate) fn applied_cts(&self) -> u64 {
         self.applied_cts
+    }
+
+    /// The bytes of writes applied after the durable point, which may still be undone:
+    /// what a snapshot copies out of the engine, on the replication thread.
+    pub(crate) fn undo_bytes(&self) -> usize {
+        self.undo_bytes
     }
 
     /// What a backup's readers may see: every operation through the durable point, which
@@ -214,10 +225,13 @@ impl App for EngineApp {
                 .push_back((op_number, batch.end_slot()));
         }
         self.applied_cts = self.applied_cts.max(batch.cts_max());
+        let bytes = batch.bytes();
+        self.undo_bytes += bytes;
         self.undo.push_back(Applied {
             op: op_number,
             cts_through: self.applied_cts,
             keys: handed.unwrap_or_else(|| keys_of(&batch.txns)),
+            bytes,
         });
     }
 
@@ -230,6 +244,7 @@ impl App for EngineApp {
         // Newest operation first: each drops exactly the versions it installed.
         while self.undo.back().is_some_and(|a| a.op > op_number) {
             let a = self.undo.pop_back().expect("checked");
+            self.undo_bytes -= a.bytes;
             undo_writes(&self.db, &a.keys);
         }
         self.applied_cts = self.undo.back().map_or(self.durable_cts, |a| a.cts_through);
@@ -239,6 +254,7 @@ impl App for EngineApp {
         let mut moved = false;
         while self.undo.front().is_some_and(|a| a.op <= op_number) {
             let a = self.undo.pop_front().expect("checked");
+            self.undo_bytes -= a.bytes;
             self.durable_cts = self.durable_cts.max(a.cts_through);
             moved = true;
         }
@@ -330,10 +346,13 @@ impl App for EngineApp {
             self.install(*op, txns);
             let cts = txns.iter().map(|t| t.cts).max().unwrap_or(0);
             self.applied_cts = self.applied_cts.max(cts);
+            let bytes = 32 + txns.iter().map(TxnWrites::bytes).sum::<usize>();
+            self.undo_bytes += bytes;
             self.undo.push_back(Applied {
                 op: *op,
                 cts_through: self.applied_cts,
                 keys: keys_of(txns),
+                bytes,
             });
         }
         self.set_gc_floor();

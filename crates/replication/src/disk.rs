@@ -748,14 +748,14 @@ mod tests {
         let op = Batch {
             origin: 7,
             first_slot: n,
-            txns: vec![TxnWrites {
+            txns: std::sync::Arc::new(vec![TxnWrites {
                 cts: n,
                 writes: vec![KeyWrite {
                     table: "t".into(),
                     key: n.to_be_bytes().to_vec(),
                     value: Some(value),
                 }],
-            }],
+            }]),
         };
         Entry {
             vs,

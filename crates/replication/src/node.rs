@@ -31,6 +31,11 @@ const BATCH_TXNS_MAX: usize = 4096;
 /// and the actions the events produced (PREPAREOKs, disk writes) are not held back behind a
 /// long queue of large messages: a primary silent for `view_change_timeout_ms` is replaced.
 const EVENTS_ROUND_TIME_MAX: Duration = Duration::from_millis(20);
+/// A checkpoint that is due waits while more than this many bytes of writes after the
+/// durable point would be copied into its snapshot...
+const CHECKPOINT_TAIL_BYTES_MAX: usize = 16 << 20;
+/// ...for at most this long.
+const CHECKPOINT_WAIT_MAX: Duration = Duration::from_secs(5);
 /// A round of the replication thread longer than this is logged: a backup that handles no
 /// message from its primary for `view_change_timeout_ms` starts a view change.
 const ROUND_SLOW: Duration = Duration::from_millis(250);
@@ -42,6 +47,7 @@ const OWN_OPS_MAX: usize = 1 << 16;
 const STATUS_EVERY: Duration = Duration::from_millis(50);
 
 enum Event {
+    /// A payload from a peer, not yet decoded.
     Peer(u8, Vec<u8>),
     Disk(Result<DiskDone, String>),
     Wake,
@@ -207,6 +213,10 @@ struct Run {
     /// State transfers this replica streams to others, and the one it receives.
     outgoing: Outgoing,
     incoming: Incoming,
+    /// When the size trigger first found a checkpoint due that has not been taken yet.
+    checkpoint_due_since: Option<Instant>,
+    /// What the event being handled is, for the slow-round log.
+    event_kind: &'static str,
     pin: GcPin,
     /// The log's bytes since the last checkpoint and that checkpoint's, from the disk
     /// thread: `ClusterConfig::checkpoint_log_bytes`.
@@ -268,6 +278,8 @@ impl Run {
         Run {
             outgoing: Outgoing::default(),
             incoming: Incoming::new(&opts.dir),
+            event_kind: "",
+            checkpoint_due_since: None,
             pin,
             sizes: Arc::default(),
             db,
@@ -310,8 +322,16 @@ impl Run {
             };
             let round = Instant::now();
             let mut events = 0;
+            // The slowest event of the round and what it was, for the slow-round log.
+            let mut slowest = (Duration::ZERO, "");
+            let mut timed = |this: &mut Self, ev: Event| {
+                let at = Instant::now();
+                let stop = this.handle(ev);
+                slowest = slowest.max((at.elapsed(), this.event_kind));
+                stop
+            };
             if let Some(ev) = received {
-                stop |= self.handle(ev);
+                stop |= timed(self, ev);
                 events += 1;
             }
             for _ in 0..EVENTS_PER_ROUND_MAX {
@@ -319,7 +339,7 @@ impl Run {
                     break;
                 }
                 match rx.try_recv() {
-                    Ok(ev) => stop |= self.handle(ev),
+                    Ok(ev) => stop |= timed(self, ev),
                     Err(_) => break,
                 }
                 events += 1;
@@ -360,6 +380,8 @@ impl Run {
                     ms = round.elapsed().as_millis() as u64,
                     events,
                     events_ms = handled.as_millis() as u64,
+                    slowest_event = slowest.1,
+                    slowest_event_ms = slowest.0.as_millis() as u64,
                     propose_ms = proposed.as_millis() as u64,
                     carry_out_ms = carried.as_millis() as u64,
                     "a slow round of the replication thread: a backup that handles nothing \
@@ -391,6 +413,7 @@ impl Run {
     }
 
     fn on_peer_message(&mut self, now: u64, from: u8, m: crate::state_transfer::Msg) {
+        self.event_kind = m.kind();
         if self.incoming.ready(&m) {
             self.replica.handle_message(now, Address::Replica(from), m)
         } else {
@@ -401,6 +424,14 @@ impl Run {
     /// Handles one event; returns whether to stop.
     fn handle(&mut self, ev: Event) -> bool {
         let now = self.now();
+        self.event_kind = match &ev {
+            Event::Peer(..) => "peer payload", // a message names itself once decoded
+            Event::Disk(Ok(DiskDone::Synced(_))) => "disk synced",
+            Event::Disk(Ok(DiskDone::Checkpoint(_))) => "checkpoint durable",
+            Event::Disk(Err(_)) => "disk failed",
+            Event::Wake => "wake",
+            Event::Stop => "stop",
+        };
         match ev {
             Event::Peer(from, bytes) => match postcard::from_bytes::<Payload>(&bytes) {
                 Ok(Payload::Vsr(m)) => self.on_peer_message(now, from, m),
@@ -510,7 +541,7 @@ impl Run {
             let batch = Batch {
                 origin: self.shared.origin,
                 first_slot: first,
-                txns,
+                txns: Arc::new(txns),
             };
             let keys = crate::app::keys_of(&batch.txns);
             self.local.borrow_mut().handed.insert(first, keys);
@@ -585,11 +616,19 @@ impl Run {
         // one, so this takes one more pass at most.
         let every = self.cluster.checkpoint_log_bytes;
         let logged = self.sizes.since_checkpoint.load(Relaxed);
-        if every > 0
-            && logged >= every.max(self.sizes.checkpoint.load(Relaxed))
-            && self.replica.checkpoint_now()
-        {
-            self.carry_out();
+        if every > 0 && logged >= every.max(self.sizes.checkpoint.load(Relaxed)) {
+            // A snapshot copies the writes after the durable point on this thread: with
+            // hundreds of MiB of large values not yet on a majority's disks that took 0.3-0.9
+            // s, long enough for backups to start view changes. Wait for the durable point
+            // to catch up, but not for ever (under a steady load it may stay behind).
+            let waited = *self.checkpoint_due_since.get_or_insert_with(Instant::now);
+            let tail = self.replica.app().undo_bytes();
+            if (tail <= CHECKPOINT_TAIL_BYTES_MAX || waited.elapsed() >= CHECKPOINT_WAIT_MAX)
+                && self.replica.checkpoint_now()
+            {
+                self.checkpoint_due_since = None;
+                self.carry_out();
+            }
         }
     }
 

@@ -567,7 +567,7 @@ mod tests {
             batches.push(Batch {
                 origin: 7,
                 first_slot: first,
-                txns,
+                txns: txns.into(),
             });
         }
         assert_eq!(next, start + 301);
