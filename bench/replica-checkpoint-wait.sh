@@ -15,19 +15,11 @@ count=${2:-1500000}
 probe_s=${3:-40}
 shift $(($# < 3 ? $# : 3))
 cd "$(dirname "$0")/.."
-bins=("$@")
-if [ ${#bins[@]} -eq 0 ]; then
-    cargo build --release -p verso --quiet
-    bins=("$PWD/target/release/verso")
-fi
-command -v redis-benchmark >/dev/null || {
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-tools >/dev/null
-}
-base=$((20000 + RANDOM % 20000))
-work=$(mktemp -d)
 # shellcheck source=replica-group.sh
 source bench/replica-group.sh
+bins_or_build "$@"
+base=$((20000 + RANDOM % 20000))
+work=$(mktemp -d)
 trap 'stop; rm -rf "$work"' EXIT
 for run in $(seq "$runs"); do
     for bin in "${bins[@]}"; do

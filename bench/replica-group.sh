@@ -1,7 +1,20 @@
 # Sourced by the bench scripts that run a Lazy VSR group of three `verso serve` replicas on
-# loopback. Expects `work` (a scratch directory) and `base` (the first of the ports
-# base..base+2 for clients, base+100.. for peers) to be set, and the caller to call
-# `stop` on exit. VIEW_CHANGE_MS (default 2000) sets view_change_timeout_ms.
+# loopback, from the checkout's root. `start_group` expects `work` (a scratch directory) and
+# `base` (the first of the ports base..base+2 for clients, base+100.. for peers) to be set,
+# and the caller to call `stop` on exit. VIEW_CHANGE_MS (default 2000) sets view_change_timeout_ms.
+# bins_or_build BIN...: sets `bins` to the given binaries, or builds this checkout's.
+bins_or_build() {
+    bins=("$@")
+    if [ ${#bins[@]} -eq 0 ]; then
+        cargo build --release -p verso --quiet
+        bins=("$PWD/target/release/verso")
+    fi
+    command -v redis-benchmark >/dev/null || {
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-tools >/dev/null
+    }
+}
+
 pids=()
 stop() { kill -9 "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; pids=(); }
 

@@ -14,19 +14,11 @@ size=${2:-1048576}
 count=${3:-300}
 shift $(($# < 3 ? $# : 3))
 cd "$(dirname "$0")/.."
-bins=("$@")
-if [ ${#bins[@]} -eq 0 ]; then
-    cargo build --release -p verso --quiet
-    bins=("$PWD/target/release/verso")
-fi
-command -v redis-cli >/dev/null || {
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-tools >/dev/null
-}
-base=$((20000 + RANDOM % 20000))
-work=$(mktemp -d)
 # shellcheck source=replica-group.sh
 source bench/replica-group.sh
+bins_or_build "$@"
+base=$((20000 + RANDOM % 20000))
+work=$(mktemp -d)
 trap 'stop; rm -rf "$work"' EXIT
 cpu_of() { local t=0 c; for p in "${pids[@]}"; do c=$(awk "{print \$14 + \$15}" "/proc/$p/stat" 2>/dev/null) || c=0; t=$((t + c)); done; echo "$t"; }
 for run in $(seq "$runs"); do

@@ -374,17 +374,9 @@ impl Writer {
         self.pending.is_some() && (!passes || !self.behind.is_empty())
     }
 
-    /// Takes a write: appends it, starts writing a checkpoint's data aside, or keeps it
-    /// until that is done.
+    /// Takes a write that need not wait: appends it, or starts writing a checkpoint's data
+    /// aside. The caller has checked [`Writer::holds_back`].
     fn take_write(&mut self, write: Write_) -> std::io::Result<()> {
-        let job = DiskJob::Write(write);
-        if self.holds_back(&job) {
-            self.behind.push_back(job);
-            return Ok(());
-        }
-        let DiskJob::Write(write) = job else {
-            unreachable!("built above")
-        };
         match write {
             DiskWrite::Checkpoint(_) => {
                 self.start_checkpoint(write);
@@ -400,7 +392,7 @@ impl Writer {
             unreachable!("a checkpoint")
         };
         let ap = s.ap;
-        let (tx, data) = std::sync::mpsc::channel();
+        let (tx, mut data) = std::sync::mpsc::channel();
         // The entries logged from now on count towards the next checkpoint.
         self.sizes.since_checkpoint.store(0, Ordering::Relaxed);
         if let EngineSnapshot::Taken {
@@ -425,16 +417,10 @@ impl Writer {
                 .name("vsr-checkpoint".into())
                 .spawn(job)
             {
-                // The closure, and the pin with it, is gone: report the failure.
+                // The closure, its sender and the pin are gone: report the failure instead.
                 let (tx, rx) = std::sync::mpsc::channel();
                 let _ = tx.send(Err(e));
-                self.pending = Some(PendingCheckpoint {
-                    write,
-                    ap,
-                    started: Instant::now(),
-                    data: rx,
-                });
-                return;
+                data = rx;
             }
         } else {
             let _ = tx.send(Ok(None)); // an empty state has no data
