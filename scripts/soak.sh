@@ -23,6 +23,9 @@ cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 500)) --seed "
 # Clients crashing and pausing, with a recovery timeout short enough to race live clients.
 cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 500)) --seed "$RANDOM$RANDOM" \
   --crash 25 --pause 25 --recovery-after 5000
+# Each server behind a modelled replication log that fails over and crashes whole (VSR-Sync).
+cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 300)) --seed "$RANDOM$RANDOM" \
+  --replicated sync --group-failovers 3 --group-total-crashes 1 --crash 10 --pause 10
 # The baselines on the same simulator (TAPIR-CC's strict violations are counted, not failed).
 for p in docc d2pl-no-wait d2pl-wound-wait tapir-cc; do
   cargo run --release --quiet -p verso -- sim ncc --protocol "$p" --seeds $((secs * 200)) --seed "$RANDOM$RANDOM"

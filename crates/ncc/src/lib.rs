@@ -25,7 +25,9 @@
 //! dOCC, d2PL-no-wait, d2PL-wound-wait, TAPIR-CC) behind the same [`protocol`] traits, so
 //! one simulator, workload ([`workload`]) and checker serve all five; and client failure,
 //! handled by a backup coordinator among each transaction's servers (App. D; the server's
-//! `recovery` module). Replication of NCC's state is not yet built.
+//! `recovery` module); and each server's state behind a modelled replication log
+([`replicated`]), so the simulator shows what failovers and total crashes of a shard's group
+do to it. Running it over the real Lazy VSR groups of the cluster is not yet built.
 
 pub mod baseline;
 pub mod check;
@@ -33,13 +35,14 @@ pub mod client;
 mod decisions;
 pub mod explore;
 pub mod protocol;
+pub mod replicated;
 pub mod server;
 pub mod sim;
 mod types;
 pub mod workload;
 
 pub use client::{Client, ClientEvent, ClientStats, Outcome};
-pub use protocol::{ProtocolKind, TxnClient, TxnServer};
+pub use protocol::{GroupFault, ProtocolKind, TxnClient, TxnServer};
 pub use server::{Mistakes, Server};
 pub use types::{
     ClientId, Effects, ExecResult, Key, Msg, Op, OpReply, RecordState, ServerId, Ts, TxnId, Value,

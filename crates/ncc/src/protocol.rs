@@ -68,6 +68,23 @@ pub trait TxnServer {
     fn decisions(&self) -> Vec<(TxnId, bool)> {
         Vec::new()
     }
+    /// The shard's replication group loses its primary or all its replicas. Only a
+    /// replicated server ([`crate::replicated::Replicated`]) has a group; others ignore it.
+    fn group_fault(&mut self, _now: u64, _fault: GroupFault) {}
+    /// What the replication group went through, if there is one.
+    fn replication_stats(&self) -> Option<crate::replicated::ReplicationStats> {
+        None
+    }
+}
+
+/// A fault of a shard's replication group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupFault {
+    /// The primary is replaced; the new one's log holds the first `keep` of the inputs
+    /// that had not committed yet.
+    Failover { keep: usize },
+    /// Every replica crashes at once and restarts from its disk.
+    TotalCrash,
 }
 
 /// The protocols the simulator runs.

@@ -822,7 +822,14 @@ impl Server {
         };
         let Some(t) = self.txns.get_mut(&txn) else {
             // Aborted before its requests arrived (reordered): they will find it decided.
-            debug_assert!(!commit, "a commit before the requests it decides");
+            // A commit cannot come first: the client commits only after this server
+            // answered, unless the server lost what it answered (a replication group's
+            // total crash, in the simulator).
+            if commit && self.violation.is_none() {
+                self.violation = Some(format!(
+                    "{txn:?} committed here without its requests: their state was lost"
+                ));
+            }
             self.txns.insert(
                 txn,
                 TxnState {

@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use crate::baseline::{BaselineClient, BaselineServer, Flavor};
 use crate::check::{serializable_with, strictly_serializable, TxnRecord};
 use crate::client::{Client, ClientEvent, ClientStats};
-use crate::protocol::{ProtocolKind, TxnClient, TxnServer};
+use crate::protocol::{GroupFault, ProtocolKind, TxnClient, TxnServer};
+use crate::replicated::{Replicated, ReplicationModel, ReplicationStats};
 use crate::server::{Mistakes, Server};
 use crate::types::{ClientId, Effects, Key, ServerId, Ts, TxnId};
 use crate::workload::{random_program, Program, Rng, Workload, Zipf, F1_KEYS, F1_ZIPF};
@@ -56,6 +57,13 @@ pub struct SimOptions {
     pub recovery_after: Option<u64>,
     /// NCC-RW: transactions without writes run as read-write ones (no §5.5 protocol).
     pub ncc_rw: bool,
+    /// Each server's inputs go through a modelled replication log before its outputs
+    /// leave ([`crate::replicated`]); `None`: a server that never fails.
+    pub replication: Option<ReplicationModel>,
+    /// With `replication`: per server, failovers of its group and total crashes of it, at
+    /// random moments over a run's usual length.
+    pub group_failovers: u32,
+    pub group_total_crashes: u32,
     /// Print every event (for replaying one seed).
     pub trace: bool,
 }
@@ -82,6 +90,9 @@ impl SimOptions {
             pause_percent: 0,
             recovery_after: Some(200_000),
             ncc_rw: false,
+            replication: None,
+            group_failovers: 0,
+            group_total_crashes: 0,
             trace: false,
         }
     }
@@ -103,6 +114,8 @@ pub struct SimStats {
     pub crashed: u64,
     pub paused: u64,
     pub recovered_commits: u64,
+    /// Summed over the servers' replication groups (zero without replication).
+    pub replication: ReplicationStats,
 }
 
 impl SimStats {
@@ -127,6 +140,12 @@ impl SimStats {
         self.crashed += o.crashed;
         self.paused += o.paused;
         self.recovered_commits += o.recovered_commits;
+        let (r, q) = (&mut self.replication, &o.replication);
+        r.inputs_committed += q.inputs_committed;
+        r.failovers += q.failovers;
+        r.total_crashes += q.total_crashes;
+        r.uncommitted_lost += q.uncommitted_lost;
+        r.committed_lost += q.committed_lost;
     }
 }
 
@@ -155,6 +174,8 @@ enum Event<M> {
     Crash(ClientId),
     /// A client stops for this long, then goes on.
     Pause(ClientId, u64),
+    /// A server's replication group fails.
+    GroupFault(ServerId, GroupFault),
 }
 
 impl<M: Clone> Event<M> {
@@ -174,6 +195,7 @@ impl<M: Clone> Event<M> {
             Event::ServerTick(s) => Event::ServerTick(*s),
             Event::Crash(c) => Event::Crash(*c),
             Event::Pause(c, d) => Event::Pause(*c, *d),
+            Event::GroupFault(s, f) => Event::GroupFault(*s, *f),
         }
     }
 }
@@ -195,7 +217,9 @@ struct World<C: TxnClient, S> {
     programs: Vec<Option<Program>>,
     /// Per client: a tick is scheduled.
     ticking: Vec<bool>,
-    server_ticking: Vec<bool>,
+    /// Per server: when its next tick is scheduled (0: none). A replicated server wants
+    /// ticks sooner once an input waits to commit, so an earlier one may be added.
+    server_tick_at: Vec<u64>,
     crashed: Vec<bool>,
     paused_until: Vec<u64>,
     /// Transactions whose client reported them committed.
@@ -211,9 +235,8 @@ pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
     let servers = 0..opts.servers;
     let clients = 0..opts.clients;
     match opts.protocol {
-        ProtocolKind::Ncc => run_with(
-            opts,
-            servers
+        ProtocolKind::Ncc => {
+            let servers: Vec<Server> = servers
                 .map(|s| {
                     let server = Server::new(opts.mistakes);
                     match opts.recovery_after {
@@ -221,15 +244,19 @@ pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
                         None => server,
                     }
                 })
-                .collect(),
-            clients
+                .collect();
+            let clients: Vec<Client> = clients
                 .map(|c| {
                     let mut client = Client::new(c, opts.servers);
                     client.read_only_protocol = !opts.ncc_rw;
                     client
                 })
-                .collect(),
-        ),
+                .collect();
+            match opts.replication {
+                Some(model) => run_with(opts, replicated(servers, model), clients),
+                None => run_with(opts, servers, clients),
+            }
+        }
         kind => {
             let flavor = match kind {
                 ProtocolKind::Docc => Flavor::Docc,
@@ -238,15 +265,28 @@ pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
                 ProtocolKind::TapirCc => Flavor::TapirCc,
                 ProtocolKind::Ncc => unreachable!("matched above"),
             };
-            run_with(
-                opts,
-                servers.map(|_| BaselineServer::new(flavor)).collect(),
-                clients
-                    .map(|c| BaselineClient::new(c, opts.servers, flavor))
-                    .collect(),
-            )
+            let servers: Vec<BaselineServer> =
+                servers.map(|_| BaselineServer::new(flavor)).collect();
+            let clients: Vec<BaselineClient> = clients
+                .map(|c| BaselineClient::new(c, opts.servers, flavor))
+                .collect();
+            match opts.replication {
+                Some(model) => run_with(opts, replicated(servers, model), clients),
+                None => run_with(opts, servers, clients),
+            }
         }
     }
+}
+
+fn replicated<S>(servers: Vec<S>, model: ReplicationModel) -> Vec<Replicated<S>>
+where
+    S: TxnServer + Clone,
+    S::Msg: PartialEq,
+{
+    servers
+        .into_iter()
+        .map(|s| Replicated::new(s, model))
+        .collect()
 }
 
 fn run_with<C, S>(opts: &SimOptions, servers: Vec<S>, clients: Vec<C>) -> Result<SimStats, String>
@@ -273,7 +313,7 @@ where
         began: vec![0; opts.clients as usize],
         programs: (0..opts.clients).map(|_| None).collect(),
         ticking: vec![false; opts.clients as usize],
-        server_ticking: vec![false; opts.servers as usize],
+        server_tick_at: vec![0; opts.servers as usize],
         crashed: vec![false; opts.clients as usize],
         paused_until: vec![0; opts.clients as usize],
         reported: BTreeSet::new(),
@@ -293,6 +333,20 @@ where
             let at = w.rng.range(1_000, 300_000);
             let pause = 2 * opts.recovery_after.unwrap_or(200_000);
             w.schedule(at, Event::Pause(c, pause));
+        }
+    }
+    if opts.replication.is_some() {
+        for s in 0..opts.servers {
+            for _ in 0..opts.group_failovers {
+                let at = w.rng.range(1_000, 300_000);
+                // Up to a few inputs the new primary's log holds beyond the committed ones.
+                let keep = w.rng.below(4) as usize;
+                w.schedule(at, Event::GroupFault(s, GroupFault::Failover { keep }));
+            }
+            for _ in 0..opts.group_total_crashes {
+                let at = w.rng.range(1_000, 300_000);
+                w.schedule(at, Event::GroupFault(s, GroupFault::TotalCrash));
+            }
         }
     }
     while let Some(Reverse((at, id))) = w.queue.pop() {
@@ -333,6 +387,12 @@ where
             ..SimStats::default()
         });
     }
+    for r in w.servers.iter().filter_map(S::replication_stats) {
+        w.stats.add(&SimStats {
+            replication: r,
+            ..SimStats::default()
+        });
+    }
     w.stats.committed = w.history.len() as u64;
     w.stats.end_time_us = w.now;
     Ok(w.stats)
@@ -364,6 +424,7 @@ where
                 Event::Start(c) => println!("{:>8} client {c} starts", self.now),
                 Event::Crash(c) => println!("{:>8} client {c} crashes", self.now),
                 Event::Pause(c, d) => println!("{:>8} client {c} pauses for {d} µs", self.now),
+                Event::GroupFault(s, f) => println!("{:>8} server {s}'s group: {f:?}", self.now),
                 Event::Tick(_) | Event::ServerTick(_) => {}
             }
         }
@@ -385,9 +446,16 @@ where
                 self.flush_server(to)?;
             }
             Event::ServerTick(s) => {
-                self.server_ticking[s as usize] = false;
+                if self.server_tick_at[s as usize] <= self.now {
+                    self.server_tick_at[s as usize] = 0;
+                }
                 let now = self.clock(self.server_skew[s as usize]);
                 self.servers[s as usize].tick(now);
+                self.flush_server(s)?;
+            }
+            Event::GroupFault(s, fault) => {
+                let now = self.clock(self.server_skew[s as usize]);
+                self.servers[s as usize].group_fault(now, fault);
                 self.flush_server(s)?;
             }
             Event::Crash(c) => {
@@ -444,9 +512,13 @@ where
         for (to, msg) in to_servers {
             self.send(Event::ToServer { to, msg });
         }
-        if let Some(every) = every.filter(|_| !self.server_ticking[s as usize]) {
-            self.server_ticking[s as usize] = true;
-            self.schedule(every, Event::ServerTick(s));
+        if let Some(every) = every {
+            let at = self.now + every;
+            let scheduled = self.server_tick_at[s as usize];
+            if scheduled == 0 || at < scheduled {
+                self.server_tick_at[s as usize] = at;
+                self.schedule(every, Event::ServerTick(s));
+            }
         }
         Ok(())
     }

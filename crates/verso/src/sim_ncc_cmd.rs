@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
+use verso_ncc::replicated::{Durability, ReplicationModel};
 use verso_ncc::sim::{run, SimOptions, SimStats};
 use verso_ncc::workload::Workload;
 use verso_ncc::{Mistakes, ProtocolKind};
@@ -64,6 +65,18 @@ pub struct NccSimArgs {
     /// (TPC-C's five transactions, one warehouse per server); --keys is for mixed only.
     #[arg(long, default_value = "mixed", value_parser = parse_workload)]
     workload: Workload,
+    /// Put each server behind a modelled replication log (`verso_ncc::replicated`): no
+    /// output leaves before the input that produced it commits. lazy: Lazy VSR (a total
+    /// crash loses what the disks had not caught up with); sync: VSR-Sync.
+    #[arg(long, value_parser = parse_durability, value_name = "lazy|sync")]
+    replicated: Option<Durability>,
+    /// With --replicated: failovers of each server's group per run, at random moments.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    group_failovers: u32,
+    /// With --replicated: total crashes of each server's group per run (every replica at
+    /// once). Under lazy durability these lose committed state: expect failures.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    group_total_crashes: u32,
     /// Print every event of each run (use with one seed).
     #[arg(long)]
     trace: bool,
@@ -71,8 +84,8 @@ pub struct NccSimArgs {
     #[arg(long)]
     threads: Option<usize>,
     /// Reintroduce a mistake (no-timing-control, no-early-abort, no-read-only-check,
-    /// backup-aborts-cleared,
-    /// no-read-test-in-smart-retry), to see the checks catch it.
+    /// backup-aborts-cleared, no-read-test-in-smart-retry, and with --replicated
+    /// answers-before-commit), to see the checks catch it.
     #[arg(long, hide = true)]
     mistake: Option<String>,
 }
@@ -82,6 +95,14 @@ fn parse_protocol(s: &str) -> Result<ProtocolKind, String> {
         let names: Vec<&str> = ProtocolKind::ALL.iter().map(|p| p.name()).collect();
         format!("unknown protocol {s:?}; one of {}", names.join(", "))
     })
+}
+
+fn parse_durability(s: &str) -> Result<Durability, String> {
+    match s {
+        "lazy" => Ok(Durability::Lazy),
+        "sync" => Ok(Durability::Sync),
+        _ => Err(format!("unknown durability {s:?}; lazy or sync")),
+    }
 }
 
 fn parse_workload(s: &str) -> Result<Workload, String> {
@@ -111,8 +132,14 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     let mut mistakes = Mistakes::default();
+    let mut answers_before_commit = false;
     match args.mistake.as_deref() {
         None => {}
+        Some("answers-before-commit") if args.replicated.is_some() => answers_before_commit = true,
+        Some("answers-before-commit") => {
+            eprintln!("error: --mistake answers-before-commit needs --replicated");
+            return ExitCode::from(2);
+        }
         Some("no-timing-control") => mistakes.no_timing_control = true,
         Some("no-early-abort") => mistakes.no_early_abort = true,
         Some("no-read-only-check") => mistakes.no_read_only_check = true,
@@ -155,6 +182,13 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         o.workload = args.workload;
         o.trace = args.trace;
         o.mistakes = mistakes;
+        o.replication = args.replicated.map(|durability| ReplicationModel {
+            durability,
+            answers_before_commit,
+            ..ReplicationModel::default()
+        });
+        o.group_failovers = args.group_failovers;
+        o.group_total_crashes = args.group_total_crashes;
         run(&o)
     };
     let t = match crate::sim_cmd::run_seeds(args.seed, args.seeds, threads, one, SimStats::add) {
@@ -206,6 +240,14 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         "{} messages, {} lost, {} sent again",
         t.messages, t.lost, c.resent
     );
+    if let Some(d) = args.replicated {
+        let r = t.replication;
+        println!(
+            "replicated ({d:?}): {} inputs committed; {} failovers and {} total crashes of a \
+             group lost {} uncommitted inputs and {} committed ones",
+            r.inputs_committed, r.failovers, r.total_crashes, r.uncommitted_lost, r.committed_lost
+        );
+    }
     if t.crashed + t.paused > 0 {
         println!(
             "{} clients crashed, {} paused; {} transactions committed by a backup coordinator \
