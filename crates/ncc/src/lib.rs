@@ -26,8 +26,8 @@
 //! one simulator, workload ([`workload`]) and checker serve all five; and client failure,
 //! handled by a backup coordinator among each transaction's servers (App. D; the server's
 //! `recovery` module); and each server's state behind a modelled replication log
-([`replicated`]), so the simulator shows what failovers and total crashes of a shard's group
-do to it. Running it over the real Lazy VSR groups of the cluster is not yet built.
+//! ([`replicated`]), so the simulator shows what failovers and total crashes of a shard's
+//! group do to it. Running it over the real Lazy VSR groups of the cluster is not yet built.
 
 pub mod baseline;
 pub mod check;
