@@ -14,6 +14,11 @@ echo "== soak: $secs s per protocol and workload"
 cargo test --release -p verso-engine --test histories --test append_histories \
   -- --ignored soak --nocapture --test-threads 1
 cargo test --release -p verso-server --test append_history -- --ignored soak --nocapture --test-threads 1
+# Lazy VSR under the simulator (about 1,000 seeds a second), with total crashes, and with
+# checkpoints slow enough that view changes meet them.
+cargo run --release --quiet -p verso -- sim vsr --seeds $((secs * 500)) --seed "$RANDOM$RANDOM" --faults total
+cargo run --release --quiet -p verso -- sim vsr --seeds $((secs * 500)) --seed "$RANDOM$RANDOM" --faults lagging \
+  --slow-checkpoints
 # Sharding's slot moves under the simulator: about 500 seeds a second on this machine.
 cargo run --release --quiet -p verso -- sim cluster --seeds $((secs * 500)) --seed "$RANDOM$RANDOM"
 # NCC's transactions under the simulator (about 1,500 seeds a second), contended and lossy too.

@@ -12,9 +12,10 @@
 //! Compaction (thesis §4.2.2): a `Checkpoint` write first has its engine data written to a
 //! file beside the log (`checkpoint.rs`), then its frame appended. The data is written by a
 //! thread of its own, which may take seconds for a large database: meanwhile `Append`s,
-//! `View`s and syncs go ahead of the checkpoint (as `verso_vsr::Action::Write` allows), so
-//! `WAIT`, VSR-Sync's writes and the slot moves' synchronous records do not wait for it;
-//! any other write waits, with everything after it. Once the data is in, the frame is
+//! `View`s, syncs and a view change's `Truncate` (one that keeps what the checkpoint covers)
+//! go ahead of the checkpoint (`verso_vsr::DiskWrite::may_pass_checkpoint`), so `WAIT`,
+//! VSR-Sync's writes, the slot moves' synchronous records and a backup rejoining a new view
+//! do not wait for it; any other write waits, with everything after it. Once the data is in, the frame is
 //! appended, the file synced, and the replica told (`DiskDone::Checkpoint`). Once the replica trims
 //! its log (`TrimLog`, after the checkpoint is synced), the file is rewritten: the view, the
 //! checkpoint, a `LogBase`, and the live entries only, into `vsr.log.tmp`, synced and
@@ -367,11 +368,16 @@ impl Writer {
 
     /// Whether `job` must wait for the checkpoint being written (module docs).
     fn holds_back(&self, job: &DiskJob) -> bool {
-        let passes = matches!(
-            job,
-            DiskJob::Sync(_) | DiskJob::Write(DiskWrite::Append(_) | DiskWrite::View(_))
-        );
-        self.pending.is_some() && (!passes || !self.behind.is_empty())
+        let Some(pending) = &self.pending else {
+            return false;
+        };
+        let passes = match job {
+            DiskJob::Sync(_) => true,
+            DiskJob::Write(w) => w.may_pass_checkpoint(pending.ap),
+            // Stopping finishes the checkpoint first.
+            DiskJob::Stop => false,
+        };
+        !passes || !self.behind.is_empty()
     }
 
     /// Takes a write that need not wait: appends it, or starts writing a checkpoint's data

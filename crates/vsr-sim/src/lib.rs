@@ -67,6 +67,9 @@ pub struct SimConfig {
     /// Virtual milliseconds allowed, once faults stop, for every client to finish and every
     /// replica to converge.
     pub liveness_ms: u64,
+    /// Every checkpoint takes 200-1500 virtual ms to write aside (a large database), not
+    /// only when the disk stalls: view changes then meet checkpoints still being written.
+    pub slow_checkpoints: bool,
     /// Print every event.
     pub trace: bool,
     #[doc(hidden)]
@@ -85,6 +88,7 @@ impl SimConfig {
             faults: Faults::Total,
             fault_ms: 10_000,
             liveness_ms: 60_000,
+            slow_checkpoints: false,
             trace: false,
             mistake: None,
         }

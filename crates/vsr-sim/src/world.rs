@@ -40,6 +40,8 @@ pub struct Outcome {
     pub checkpoints_durable: u64,
     /// Writes and syncs that went ahead of a checkpoint being written.
     pub passed_checkpoints: u64,
+    /// Of those, a view change's truncations (`DiskWrite::may_pass_checkpoint`).
+    pub truncates_passed_checkpoints: u64,
 }
 
 enum Event {
@@ -134,6 +136,8 @@ pub(crate) struct World {
     dup_ppm: u64,
     delay_max: u64,
     stall_ppm: u64,
+    /// `SimConfig::slow_checkpoints`.
+    slow_checkpoints: bool,
     // Per-run timing, drawn from the seed too (no jitter, or uneven timeouts, is where
     // elections livelock).
     view_change_timeouts: Vec<u64>,
@@ -202,6 +206,7 @@ impl World {
             dup_ppm,
             delay_max,
             stall_ppm,
+            slow_checkpoints: cfg.slow_checkpoints,
             view_change_timeouts,
             view_change_jitter,
             election_timeout,
@@ -624,26 +629,33 @@ impl World {
     }
 
     /// Hands a write or a sync to replica `r`'s disk, which writes a checkpoint aside as
-    /// the real one does (`verso_vsr::Action::Write`): it takes a while, and only
-    /// `Append`s, `View`s and syncs may pass it.
+    /// the real one does (`verso_vsr::Action::Write`): it takes a while, and only syncs and
+    /// what `DiskWrite::may_pass_checkpoint` names may pass it.
     fn hand_to_disk(&mut self, r: u8, item: DiskItem) {
         let node = &mut self.nodes[usize::from(r)];
-        let passes = match &item {
-            DiskItem::Write(DiskWrite::Append(_) | DiskWrite::View(_)) | DiskItem::Sync(_) => true,
-            DiskItem::Write(_) => false,
-        };
-        if node.checkpoint.is_some() {
+        let pending_ap = node.checkpoint.as_ref().map(|w| match w {
+            DiskWrite::Checkpoint(s) => s.ap,
+            _ => unreachable!("only a checkpoint is written aside"),
+        });
+        if let Some(ap) = pending_ap {
+            let passes = match &item {
+                DiskItem::Sync(_) => true,
+                DiskItem::Write(w) => w.may_pass_checkpoint(ap),
+            };
             if !passes || !node.behind.is_empty() {
                 node.behind.push_back(item);
                 return;
             }
             self.outcome.passed_checkpoints += 1;
+            if matches!(item, DiskItem::Write(DiskWrite::Truncate { .. })) {
+                self.outcome.truncates_passed_checkpoints += 1;
+            }
         }
         let stall = self.faults_on && self.rng.chance(self.stall_ppm);
         match item {
             DiskItem::Write(w @ DiskWrite::Checkpoint(_)) => {
                 node.checkpoint = Some(w);
-                let latency = if stall {
+                let latency = if stall || self.slow_checkpoints {
                     self.rng.range(200, 1500)
                 } else {
                     self.rng.range(1, 40)

@@ -78,8 +78,9 @@ fn vsr_sync_mode_passes_the_same_checks() {
     assert_eq!(lost, 0);
 }
 
-/// Disks write checkpoints aside, letting appends and syncs pass them, and report each
-/// one durable: the runs above go through that, not around it.
+/// Disks write checkpoints aside, letting appends, syncs and truncations that keep what
+/// they cover pass them, and report each one durable: the runs above go through that, not
+/// around it.
 #[test]
 fn checkpoints_are_written_aside_and_reported() {
     let (mut durable, mut passed) = (0, 0);

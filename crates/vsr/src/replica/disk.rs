@@ -33,6 +33,21 @@ pub enum DiskWrite<O, R, S> {
     LogBase(Viewstamp),
 }
 
+impl<O, R, S> DiskWrite<O, R, S> {
+    /// Whether this write may go ahead of a checkpoint at `ap` that is still being written
+    /// ([`super::Action::Write`]): an `Append` or a `View`, and a `Truncate` that keeps
+    /// everything up to `ap` (it removes only entries the checkpoint does not cover, so the
+    /// two commute; a view change's truncation is of this kind, as a backup applies only
+    /// what committed). Any other write waits for the checkpoint.
+    pub fn may_pass_checkpoint(&self, ap: Viewstamp) -> bool {
+        match self {
+            DiskWrite::Append(_) | DiskWrite::View(_) => true,
+            DiskWrite::Truncate { keep_through } => keep_through.op >= ap.op,
+            _ => false,
+        }
+    }
+}
+
 /// What a replica's disk holds: the thesis's Fig 4-2c. The simulator keeps one per replica
 /// and hands it back after a crash; [`Durable::apply`] is the reference meaning of a write.
 ///
@@ -538,3 +553,37 @@ impl<A: App> Replica<A> {
 }
 
 use super::{count_within, Config};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type W = DiskWrite<u64, (), ()>;
+
+    #[test]
+    fn only_writes_that_commute_with_a_pending_checkpoint_pass_it() {
+        let vs = |op| Viewstamp {
+            view: ViewNum::default(),
+            op,
+        };
+        let ap = vs(10);
+        assert!(W::Append(Vec::new()).may_pass_checkpoint(ap));
+        assert!(W::View(ViewNum::default()).may_pass_checkpoint(ap));
+        // A truncation that keeps everything the checkpoint covers commutes with it; one
+        // that cuts into it must come after it on disk.
+        assert!(W::Truncate {
+            keep_through: vs(10)
+        }
+        .may_pass_checkpoint(ap));
+        assert!(W::Truncate {
+            keep_through: vs(12)
+        }
+        .may_pass_checkpoint(ap));
+        assert!(!W::Truncate {
+            keep_through: vs(9)
+        }
+        .may_pass_checkpoint(ap));
+        assert!(!W::TrimLog { through: 5 }.may_pass_checkpoint(ap));
+        assert!(!W::LogBase(vs(3)).may_pass_checkpoint(ap));
+    }
+}

@@ -45,8 +45,9 @@ pub enum Action<O, R, S> {
     ///
     /// A [`DiskWrite::Checkpoint`] is the exception, because the application may write a
     /// whole copy of its state beside the log for it: the disk may take its time, letting
-    /// later `Append` and `View` writes and `Sync`s go ahead of it (but no other write,
-    /// which waits, and everything after that), and calls
+    /// later `Sync`s and the writes [`DiskWrite::may_pass_checkpoint`] names go ahead of it
+    /// (appends, views, and truncations that keep what it covers; any other write waits,
+    /// and everything after that), and calls
     /// [`Replica::handle_checkpoint_durable`] once the checkpoint is durable. A `Sync`
     /// that went ahead of it says nothing about it.
     Write(DiskWrite<O, R, S>),
