@@ -5,9 +5,11 @@
 //! Faults, until `faults_until`: messages between groups are lost, duplicated and delayed
 //! (so reordered), and two nodes are partitioned for a while; clients' requests and answers
 //! are lost and delayed too (a read is sent again; a write whose answer is lost counts as
-//! indeterminate, as for a real client); a group fails over (what it appended but had not
-//! committed is lost) or crashes whole (its log loses the lazy records after its last
-//! synchronous one); the configuration group fails over; every group crashes at once.
+//! indeterminate, as for a real client); a group fails over (a random prefix of what it
+//! appended and had not seen commit survives in the new primary's log and commits there,
+//! the rest is lost) or crashes whole (its log loses the lazy records after its last
+//! synchronous one); the configuration group fails over the same way; every group crashes
+//! at once. Commits land in append order, as a replicated log's do.
 //! Moves of random slot sets between random groups run throughout.
 //!
 //! Checked after every event and at the end:
@@ -71,6 +73,9 @@ pub struct SimStats {
     pub try_agains: u64,
     pub failovers: u64,
     pub total_crashes: u64,
+    /// Records appended before a failover that the new primary's log kept (they commit in
+    /// the new view without the old primary seeing it).
+    pub survived_failovers: u64,
     pub end_time_ms: u64,
 }
 
@@ -86,6 +91,7 @@ impl SimStats {
         self.try_agains += o.try_agains;
         self.failovers += o.failovers;
         self.total_crashes += o.total_crashes;
+        self.survived_failovers += o.survived_failovers;
         self.end_time_ms = self.end_time_ms.max(o.end_time_ms);
     }
 }
@@ -171,6 +177,8 @@ struct SimGroup {
     life: u64,
     /// When the last scheduled commit lands (commits land in append order).
     commit_at: u64,
+    /// Appended by this life and not committed yet, oldest first.
+    pending: std::collections::VecDeque<GroupRecord>,
 }
 
 /// Per key: the writes (tag → acknowledged?) and which acknowledged ones a total crash may
@@ -240,6 +248,10 @@ pub struct Sim {
     config: Config,
     config_log: Vec<ConfigRecord>,
     config_life: u64,
+    /// Appended by the configuration group's current life and not committed yet.
+    config_pending: std::collections::VecDeque<ConfigRecord>,
+    /// When the configuration group's last scheduled commit lands.
+    config_commit_at: u64,
     groups: Vec<SimGroup>,
     clients: Vec<Client>,
     keys: BTreeMap<Vec<u8>, KeyModel>,
@@ -306,6 +318,7 @@ impl Sim {
                 node: Group::recover(g, opts.mistakes, &records),
                 log,
                 life: 0,
+                pending: std::collections::VecDeque::new(),
                 commit_at: 0,
             });
         }
@@ -320,6 +333,8 @@ impl Sim {
             config,
             config_log,
             config_life: 0,
+            config_pending: std::collections::VecDeque::new(),
+            config_commit_at: 0,
             groups,
             clients,
             keys,
@@ -433,18 +448,18 @@ impl Sim {
                 if sg.life != life {
                     return; // appended by a life that failed over
                 }
-                let sync = record.synchronous(self.opts.mistakes.lazy_transfers);
-                sg.log.push((record.clone(), sync));
-                sg.node.committed(&record);
-                if let GroupRecord::Put { key, tag, .. } = &record {
-                    self.acked(group, key.clone(), *tag);
-                }
+                let appended = sg.pending.pop_front();
+                debug_assert_eq!(appended.as_ref(), Some(&record), "commits in append order");
+                self.commit_to_log(group, record.clone());
+                self.groups[usize::from(group)].node.committed(&record);
                 self.flush_group(group);
             }
             Event::ConfigCommit { life, record } => {
                 if self.config_life != life {
                     return;
                 }
+                let appended = self.config_pending.pop_front();
+                debug_assert_eq!(appended.as_ref(), Some(&record), "commits in append order");
                 self.config_log.push(record.clone());
                 self.config.committed(&record);
                 if let ConfigRecord::Done { .. } = record {
@@ -528,6 +543,7 @@ impl Sim {
                 Action::Append(record) => {
                     let delay = 1 + self.rng.below(4);
                     let sg = &mut self.groups[usize::from(g)];
+                    sg.pending.push_back(record.clone());
                     let at = (self.now + delay).max(sg.commit_at);
                     sg.commit_at = at;
                     let life = sg.life;
@@ -550,8 +566,12 @@ impl Sim {
             match a {
                 Action::Append(record) => {
                     let delay = 1 + self.rng.below(4);
+                    self.config_pending.push_back(record.clone());
+                    // Commits land in append order, as a replicated log's do.
+                    let at = (self.now + delay).max(self.config_commit_at);
+                    self.config_commit_at = at;
                     let life = self.config_life;
-                    self.schedule(delay, Event::ConfigCommit { life, record });
+                    self.schedule(at - self.now, Event::ConfigCommit { life, record });
                 }
                 Action::Send(to, msg) => self.send(Node::Config, to, msg),
             }
@@ -590,8 +610,19 @@ impl Sim {
                 self.restart_group(g, true);
             }
             55..=69 => {
-                // The configuration group fails over: uncommitted appends are lost.
+                // The configuration group fails over: a random prefix of its uncommitted
+                // appends survives (and commits in the new view), the rest is lost.
+                let pending = std::mem::take(&mut self.config_pending);
+                let keep = self.rng.below(pending.len() as u64 + 1) as usize;
+                for record in pending.into_iter().take(keep) {
+                    self.stats.survived_failovers += 1;
+                    if let ConfigRecord::Done { .. } = record {
+                        self.stats.moves_done += 1;
+                    }
+                    self.config_log.push(record);
+                }
                 self.config_life += 1;
+                self.config_commit_at = self.now;
                 self.config = Config::recover(&self.config_log);
             }
             70..=72 => {
@@ -618,9 +649,35 @@ impl Sim {
         }
     }
 
+    /// Appends a committed record to `group`'s log; a write counts as committed (its client
+    /// hears so if it still waits).
+    fn commit_to_log(&mut self, group: GroupId, record: GroupRecord) {
+        let sync = record.synchronous(self.opts.mistakes.lazy_transfers);
+        self.groups[usize::from(group)]
+            .log
+            .push((record.clone(), sync));
+        if let GroupRecord::Put { key, tag, .. } = record {
+            self.acked(group, key, tag);
+        }
+    }
+
     /// A failover (`total`: every replica of the group crashed; the lazy records after the
-    /// last synchronous one are lost).
+    /// last synchronous one are lost). A failover keeps a random prefix of what the old
+    /// primary appended and had not seen commit (Lazy VSR's new primary holds what reached
+    /// a majority): those records commit in the new view, where the recovered node learns
+    /// them only from the log.
     fn restart_group(&mut self, g: GroupId, total: bool) {
+        // Writes appended and not committed by the old primary: their clients time out and
+        // count them indeterminate (also those that commit now: nobody tells them).
+        self.awaited.retain(|(group, _), _| *group != g);
+        let pending = std::mem::take(&mut self.groups[usize::from(g)].pending);
+        if !total && !pending.is_empty() {
+            let keep = self.rng.below(pending.len() as u64 + 1) as usize;
+            for record in pending.into_iter().take(keep) {
+                self.stats.survived_failovers += 1;
+                self.commit_to_log(g, record);
+            }
+        }
         let sg = &mut self.groups[usize::from(g)];
         sg.life += 1;
         sg.commit_at = self.now;
@@ -647,9 +704,6 @@ impl Sim {
                 m.lost.insert(tag);
             }
         }
-        // Writes appended and not committed here will not be: their clients time out and
-        // count them indeterminate.
-        self.awaited.retain(|(group, _), _| *group != g);
         self.flush_group(g);
     }
 

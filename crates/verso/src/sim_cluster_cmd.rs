@@ -81,7 +81,8 @@ pub fn run(args: &ClusterSimArgs) -> ExitCode {
     println!(
         "passed {} seeds in {:.1} s: {} moves finished, {} operations ({} writes acknowledged, \
          {} of them lost to total crashes of their group's lazy suffix), {} redirects, {} \
-         TRYAGAIN, {} failovers, {} total crashes of a group",
+         TRYAGAIN, {} failovers ({} uncommitted records kept by a new primary), {} total \
+         crashes of a group",
         args.seeds,
         began.elapsed().as_secs_f64(),
         t.moves_done,
@@ -91,6 +92,7 @@ pub fn run(args: &ClusterSimArgs) -> ExitCode {
         t.redirects,
         t.try_agains,
         t.failovers,
+        t.survived_failovers,
         t.total_crashes
     );
     ExitCode::SUCCESS
