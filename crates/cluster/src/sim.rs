@@ -73,8 +73,9 @@ pub struct SimStats {
     pub try_agains: u64,
     pub failovers: u64,
     pub total_crashes: u64,
-    /// Records appended before a failover that the new primary's log kept (they commit in
-    /// the new view without the old primary seeing it).
+    /// Records appended and not yet seen committed that a failover's new primary, or a
+    /// total crash's disks, kept (they commit in the new view without the old primary
+    /// seeing it).
     pub survived_failovers: u64,
     pub end_time_ms: u64,
 }
@@ -449,7 +450,7 @@ impl Sim {
                     return; // appended by a life that failed over
                 }
                 let appended = sg.pending.pop_front();
-                debug_assert_eq!(appended.as_ref(), Some(&record), "commits in append order");
+                assert_eq!(appended.as_ref(), Some(&record), "commits in append order");
                 self.commit_to_log(group, record.clone());
                 self.groups[usize::from(group)].node.committed(&record);
                 self.flush_group(group);
@@ -459,7 +460,7 @@ impl Sim {
                     return;
                 }
                 let appended = self.config_pending.pop_front();
-                debug_assert_eq!(appended.as_ref(), Some(&record), "commits in append order");
+                assert_eq!(appended.as_ref(), Some(&record), "commits in append order");
                 self.config_log.push(record.clone());
                 self.config.committed(&record);
                 if let ConfigRecord::Done { .. } = record {
@@ -665,14 +666,27 @@ impl Sim {
     /// last synchronous one are lost). A failover keeps a random prefix of what the old
     /// primary appended and had not seen commit (Lazy VSR's new primary holds what reached
     /// a majority): those records commit in the new view, where the recovered node learns
-    /// them only from the log.
+    /// them only from the log. A total crash may keep such a prefix too, if it ends with a
+    /// synchronous record (one a majority's disks may hold, with everything before it).
     fn restart_group(&mut self, g: GroupId, total: bool) {
         // Writes appended and not committed by the old primary: their clients time out and
         // count them indeterminate (also those that commit now: nobody tells them).
         self.awaited.retain(|(group, _), _| *group != g);
         let pending = std::mem::take(&mut self.groups[usize::from(g)].pending);
-        if !total && !pending.is_empty() {
-            let keep = self.rng.below(pending.len() as u64 + 1) as usize;
+        if !pending.is_empty() {
+            let keep = if total {
+                let lazy = self.opts.mistakes.lazy_transfers;
+                let ends: Vec<usize> = std::iter::once(0)
+                    .chain(
+                        (0..pending.len())
+                            .filter(|&i| pending[i].synchronous(lazy))
+                            .map(|i| i + 1),
+                    )
+                    .collect();
+                ends[self.rng.below(ends.len() as u64) as usize]
+            } else {
+                self.rng.below(pending.len() as u64 + 1) as usize
+            };
             for record in pending.into_iter().take(keep) {
                 self.stats.survived_failovers += 1;
                 self.commit_to_log(g, record);

@@ -21,9 +21,11 @@
 //!
 //! The primary executes an input at once on its live state (so later inputs see it) and
 //! again, when it commits, on the committed state a new primary would rebuild. The two must
-//! produce the same outputs: a difference means the server is not deterministic, and a
-//! backup would answer differently from the primary it replaces ([`TxnServer::check_invariants`]
-//! reports it).
+//! produce the same outputs ([`TxnServer::check_invariants`] reports a difference). Both are
+//! copies of one server in one process, so this catches only what depends on more than the
+//! inputs and the state (a global counter, the wall clock); a real backup could also differ
+//! by its own hash seeds or clock, which the servers avoid by construction (ordered maps,
+//! the time only from the input).
 
 use std::collections::VecDeque;
 
@@ -320,12 +322,12 @@ where
                 self.pending.clear();
                 self.undurable.clear();
                 self.committed = self.durable.clone();
+                self.synced_at = now;
             }
         }
         // Outputs already released stay released (they may be on the wire); the held ones
         // went with the old primary.
         self.live = self.committed.clone();
-        self.synced_at = now;
     }
 }
 

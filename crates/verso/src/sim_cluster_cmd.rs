@@ -81,7 +81,7 @@ pub fn run(args: &ClusterSimArgs) -> ExitCode {
     println!(
         "passed {} seeds in {:.1} s: {} moves finished, {} operations ({} writes acknowledged, \
          {} of them lost to total crashes of their group's lazy suffix), {} redirects, {} \
-         TRYAGAIN, {} failovers ({} uncommitted records kept by a new primary), {} total \
+         TRYAGAIN, {} failovers ({} records not yet seen committed kept by the new log), {} total \
          crashes of a group",
         args.seeds,
         began.elapsed().as_secs_f64(),

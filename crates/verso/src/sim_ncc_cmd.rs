@@ -70,13 +70,14 @@ pub struct NccSimArgs {
     /// crash loses what the disks had not caught up with); sync: VSR-Sync.
     #[arg(long, value_parser = parse_durability, value_name = "lazy|sync")]
     replicated: Option<Durability>,
-    /// With --replicated: failovers of each server's group per run, at random moments.
-    #[arg(long, default_value_t = 2, value_name = "N")]
-    group_failovers: u32,
+    /// With --replicated: failovers of each server's group per run, at random moments
+    /// (default 2).
+    #[arg(long, value_name = "N")]
+    group_failovers: Option<u32>,
     /// With --replicated: total crashes of each server's group per run (every replica at
-    /// once). Under lazy durability these lose committed state: expect failures.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    group_total_crashes: u32,
+    /// once; default 0). Under lazy durability these lose committed state: expect failures.
+    #[arg(long, value_name = "N")]
+    group_total_crashes: Option<u32>,
     /// Print every event of each run (use with one seed).
     #[arg(long)]
     trace: bool,
@@ -129,6 +130,12 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
     }
     if args.protocol != ProtocolKind::Ncc && (args.crash > 0 || args.pause > 0) {
         eprintln!("error: --crash and --pause need --protocol ncc (the baselines, as the paper runs them, have no backup coordinator)");
+        return ExitCode::from(2);
+    }
+    if args.replicated.is_none()
+        && (args.group_failovers.is_some() || args.group_total_crashes.is_some())
+    {
+        eprintln!("error: --group-failovers and --group-total-crashes need --replicated");
         return ExitCode::from(2);
     }
     let mut mistakes = Mistakes::default();
@@ -187,8 +194,8 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
             answers_before_commit,
             ..ReplicationModel::default()
         });
-        o.group_failovers = args.group_failovers;
-        o.group_total_crashes = args.group_total_crashes;
+        o.group_failovers = args.group_failovers.unwrap_or(2);
+        o.group_total_crashes = args.group_total_crashes.unwrap_or(0);
         run(&o)
     };
     let t = match crate::sim_cmd::run_seeds(args.seed, args.seeds, threads, one, SimStats::add) {

@@ -36,9 +36,11 @@ pub enum DiskWrite<O, R, S> {
 impl<O, R, S> DiskWrite<O, R, S> {
     /// Whether this write may go ahead of a checkpoint at `ap` that is still being written
     /// ([`super::Action::Write`]): an `Append` or a `View`, and a `Truncate` that keeps
-    /// everything up to `ap` (it removes only entries the checkpoint does not cover, so the
-    /// two commute; a view change's truncation is of this kind, as a backup applies only
-    /// what committed). Any other write waits for the checkpoint.
+    /// everything up to `ap`: it removes only entries the checkpoint does not cover, and
+    /// the disk's log base is never above a pending checkpoint's `ap`, so replaying the two
+    /// in either order gives the same disk. (A checkpoint taken at the log's newest entry
+    /// covers tentative entries too; a truncation that cuts into those waits for it.) Any
+    /// other write waits for the checkpoint.
     pub fn may_pass_checkpoint(&self, ap: Viewstamp) -> bool {
         match self {
             DiskWrite::Append(_) | DiskWrite::View(_) => true,
