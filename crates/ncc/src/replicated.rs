@@ -17,7 +17,9 @@
 //!   Under [`Durability::Lazy`] the disks catch up every [`ReplicationModel::sync_gap`], so
 //!   a total crash can lose committed inputs whose outputs already left; under
 //!   [`Durability::Sync`] an input commits only once on the disks, and nothing committed is
-//!   lost (VSR-Sync).
+//!   lost (VSR-Sync); under [`Durability::LazyAnswersOnDisk`] the log stays lazy but an
+//!   answer waits for the disks to catch up with its input, so what a total crash loses
+//!   nobody heard about.
 //!
 //! The primary executes an input at once on its live state (so later inputs see it) and
 //! again, when it commits, on the committed state a new primary would rebuild. The two must
@@ -39,6 +41,11 @@ pub enum Durability {
     Lazy,
     /// VSR-Sync: committed only once a majority's disks hold it.
     Sync,
+    /// Lazy VSR's log, but an answer leaves only once its input is on a majority's disks
+    /// too (group commit: it waits for the next catch-up of the disks, as a replicated
+    /// server's `--durability sync` replies do). A total crash still loses committed
+    /// inputs, but only ones nobody heard about.
+    LazyAnswersOnDisk,
 }
 
 /// How the modelled replication group behaves.
@@ -109,6 +116,9 @@ pub struct Replicated<S: TxnServer> {
     synced_at: u64,
     /// Appended inputs not yet committed, oldest first.
     pending: VecDeque<Appended<S::Msg>>,
+    /// Under [`Durability::LazyAnswersOnDisk`]: outputs of committed inputs that wait for
+    /// the disks to catch up.
+    awaiting_disk: Vec<Outputs<S::Msg>>,
     /// Outputs of committed inputs, not yet drained.
     ready: Vec<(ClientId, S::Msg)>,
     ready_peers: Vec<(ServerId, S::Msg)>,
@@ -133,6 +143,7 @@ where
             committed: server.clone(),
             durable: server,
             undurable: Vec::new(),
+            awaiting_disk: Vec::new(),
             synced_at: 0,
             pending: VecDeque::new(),
             ready: Vec::new(),
@@ -177,7 +188,7 @@ where
             let p = self.pending.pop_front().expect("checked");
             self.commit(p.input, Some(p.outputs));
         }
-        if self.model.durability == Durability::Lazy && now >= self.synced_at + self.model.sync_gap
+        if self.model.durability != Durability::Sync && now >= self.synced_at + self.model.sync_gap
         {
             self.sync_disks(now);
         }
@@ -196,7 +207,11 @@ where
                     (&to_clients, &to_peers)
                 ));
             }
-            if !self.model.answers_before_commit {
+            if self.model.answers_before_commit {
+                // Sent already, at execution.
+            } else if self.model.durability == Durability::LazyAnswersOnDisk {
+                self.awaiting_disk.push((to_clients, to_peers));
+            } else {
                 self.ready.extend(to_clients);
                 self.ready_peers.extend(to_peers);
             }
@@ -205,13 +220,18 @@ where
             Durability::Sync => {
                 Self::execute(&mut self.durable, &input);
             }
-            Durability::Lazy => self.undurable.push(input),
+            Durability::Lazy | Durability::LazyAnswersOnDisk => self.undurable.push(input),
         }
     }
 
+    /// The disks catch up with every committed input; answers waiting for that leave.
     fn sync_disks(&mut self, now: u64) {
         for input in std::mem::take(&mut self.undurable) {
             Self::execute(&mut self.durable, &input);
+        }
+        for (to_clients, to_peers) in std::mem::take(&mut self.awaiting_disk) {
+            self.ready.extend(to_clients);
+            self.ready_peers.extend(to_peers);
         }
         self.synced_at = now;
     }
@@ -327,6 +347,7 @@ where
         }
         // Outputs already released stay released (they may be on the wire); the held ones
         // went with the old primary.
+        self.awaiting_disk.clear();
         self.live = self.committed.clone();
     }
 }
@@ -451,8 +472,27 @@ mod tests {
                     assert_eq!(state(&g), vec![1, 2]);
                     assert_eq!(g.stats.committed_lost, 0);
                 }
+                Durability::LazyAnswersOnDisk => unreachable!("its own test"),
             }
         }
+    }
+
+    #[test]
+    fn answers_on_disk_wait_for_the_disks_and_a_total_crash_loses_only_unanswered_inputs() {
+        let mut g = group(Durability::LazyAnswersOnDisk);
+        g.on_message(0, 1);
+        g.tick(100); // committed, not on disk
+        assert!(g.drain().is_empty());
+        g.tick(1_000); // the disks catch up
+        assert_eq!(g.drain(), vec![(0, 1)]);
+        g.on_message(1_000, 2);
+        g.tick(1_100);
+        assert!(g.drain().is_empty(), "committed, but the disks have not caught up");
+        g.group_fault(1_200, GroupFault::TotalCrash);
+        assert_eq!(state(&g), vec![1]);
+        assert_eq!(g.stats.committed_lost, 1);
+        g.tick(5_000);
+        assert!(g.drain().is_empty(), "the lost input's answer never leaves");
     }
 
     #[test]

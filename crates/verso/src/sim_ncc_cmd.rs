@@ -67,8 +67,10 @@ pub struct NccSimArgs {
     workload: Workload,
     /// Put each server behind a modelled replication log (`verso_ncc::replicated`): no
     /// output leaves before the input that produced it commits. lazy: Lazy VSR (a total
-    /// crash loses what the disks had not caught up with); sync: VSR-Sync.
-    #[arg(long, value_parser = parse_durability, value_name = "lazy|sync")]
+    /// crash loses what the disks had not caught up with); sync: VSR-Sync;
+    /// lazy-answers-on-disk: Lazy VSR's log, each answer held until the disks caught up
+    /// with its input (group commit).
+    #[arg(long, value_parser = parse_durability, value_name = "lazy|sync|lazy-answers-on-disk")]
     replicated: Option<Durability>,
     /// With --replicated: failovers of each server's group per run, at random moments
     /// (default 2).
@@ -102,7 +104,10 @@ fn parse_durability(s: &str) -> Result<Durability, String> {
     match s {
         "lazy" => Ok(Durability::Lazy),
         "sync" => Ok(Durability::Sync),
-        _ => Err(format!("unknown durability {s:?}; lazy or sync")),
+        "lazy-answers-on-disk" => Ok(Durability::LazyAnswersOnDisk),
+        _ => Err(format!(
+            "unknown durability {s:?}; lazy, sync or lazy-answers-on-disk"
+        )),
     }
 }
 
