@@ -31,6 +31,8 @@ cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 500)) --seed "
 # Each server behind a modelled replication log that fails over and crashes whole (VSR-Sync).
 cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 300)) --seed "$RANDOM$RANDOM" \
   --replicated sync --group-failovers 3 --group-total-crashes 1 --crash 10 --pause 10
+cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 300)) --seed "$RANDOM$RANDOM" \
+  --replicated lazy-answers-on-disk --group-failovers 3 --group-total-crashes 1
 # The baselines on the same simulator (TAPIR-CC's strict violations are counted, not failed).
 for p in docc d2pl-no-wait d2pl-wound-wait tapir-cc; do
   cargo run --release --quiet -p verso -- sim ncc --protocol "$p" --seeds $((secs * 200)) --seed "$RANDOM$RANDOM"
