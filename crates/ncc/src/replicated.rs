@@ -487,7 +487,10 @@ mod tests {
         assert_eq!(g.drain(), vec![(0, 1)]);
         g.on_message(1_000, 2);
         g.tick(1_100);
-        assert!(g.drain().is_empty(), "committed, but the disks have not caught up");
+        assert!(
+            g.drain().is_empty(),
+            "committed, but the disks have not caught up"
+        );
         g.group_fault(1_200, GroupFault::TotalCrash);
         assert_eq!(state(&g), vec![1]);
         assert_eq!(g.stats.committed_lost, 1);

@@ -3,26 +3,11 @@
 //! state change a response depends on goes through the shard's log before the response
 //! leaves; issue 19 item 3: what survives a total crash).
 
-use verso_ncc::replicated::{Durability, ReplicationModel};
-use verso_ncc::sim::{run, SimOptions, SimStats};
-use verso_ncc::ProtocolKind;
+mod common;
 
-fn seeds(
-    range: std::ops::Range<u64>,
-    tweak: impl Fn(&mut SimOptions),
-) -> (SimStats, Vec<(u64, String)>) {
-    let mut total = SimStats::default();
-    let mut failed = Vec::new();
-    for seed in range {
-        let mut o = SimOptions::new(seed);
-        tweak(&mut o);
-        match run(&o) {
-            Ok(s) => total.add(&s),
-            Err(e) => failed.push((seed, e)),
-        }
-    }
-    (total, failed)
-}
+use common::seeds;
+use verso_ncc::replicated::{Durability, ReplicationModel};
+use verso_ncc::ProtocolKind;
 
 fn model(durability: Durability) -> ReplicationModel {
     ReplicationModel {

@@ -2,25 +2,11 @@
 //! mistakes are caught (issue 18: "an unsafe 'timestamp order without response timing
 //! control' variant for tests").
 
-use verso_ncc::sim::{run, SimOptions, SimStats};
-use verso_ncc::Mistakes;
+mod common;
 
-fn seeds(
-    range: std::ops::Range<u64>,
-    tweak: impl Fn(&mut SimOptions),
-) -> (SimStats, Vec<(u64, String)>) {
-    let mut total = SimStats::default();
-    let mut failed = Vec::new();
-    for seed in range {
-        let mut o = SimOptions::new(seed);
-        tweak(&mut o);
-        match run(&o) {
-            Ok(s) => total.add(&s),
-            Err(e) => failed.push((seed, e)),
-        }
-    }
-    (total, failed)
-}
+use common::seeds;
+use verso_ncc::sim::{run, SimOptions};
+use verso_ncc::Mistakes;
 
 #[test]
 fn a_thousand_seeds_are_strictly_serializable_and_finish() {
