@@ -108,7 +108,8 @@ pub struct Replicated<S: TxnServer> {
     live: S,
     /// The state as of the last committed input: what a new primary rebuilds.
     committed: S,
-    /// The state as of the last input on a majority's disks: what a total crash leaves.
+    /// The state as of the last input on a majority's disks: what a total crash leaves
+    /// (unused under [`Durability::Sync`], where it is `committed`).
     durable: S,
     /// Committed inputs not yet on the disks, oldest first (empty under `Sync`).
     undurable: Vec<Input<S::Msg>>,
@@ -216,11 +217,9 @@ where
                 self.ready_peers.extend(to_peers);
             }
         }
-        match self.model.durability {
-            Durability::Sync => {
-                Self::execute(&mut self.durable, &input);
-            }
-            Durability::Lazy | Durability::LazyAnswersOnDisk => self.undurable.push(input),
+        // Under Sync the committed state is the durable one: nothing to keep apart.
+        if self.model.durability != Durability::Sync {
+            self.undurable.push(input);
         }
     }
 
@@ -340,8 +339,10 @@ where
                 self.stats.uncommitted_lost += self.pending.len() as u64;
                 self.stats.committed_lost += self.undurable.len() as u64;
                 self.pending.clear();
-                self.undurable.clear();
-                self.committed = self.durable.clone();
+                if self.model.durability != Durability::Sync {
+                    self.undurable.clear();
+                    self.committed = self.durable.clone();
+                }
                 self.synced_at = now;
             }
         }

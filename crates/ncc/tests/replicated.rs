@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::seeds;
+use common::{assert_passed, seeds};
 use verso_ncc::replicated::{Durability, ReplicationModel};
 use verso_ncc::ProtocolKind;
 
@@ -14,15 +14,6 @@ fn model(durability: Durability) -> ReplicationModel {
         durability,
         ..ReplicationModel::default()
     }
-}
-
-fn assert_passed(failed: &[(u64, String)]) {
-    assert!(
-        failed.is_empty(),
-        "{} seeds failed, first: {:?}",
-        failed.len(),
-        failed.first()
-    );
 }
 
 /// Failovers lose uncommitted inputs, and the new primary answers only what its log

@@ -4,19 +4,14 @@
 
 mod common;
 
-use common::seeds;
+use common::{assert_passed, seeds};
 use verso_ncc::sim::{run, SimOptions};
 use verso_ncc::Mistakes;
 
 #[test]
 fn a_thousand_seeds_are_strictly_serializable_and_finish() {
     let (total, failed) = seeds(0..1_000, |_| {});
-    assert!(
-        failed.is_empty(),
-        "{} seeds failed, first: {:?}",
-        failed.len(),
-        failed.first()
-    );
+    assert_passed(&failed);
     // The runs exercise every path, not only the easy one.
     let c = total.clients;
     assert_eq!(total.committed, 1_000 * 4 * 30);
@@ -35,12 +30,7 @@ fn a_thousand_seeds_are_strictly_serializable_and_finish() {
 #[test]
 fn ncc_rw_is_strictly_serializable() {
     let (total, failed) = seeds(0..500, |o| o.ncc_rw = true);
-    assert!(
-        failed.is_empty(),
-        "{} seeds failed, first: {:?}",
-        failed.len(),
-        failed.first()
-    );
+    assert_passed(&failed);
     assert_eq!(total.clients.ro_aborts, 0);
 }
 
@@ -52,12 +42,7 @@ fn high_contention_and_wide_skew_are_strictly_serializable() {
         o.skew_max = 5_000;
         o.duplicate_percent = 20;
     });
-    assert!(
-        failed.is_empty(),
-        "{} seeds failed, first: {:?}",
-        failed.len(),
-        failed.first()
-    );
+    assert_passed(&failed);
 }
 
 #[test]
@@ -108,12 +93,7 @@ fn crashed_and_paused_clients_are_recovered() {
         o.pause_percent = 25;
         o.recovery_after = Some(5_000);
     });
-    assert!(
-        failed.is_empty(),
-        "{} seeds failed, first: {:?}",
-        failed.len(),
-        failed.first()
-    );
+    assert_passed(&failed);
     assert!(total.crashed > 100 && total.paused > 100, "{total:?}");
     assert!(total.recovered_commits > 100, "{total:?}");
 }
@@ -171,11 +151,6 @@ fn soak() {
             }
         });
         println!("hot={hot}: {total:?}");
-        assert!(
-            failed.is_empty(),
-            "{} seeds failed, first: {:?}",
-            failed.len(),
-            failed.first()
-        );
+        assert_passed(&failed);
     }
 }

@@ -20,3 +20,13 @@ pub fn seeds(
     }
     (total, failed)
 }
+
+/// Fails with the count and the first failure if any seed failed.
+pub fn assert_passed(failed: &[(u64, String)]) {
+    assert!(
+        failed.is_empty(),
+        "{} seeds failed, first: {:?}",
+        failed.len(),
+        failed.first()
+    );
+}
