@@ -118,6 +118,23 @@ pub struct ClientStats {
     pub resent: u64,
 }
 
+impl ClientStats {
+    /// Adds `o`'s counts to these.
+    pub fn add(&mut self, o: &ClientStats) {
+        self.committed += o.committed;
+        self.committed_first_try += o.committed_first_try;
+        self.multi_shot += o.multi_shot;
+        self.smart_retries += o.smart_retries;
+        self.smart_retries_ok += o.smart_retries_ok;
+        self.early_aborts += o.early_aborts;
+        self.ro_aborts += o.ro_aborts;
+        self.safeguard_aborts += o.safeguard_aborts;
+        self.aborts += o.aborts;
+        self.read_after_write += o.read_after_write;
+        self.resent += o.resent;
+    }
+}
+
 /// One client (module docs). `Clone` and `Hash` for the model checker.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Client {

@@ -39,6 +39,7 @@ pub mod replicated;
 pub mod server;
 pub mod sim;
 mod types;
+pub mod wire;
 pub mod workload;
 
 pub use client::{Client, ClientEvent, ClientStats, Outcome};

@@ -21,6 +21,7 @@ mod sim_cluster_cmd;
 mod sim_cmd;
 mod sim_ncc_cmd;
 mod tatp_cmd;
+mod txn_cmd;
 use verso_bench::core_workloads::CoreWorkload;
 use verso_bench::index_bench::{self, IndexBenchConfig};
 use verso_bench::results::csv;
@@ -55,6 +56,9 @@ enum Command {
     /// Check a recorded history with Verso's checker (`verso-check`).
     #[command(subcommand)]
     Check(Check),
+    /// One shard server of a distributed-transaction protocol (NCC or a baseline) over
+    /// TCP: what `verso bench txn` starts, one process per shard.
+    TxnServer(txn_cmd::TxnServerArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -185,6 +189,15 @@ enum Bench {
     /// line per file. Prints the paths written.
     #[command(verbatim_doc_comment)]
     Plot(results_cmd::PlotArgs),
+    /// Distributed transactions between real processes (issue 19): starts --servers shard
+    /// server processes on loopback per run (`verso txn-server`), drives them with
+    /// open-loop clients at each of --rates (0: closed loop) and prints committed
+    /// transactions per second, latency from arrival to commit, the share committed at
+    /// the first attempt and protocol messages per transaction, for each protocol in
+    /// --protocols, interleaved. --check records the history and checks it against the
+    /// servers' committed versions (exit status 1 on a violation).
+    #[command(verbatim_doc_comment)]
+    Txn(txn_cmd::BenchTxnArgs),
 }
 
 #[derive(Args, Debug)]
@@ -357,6 +370,8 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Index(args)) => bench_index(&args),
         Command::Bench(Bench::Compare(args)) => results_cmd::run_compare(&args),
         Command::Bench(Bench::Plot(args)) => results_cmd::run_plot(&args),
+        Command::Bench(Bench::Txn(args)) => txn_cmd::run_bench(&args),
+        Command::TxnServer(args) => txn_cmd::run_server(&args),
     }
 }
 

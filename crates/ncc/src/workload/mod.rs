@@ -121,8 +121,8 @@ impl Zipf {
     }
 }
 
-/// A transaction the simulator runs.
-pub(crate) struct Program {
+/// A transaction the simulator (or a real client, [`Generator`]) runs.
+pub struct Program {
     pub(crate) first: Vec<Op>,
     pub(crate) second: Option<SecondShot>,
 }
@@ -180,6 +180,57 @@ pub(crate) fn fresh_value(next_value: &mut u64) -> u64 {
     *next_value
 }
 
+impl Program {
+    /// The first shot's requests.
+    pub fn first(&self) -> &[Op] {
+        &self.first
+    }
+
+    /// Whether a second shot follows the first.
+    pub fn two_shots(&self) -> bool {
+        self.second.is_some()
+    }
+
+    /// The second shot's requests, given what the first read (in the first shot's
+    /// order, as [`crate::ClientEvent::ShotDone`] reports it); `None` for one shot.
+    pub fn second(&self, reads: &[(Key, u64)]) -> Option<Vec<Op>> {
+        self.second.as_ref().map(|s| s.ops(reads))
+    }
+}
+
+/// Seeded programs of one mix for a client outside the simulator (issue 19's real
+/// processes): the same shapes, with values unique across generators, so one history of
+/// many client processes can still be checked (a read names the write it saw).
+pub struct Generator {
+    opts: SimOptions,
+    rng: Rng,
+    next_value: u64,
+    zipf: Option<Zipf>,
+}
+
+impl Generator {
+    /// `stream` tells generators apart: its values start at `stream << 40`, room for
+    /// 2^40 writes each.
+    pub fn new(opts: &SimOptions, stream: u32) -> Generator {
+        Generator {
+            opts: opts.clone(),
+            rng: Rng(opts.seed ^ u64::from(stream).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            next_value: u64::from(stream) << 40,
+            zipf: (opts.workload == Workload::F1).then(|| Zipf::new(F1_KEYS, F1_ZIPF)),
+        }
+    }
+
+    /// The next transaction of the mix.
+    pub fn next_program(&mut self) -> Program {
+        random_program(
+            &mut self.rng,
+            &self.opts,
+            &mut self.next_value,
+            self.zipf.as_ref(),
+        )
+    }
+}
+
 /// The next transaction of `opts.workload`.
 pub(crate) fn random_program(
     rng: &mut Rng,
@@ -189,7 +240,12 @@ pub(crate) fn random_program(
 ) -> Program {
     match opts.workload {
         Workload::Mixed => mixed_program(rng, opts, next_value),
-        Workload::F1 => f1_program(rng, next_value, zipf.expect("made for F1")),
+        Workload::F1 => f1_program(
+            rng,
+            next_value,
+            zipf.expect("made for F1"),
+            opts.f1_writes_per_100k,
+        ),
         Workload::Tpcc => tpcc::program(rng, opts.servers, next_value),
     }
 }
@@ -257,9 +313,9 @@ fn mixed_program(rng: &mut Rng, opts: &SimOptions, next_value: &mut u64) -> Prog
     }
 }
 
-fn f1_program(rng: &mut Rng, next_value: &mut u64, zipf: &Zipf) -> Program {
+fn f1_program(rng: &mut Rng, next_value: &mut u64, zipf: &Zipf, writes_per_100k: u64) -> Program {
     let n = rng.range(1, 10) as usize;
-    let writes = rng.below(100_000) < F1_WRITES_PER_100K;
+    let writes = rng.below(100_000) < writes_per_100k;
     let mut keys: Vec<Key> = Vec::with_capacity(n);
     while keys.len() < n {
         // Popular ranks spread over the key space: a multiplier coprime with 1 M permutes

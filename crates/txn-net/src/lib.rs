@@ -1,0 +1,105 @@
+//! NCC and its baselines between real processes (issue 19, first part): the state machines
+//! of `verso-ncc`, unchanged, driven by threads and TCP instead of the simulator.
+//!
+//! - [`server`]: one shard server process; a thread per connection reads frames, one
+//!   protocol thread owns the state machine (so it stays single-threaded, as the
+//!   simulator runs it), feeds it messages and its timers, and writes what it answers.
+//! - [`client`]: a pool of protocol clients (each coordinates its own transactions, as the
+//!   paper puts the coordinator in the client) sharing one connection per server.
+//! - [`load`]: an open-loop load driver over pools (arrivals at a target rate, as the
+//!   paper's clients send), which records the history for `verso_ncc::check`.
+//! - [`local`]: starts a cluster of server processes on loopback for benchmarks and tests.
+//!
+//! Not yet here (issue 19's later items): the servers keep NCC's own versions, not the
+//! engine's, and are not replicated; servers never fail in these runs.
+
+pub mod client;
+pub mod frame;
+pub mod load;
+pub mod local;
+pub mod server;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use verso_ncc::baseline::{BaselineClient, BaselineServer, Flavor};
+use verso_ncc::{Client, ClientId, ProtocolKind, Server};
+
+/// The protocol a cluster runs (`--txn-protocol`, issue 19 item 4): every server and
+/// client of a run agree on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// NCC; `read_only`: with its one-round read-only protocol (NCC-RW without).
+    Ncc {
+        read_only: bool,
+    },
+    Baseline(Flavor),
+}
+
+impl Protocol {
+    pub const NAMES: [&'static str; 6] = [
+        "ncc",
+        "ncc-rw",
+        "docc",
+        "d2pl-no-wait",
+        "d2pl-wound-wait",
+        "tapir-cc",
+    ];
+
+    pub fn parse(s: &str) -> Option<Protocol> {
+        match s {
+            "ncc" => Some(Protocol::Ncc { read_only: true }),
+            "ncc-rw" => Some(Protocol::Ncc { read_only: false }),
+            other => match ProtocolKind::parse(other)? {
+                ProtocolKind::Ncc => None,
+                ProtocolKind::Docc => Some(Protocol::Baseline(Flavor::Docc)),
+                ProtocolKind::D2plNoWait => Some(Protocol::Baseline(Flavor::D2plNoWait)),
+                ProtocolKind::D2plWoundWait => Some(Protocol::Baseline(Flavor::D2plWoundWait)),
+                ProtocolKind::TapirCc => Some(Protocol::Baseline(Flavor::TapirCc)),
+            },
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Ncc { read_only: true } => "ncc",
+            Protocol::Ncc { read_only: false } => "ncc-rw",
+            Protocol::Baseline(Flavor::Docc) => "docc",
+            Protocol::Baseline(Flavor::D2plNoWait) => "d2pl-no-wait",
+            Protocol::Baseline(Flavor::D2plWoundWait) => "d2pl-wound-wait",
+            Protocol::Baseline(Flavor::TapirCc) => "tapir-cc",
+        }
+    }
+
+    /// Whether it promises strict serializability (TAPIR-CC only serializability).
+    pub fn strict(self) -> bool {
+        self != Protocol::Baseline(Flavor::TapirCc)
+    }
+
+    fn ncc_server(id: u32, recovery_after_us: u64) -> Server {
+        Server::new(verso_ncc::Mistakes::default()).with_recovery(id, recovery_after_us)
+    }
+
+    fn ncc_client(id: ClientId, servers: u32, read_only: bool, resend_us: u64) -> Client {
+        let mut c = Client::new(id, servers);
+        c.read_only_protocol = read_only;
+        c.resend_after = resend_us;
+        c
+    }
+
+    fn baseline_server(flavor: Flavor) -> BaselineServer {
+        BaselineServer::new(flavor)
+    }
+
+    fn baseline_client(id: ClientId, servers: u32, flavor: Flavor) -> BaselineClient {
+        BaselineClient::new(id, servers, flavor)
+    }
+}
+
+/// Microseconds since the Unix epoch: the clock every process of a run reads (one
+/// machine, so one clock; NCC's asynchrony-aware timestamps need no agreement anyway).
+pub fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,217 @@
+//! A cluster of shard server processes on loopback, for `verso bench txn` and the tests.
+//!
+//! Each server binds an ephemeral port and prints it; once all have, each learns every
+//! address on its standard input (so no port is guessed and none raced for). The driver
+//! talks to them over control connections: a dump of the committed versions for the
+//! history check, and shutdown.
+
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::frame::{read_frame, write_frame, Frame, Hello};
+use crate::server::{serve, ServerConfig};
+use crate::Protocol;
+
+/// How long a server may take to start and say where it listens.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Server processes started by [`LocalCluster::start`]; killed when dropped.
+pub struct LocalCluster {
+    children: Vec<Child>,
+    pub addrs: Vec<SocketAddr>,
+}
+
+/// What the servers hold at the end of a run.
+#[derive(Clone, Debug, Default)]
+pub struct Dump {
+    /// Every key's committed values, oldest first (the initial 0 first).
+    pub versions: Vec<(u64, Vec<u64>)>,
+    /// Transactions still undecided, over all servers.
+    pub undecided: u64,
+    /// Servers whose protocol invariants do not hold, with the reason.
+    pub broken: Vec<(usize, String)>,
+}
+
+impl LocalCluster {
+    /// Starts `servers` processes of `exe txn-server` running `protocol`.
+    pub fn start(exe: &Path, servers: u32, protocol: Protocol) -> io::Result<LocalCluster> {
+        let mut cluster = LocalCluster {
+            children: Vec::new(),
+            addrs: Vec::new(),
+        };
+        for id in 0..servers {
+            let mut child = Command::new(exe)
+                .args(["txn-server", "--id", &id.to_string()])
+                .args(["--servers", &servers.to_string()])
+                .args(["--protocol", protocol.name()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()?;
+            let stdout = child.stdout.take().expect("piped");
+            cluster.children.push(child);
+            // Read the address line on a thread, so a server that never prints cannot
+            // hang the caller.
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                let mut line = String::new();
+                let _ = BufReader::new(stdout).read_line(&mut line);
+                let _ = tx.send(line);
+            });
+            let line = rx
+                .recv_timeout(START_TIMEOUT)
+                .map_err(|_| io::Error::other(format!("server {id} did not start")))?;
+            let addr = line
+                .trim()
+                .strip_prefix("listening ")
+                .and_then(|a| a.parse().ok())
+                .ok_or_else(|| io::Error::other(format!("server {id} said {line:?}")))?;
+            cluster.addrs.push(addr);
+        }
+        let peers = peers_line(&cluster.addrs);
+        for child in &mut cluster.children {
+            let stdin = child.stdin.as_mut().expect("piped");
+            stdin.write_all(peers.as_bytes())?;
+            stdin.flush()?;
+        }
+        Ok(cluster)
+    }
+
+    /// Every server's committed versions and state.
+    pub fn dump(&self) -> io::Result<Dump> {
+        let mut dump = Dump::default();
+        for (s, &addr) in self.addrs.iter().enumerate() {
+            let stream = control(addr)?;
+            stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+            let mut w = BufWriter::new(stream.try_clone()?);
+            write_frame(&mut w, &Frame::DumpRequest, &mut Vec::new())?;
+            w.flush()?;
+            let mut r = BufReader::new(stream);
+            let mut buf = Vec::new();
+            loop {
+                match read_frame(&mut r, &mut buf)? {
+                    Some(Frame::Dump(keys)) => dump.versions.extend(keys),
+                    Some(Frame::DumpEnd { undecided, broken }) => {
+                        dump.undecided += u64::from(undecided);
+                        if let Some(why) = broken {
+                            dump.broken.push((s, why));
+                        }
+                        break;
+                    }
+                    other => {
+                        return Err(io::Error::other(format!(
+                            "server {s} answered a dump with {other:?}"
+                        )))
+                    }
+                }
+            }
+        }
+        Ok(dump)
+    }
+
+    /// Asks every server to exit and waits (bounded) for it; kills what does not.
+    pub fn shutdown(mut self) -> io::Result<()> {
+        for &addr in &self.addrs {
+            if let Ok(stream) = control(addr) {
+                let mut w = BufWriter::new(stream);
+                let _ = write_frame(&mut w, &Frame::Shutdown, &mut Vec::new());
+                let _ = w.flush();
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for child in &mut self.children {
+            while child.try_wait()?.is_none() {
+                if Instant::now() > deadline {
+                    child.kill()?;
+                    child.wait()?;
+                    return Err(io::Error::other("a server did not exit on shutdown"));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            if matches!(child.try_wait(), Ok(None)) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+fn control(addr: SocketAddr) -> io::Result<TcpStream> {
+    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    let mut w = BufWriter::new(stream.try_clone()?);
+    write_frame(&mut w, &Frame::Hello(Hello::Control), &mut Vec::new())?;
+    w.flush()?;
+    Ok(stream)
+}
+
+fn peers_line(addrs: &[SocketAddr]) -> String {
+    let list: Vec<String> = addrs.iter().map(SocketAddr::to_string).collect();
+    format!("peers {}\n", list.join(","))
+}
+
+/// The `verso txn-server` process: binds `listen` (port 0: any), prints `listening ADDR`,
+/// learns the peers (given, or a `peers A,B,...` line on standard input) and serves until
+/// shut down.
+pub fn server_process(
+    id: u32,
+    servers: u32,
+    protocol: Protocol,
+    listen: SocketAddr,
+    peers: Option<Vec<SocketAddr>>,
+    recovery_after_us: u64,
+) -> io::Result<()> {
+    let listener = TcpListener::bind(listen)?;
+    println!("listening {}", listener.local_addr()?);
+    io::stdout().flush()?;
+    let peers = match peers {
+        Some(p) => p,
+        None => {
+            let mut line = String::new();
+            io::stdin().lock().read_line(&mut line)?;
+            parse_peers(line.trim().strip_prefix("peers ").unwrap_or(""))?
+        }
+    };
+    if peers.len() != servers as usize || id >= servers {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "server {id} of {servers} was given {} peer addresses",
+                peers.len()
+            ),
+        ));
+    }
+    serve(
+        listener,
+        ServerConfig {
+            id,
+            protocol,
+            peers,
+            recovery_after_us,
+        },
+    )
+}
+
+/// `A,B,...` as socket addresses.
+pub fn parse_peers(s: &str) -> io::Result<Vec<SocketAddr>> {
+    s.split(',')
+        .map(|a| {
+            a.trim().parse().map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("not an address: {a:?}"),
+                )
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,301 @@
+//! One shard server process: the protocol's server state machine behind TCP.
+//!
+//! Threads: the caller's thread accepts; each connection has a reader thread that decodes
+//! frames and hands them over a channel; one protocol thread owns the state machine and
+//! every socket's write half. So the state machine sees one input at a time, as in the
+//! simulator, and what it answers to a burst of inputs leaves in one write per connection
+//! (the inputs waiting in the channel are taken together before the writers flush).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{self, BufWriter, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread;
+use std::time::Duration;
+
+use verso_ncc::wire::Wire;
+use verso_ncc::TxnServer;
+
+use crate::frame::{read_frame, write_frame, Frame, Hello, DUMP_CHUNK_KEYS};
+use crate::{now_us, Protocol};
+
+/// How a server is started.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub id: u32,
+    pub protocol: Protocol,
+    /// Every server's address, this one's included, indexed by server id: where a backup
+    /// coordinator's messages go.
+    pub peers: Vec<SocketAddr>,
+    /// NCC's recovery timer (App. D): how long a transaction may stay undecided before
+    /// its cohorts ask the backup coordinator.
+    pub recovery_after_us: u64,
+}
+
+/// Inputs to the protocol thread.
+enum Input {
+    Open(u64, Hello, TcpStream),
+    Frame(u64, Frame),
+    Closed(u64),
+}
+
+/// Serves on `listener` until a control connection sends [`Frame::Shutdown`].
+pub fn serve(listener: TcpListener, cfg: ServerConfig) -> io::Result<()> {
+    let (tx, rx) = mpsc::channel();
+    let accept = listener.try_clone()?;
+    thread::Builder::new()
+        .name("txn-accept".into())
+        .spawn(move || accept_loop(accept, tx))?;
+    match cfg.protocol {
+        Protocol::Ncc { .. } => run(
+            Protocol::ncc_server(cfg.id, cfg.recovery_after_us),
+            &cfg,
+            rx,
+        ),
+        Protocol::Baseline(flavor) => run(Protocol::baseline_server(flavor), &cfg, rx),
+    }
+}
+
+fn accept_loop(listener: TcpListener, tx: Sender<Input>) {
+    for (conn, stream) in (0u64..).zip(listener.incoming()) {
+        let Ok(stream) = stream else { continue };
+        let tx = tx.clone();
+        let spawned = thread::Builder::new()
+            .name("txn-conn".into())
+            .spawn(move || read_loop(conn, stream, tx));
+        if spawned.is_err() {
+            // Out of threads: the connection is dropped and its peer sees it closed.
+            continue;
+        }
+    }
+}
+
+fn read_loop(conn: u64, stream: TcpStream, tx: Sender<Input>) {
+    let _ = stream.set_nodelay(true);
+    let Ok(writer) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = io::BufReader::new(stream);
+    let mut buf = Vec::new();
+    // The first frame says who is there; anything else first is a protocol error.
+    let Ok(Some(Frame::Hello(hello))) = read_frame(&mut reader, &mut buf) else {
+        return;
+    };
+    if tx.send(Input::Open(conn, hello, writer)).is_err() {
+        return;
+    }
+    // A malformed frame or a reset ends the connection; the protocol tolerates lost
+    // messages (clients send again), so nothing else is owed.
+    while let Ok(Some(frame)) = read_frame(&mut reader, &mut buf) {
+        if tx.send(Input::Frame(conn, frame)).is_err() {
+            return;
+        }
+    }
+    let _ = tx.send(Input::Closed(conn));
+}
+
+/// The protocol thread's state.
+struct Host<S> {
+    server: S,
+    id: u32,
+    peers: Vec<SocketAddr>,
+    writers: HashMap<u64, BufWriter<TcpStream>>,
+    /// Client connections by the first protocol client they speak for: (count, conn).
+    clients: BTreeMap<u32, (u32, u64)>,
+    /// Connections to the other servers, opened on first use.
+    peer_out: Vec<Option<BufWriter<TcpStream>>>,
+    scratch: Vec<u8>,
+    msg: Vec<u8>,
+    shutdown: bool,
+}
+
+fn run<S>(server: S, cfg: &ServerConfig, rx: Receiver<Input>) -> io::Result<()>
+where
+    S: TxnServer,
+    S::Msg: Wire,
+{
+    let mut h = Host {
+        server,
+        id: cfg.id,
+        peers: cfg.peers.clone(),
+        writers: HashMap::new(),
+        clients: BTreeMap::new(),
+        peer_out: (0..cfg.peers.len()).map(|_| None).collect(),
+        scratch: Vec::new(),
+        msg: Vec::new(),
+        shutdown: false,
+    };
+    let mut next_tick = 0u64;
+    while !h.shutdown {
+        let now = now_us();
+        let wait = match h.server.tick_every() {
+            Some(_) if next_tick > now => Duration::from_micros((next_tick - now).min(10_000)),
+            Some(_) => Duration::ZERO,
+            None => Duration::from_millis(10),
+        };
+        match rx.recv_timeout(wait) {
+            Ok(input) => {
+                h.handle(input);
+                // Take what else is waiting before answering: one write per burst.
+                for input in rx.try_iter().take(1024) {
+                    h.handle(input);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        let now = now_us();
+        if let Some(every) = h.server.tick_every() {
+            if now >= next_tick {
+                h.server.tick(now);
+                next_tick = now + every;
+            }
+        }
+        h.send_outputs();
+    }
+    Ok(())
+}
+
+impl<S> Host<S>
+where
+    S: TxnServer,
+    S::Msg: Wire,
+{
+    fn handle(&mut self, input: Input) {
+        match input {
+            Input::Open(conn, hello, stream) => {
+                if let Hello::Clients { first, count } = hello {
+                    self.clients.insert(first, (count, conn));
+                }
+                if !matches!(hello, Hello::Server { .. }) {
+                    self.writers.insert(conn, BufWriter::new(stream));
+                }
+            }
+            Input::Frame(conn, frame) => self.on_frame(conn, frame),
+            Input::Closed(conn) => {
+                self.writers.remove(&conn);
+                self.clients.retain(|_, &mut (_, c)| c != conn);
+            }
+        }
+    }
+
+    fn on_frame(&mut self, conn: u64, frame: Frame) {
+        match frame {
+            Frame::Msg { bytes, .. } => match S::Msg::decode(&bytes) {
+                Ok(msg) => self.server.on_message(now_us(), msg),
+                // A message this protocol cannot read: drop the sender, as for a bad frame.
+                Err(_) => self.drop_conn(conn),
+            },
+            Frame::DumpRequest => self.dump(conn),
+            Frame::Shutdown => self.shutdown = true,
+            Frame::Hello(_) | Frame::Dump(_) | Frame::DumpEnd { .. } => self.drop_conn(conn),
+        }
+    }
+
+    fn drop_conn(&mut self, conn: u64) {
+        if let Some(w) = self.writers.remove(&conn) {
+            let _ = w.get_ref().shutdown(std::net::Shutdown::Both);
+        }
+        self.clients.retain(|_, &mut (_, c)| c != conn);
+    }
+
+    fn dump(&mut self, conn: u64) {
+        let versions = self.server.committed_versions();
+        let frames = versions
+            .chunks(DUMP_CHUNK_KEYS)
+            .map(|c| Frame::Dump(c.to_vec()))
+            .chain(std::iter::once(Frame::DumpEnd {
+                undecided: self.server.undecided().len() as u32,
+                broken: self.server.check_invariants().err(),
+            }));
+        let Some(w) = self.writers.get_mut(&conn) else {
+            return;
+        };
+        for f in frames {
+            if write_frame(w, &f, &mut self.scratch).is_err() {
+                self.drop_conn(conn);
+                return;
+            }
+        }
+    }
+
+    fn client_conn(&self, client: u32) -> Option<u64> {
+        let (&first, &(count, conn)) = self.clients.range(..=client).next_back()?;
+        (client - first < count).then_some(conn)
+    }
+
+    fn send_outputs(&mut self) {
+        for (client, msg) in self.server.drain() {
+            let Some(conn) = self.client_conn(client) else {
+                // Its client is gone; a client that returns sends again.
+                continue;
+            };
+            self.msg.clear();
+            msg.encode(&mut self.msg);
+            let frame = Frame::Msg {
+                party: client,
+                bytes: std::mem::take(&mut self.msg),
+            };
+            let ok = match self.writers.get_mut(&conn) {
+                Some(w) => write_frame(w, &frame, &mut self.scratch).is_ok(),
+                None => true,
+            };
+            if let Frame::Msg { bytes, .. } = frame {
+                self.msg = bytes;
+            }
+            if !ok {
+                self.drop_conn(conn);
+            }
+        }
+        for (to, msg) in self.server.drain_peers() {
+            self.send_peer(to, &msg);
+        }
+        let mut failed = Vec::new();
+        for (&conn, w) in &mut self.writers {
+            if w.flush().is_err() {
+                failed.push(conn);
+            }
+        }
+        for slot in &mut self.peer_out {
+            // A peer that cannot take the bytes is reconnected on next use.
+            if slot.as_mut().is_some_and(|w| w.flush().is_err()) {
+                *slot = None;
+            }
+        }
+        failed.into_iter().for_each(|c| self.drop_conn(c));
+    }
+
+    fn send_peer(&mut self, to: u32, msg: &S::Msg) {
+        let Some(&addr) = self.peers.get(to as usize) else {
+            return;
+        };
+        let slot = &mut self.peer_out[to as usize];
+        if slot.is_none() {
+            // A peer that does not answer within a second is skipped this time; the
+            // recovery timer asks again.
+            let Ok(stream) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else {
+                return;
+            };
+            let _ = stream.set_nodelay(true);
+            let mut w = BufWriter::new(stream);
+            let hello = Frame::Hello(Hello::Server { id: self.id });
+            if write_frame(&mut w, &hello, &mut self.scratch).is_err() {
+                return;
+            }
+            *slot = Some(w);
+        }
+        self.msg.clear();
+        msg.encode(&mut self.msg);
+        let frame = Frame::Msg {
+            party: self.id,
+            bytes: std::mem::take(&mut self.msg),
+        };
+        let w = slot.as_mut().expect("connected above");
+        if write_frame(w, &frame, &mut self.scratch).is_err() {
+            *slot = None;
+        }
+        if let Frame::Msg { bytes, .. } = frame {
+            self.msg = bytes;
+        }
+    }
+}

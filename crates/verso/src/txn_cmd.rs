@@ -1,0 +1,283 @@
+//! `verso txn-server` (one shard server of NCC or a baseline, issue 19) and `verso bench
+//! txn` (a loopback cluster of them under an open-loop load, protocols side by side).
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use verso_ncc::sim::SimOptions;
+use verso_ncc::workload::Workload;
+use verso_txn_net::load::{self, LoadConfig, LoadReport};
+use verso_txn_net::local::{self, LocalCluster};
+use verso_txn_net::Protocol;
+
+#[derive(Args, Debug)]
+pub struct TxnServerArgs {
+    /// This server's id, 0..SERVERS: it holds the keys k with k % SERVERS == id.
+    #[arg(long)]
+    id: u32,
+    /// How many servers the cluster has.
+    #[arg(long)]
+    servers: u32,
+    /// ncc, ncc-rw, docc, d2pl-no-wait, d2pl-wound-wait or tapir-cc (every server and
+    /// client of a cluster must agree).
+    #[arg(long, value_parser = parse_protocol)]
+    protocol: Protocol,
+    /// Where to listen (port 0: any free port; the address is printed as `listening ADDR`).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Every server's address by id, comma-separated; without it, a `peers A,B,...` line
+    /// is read from standard input after the address is printed.
+    #[arg(long)]
+    peers: Option<String>,
+    /// NCC's recovery timer (App. D), milliseconds: how long a transaction may stay
+    /// undecided before its cohorts ask its backup coordinator.
+    #[arg(long, default_value_t = 1_000)]
+    recovery_after_ms: u64,
+}
+
+pub fn run_server(args: &TxnServerArgs) -> ExitCode {
+    let peers = match args.peers.as_deref().map(local::parse_peers).transpose() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: --peers: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match local::server_process(
+        args.id,
+        args.servers,
+        args.protocol,
+        args.listen,
+        peers,
+        args.recovery_after_ms * 1_000,
+    ) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: txn-server {}: {e}", args.id);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct BenchTxnArgs {
+    /// Protocols to compare, comma-separated, run interleaved (A, B, A, B, ...).
+    #[arg(long, default_value = "ncc,docc,d2pl-wound-wait")]
+    protocols: String,
+    /// Server processes (one shard each).
+    #[arg(long, default_value_t = 2)]
+    servers: u32,
+    /// mixed (every shape over --keys keys), f1 (the paper's Google-F1: 1-10 keys of 1 M,
+    /// Zipf 0.8) or tpcc (one warehouse per server, Payment and Order-Status in two shots).
+    #[arg(long, default_value = "f1", value_parser = parse_workload)]
+    workload: Workload,
+    /// Keys of the mixed workload.
+    #[arg(long, default_value_t = 1_000)]
+    keys: u64,
+    /// F1's read-write transactions per 100,000 (300 as the paper; Google-WF sweeps it).
+    #[arg(long, default_value_t = 300)]
+    writes_per_100k: u64,
+    /// Offered load in transactions per second, comma-separated for a curve; 0: closed
+    /// loop (the peak).
+    #[arg(long, default_value = "0")]
+    rates: String,
+    /// Client threads, each with --clients protocol clients.
+    #[arg(long, default_value_t = 1)]
+    threads: u32,
+    #[arg(long, default_value_t = 32)]
+    clients: u32,
+    /// Seconds per run (fractions allowed).
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Repetitions of the whole set (medians are printed at the end).
+    #[arg(long, default_value_t = 1)]
+    runs: u32,
+    /// Record every committed transaction and check the history (strict serializability;
+    /// TAPIR-CC: serializability) against the servers' committed versions.
+    #[arg(long)]
+    check: bool,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn parse_protocol(s: &str) -> Result<Protocol, String> {
+    Protocol::parse(s).ok_or_else(|| {
+        format!(
+            "unknown protocol {s:?}; one of {}",
+            Protocol::NAMES.join(", ")
+        )
+    })
+}
+
+fn parse_workload(s: &str) -> Result<Workload, String> {
+    Workload::parse(s).ok_or_else(|| format!("unknown workload {s:?}; one of mixed, f1, tpcc"))
+}
+
+/// One run's row.
+struct Row {
+    protocol: &'static str,
+    rate: u64,
+    throughput: f64,
+    p50_us: u64,
+    p99_us: u64,
+}
+
+pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
+    let protocols: Result<Vec<Protocol>, String> = args
+        .protocols
+        .split(',')
+        .map(|p| parse_protocol(p.trim()))
+        .collect();
+    let rates: Result<Vec<u64>, _> = args.rates.split(',').map(|r| r.trim().parse()).collect();
+    let (protocols, rates) = match (protocols, rates) {
+        (Ok(p), Ok(r)) if !p.is_empty() && !r.is_empty() => (p, r),
+        (Err(e), _) => {
+            eprintln!("error: --protocols: {e}");
+            return ExitCode::from(2);
+        }
+        _ => {
+            eprintln!("error: --rates: comma-separated transactions per second");
+            return ExitCode::from(2);
+        }
+    };
+    if args.servers == 0 || args.threads == 0 || args.clients == 0 || args.seconds <= 0.0 {
+        eprintln!("error: --servers, --threads, --clients and --seconds must be positive");
+        return ExitCode::from(2);
+    }
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: cannot find the verso binary to start servers: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut mix = SimOptions::new(args.seed);
+    mix.workload = args.workload;
+    mix.keys = args.keys;
+    mix.f1_writes_per_100k = args.writes_per_100k;
+    println!(
+        "verso bench txn: {:?} on {} servers, {} thread(s) x {} clients, {} s per run, {} run(s)",
+        args.workload, args.servers, args.threads, args.clients, args.seconds, args.runs
+    );
+    println!(
+        "{:<16} {:>8} {:>4} {:>10} {:>8} {:>8} {:>7} {:>8} {:>8} {:>6} check",
+        "protocol",
+        "rate",
+        "run",
+        "commit/s",
+        "p50 µs",
+        "p99 µs",
+        "1st %",
+        "retries",
+        "msg/txn",
+        "shed"
+    );
+    let mut rows = Vec::new();
+    let mut failed = false;
+    for run in 1..=args.runs {
+        for &rate in &rates {
+            for &protocol in &protocols {
+                match one_run(&exe, args, &mix, protocol, rate) {
+                    Ok((report, verdict)) => {
+                        let s = &report.stats;
+                        let first =
+                            100.0 * s.committed_first_try as f64 / s.committed.max(1) as f64;
+                        let retries = s.committed.saturating_sub(s.committed_first_try);
+                        let row = Row {
+                            protocol: protocol.name(),
+                            rate,
+                            throughput: report.throughput(),
+                            p50_us: report.latency.value_at_quantile(0.5),
+                            p99_us: report.latency.value_at_quantile(0.99),
+                        };
+                        println!(
+                            "{:<16} {:>8} {:>4} {:>10.0} {:>8} {:>8} {:>7.2} {:>8} {:>8.2} {:>6} {}",
+                            row.protocol,
+                            rate,
+                            run,
+                            row.throughput,
+                            row.p50_us,
+                            row.p99_us,
+                            first,
+                            retries,
+                            report.messages_per_txn(),
+                            report.shed,
+                            verdict.as_deref().unwrap_or("-"),
+                        );
+                        if verdict.as_deref().is_some_and(|v| !v.starts_with("ok")) {
+                            failed = true;
+                        }
+                        rows.push(row);
+                    }
+                    Err(e) => {
+                        eprintln!("error: {} at rate {rate}: {e}", protocol.name());
+                        failed = true;
+                    }
+                }
+            }
+        }
+    }
+    if args.runs > 1 {
+        println!("medians over {} runs:", args.runs);
+        for &rate in &rates {
+            for &protocol in &protocols {
+                let mut of: Vec<&Row> = rows
+                    .iter()
+                    .filter(|r| r.protocol == protocol.name() && r.rate == rate)
+                    .collect();
+                if of.is_empty() {
+                    continue;
+                }
+                of.sort_by(|a, b| a.throughput.total_cmp(&b.throughput));
+                let mid = of[of.len() / 2];
+                println!(
+                    "{:<16} {:>8} {:>10.0} commit/s  p50 {} µs  p99 {} µs",
+                    mid.protocol, rate, mid.throughput, mid.p50_us, mid.p99_us
+                );
+            }
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Starts the servers, runs the load, checks the history if asked, stops the servers.
+fn one_run(
+    exe: &std::path::Path,
+    args: &BenchTxnArgs,
+    mix: &SimOptions,
+    protocol: Protocol,
+    rate: u64,
+) -> std::io::Result<(LoadReport, Option<String>)> {
+    let cluster = LocalCluster::start(exe, args.servers, protocol)?;
+    let cfg = LoadConfig {
+        servers: cluster.addrs.clone(),
+        protocol,
+        mix: mix.clone(),
+        threads: args.threads,
+        clients_per_thread: args.clients,
+        rate,
+        duration: Duration::from_secs_f64(args.seconds),
+        record_history: args.check,
+        resend_after_us: 200_000,
+        drain_timeout: Duration::from_secs(30),
+        first_client: 0,
+    };
+    let report = load::run(&cfg)?;
+    let verdict = if args.check {
+        let dump = cluster.dump()?;
+        Some(match load::check(protocol, &report, &dump) {
+            Ok(ok) => format!("ok: {ok}"),
+            Err(e) => e,
+        })
+    } else {
+        None
+    };
+    cluster.shutdown()?;
+    Ok((report, verdict))
+}
