@@ -139,6 +139,10 @@ pub struct Server {
     /// The versions whose writer is undecided here: every version numbered below the first
     /// is decided (read-only clients' `t_ro`, [`Server::execute_read_only`]).
     undecided_versions: BTreeSet<u64>,
+    /// Read-write transactions undecided here (counted, so that whether a recovery timer
+    /// runs is known without a scan of every transaction: a real server asks after each
+    /// burst of messages). `check_invariants` recounts it.
+    awaiting_decision: usize,
     out: Vec<(ClientId, Msg)>,
     /// This server's id, and how long a read-write transaction may stay undecided before
     /// the backup coordinator steps in (`None`: no recovery, as in tests that drive every
@@ -162,6 +166,7 @@ impl Server {
             next_version: 1,
             latest: 0,
             undecided_versions: BTreeSet::new(),
+            awaiting_decision: 0,
             out: Vec::new(),
             id: 0,
             recovery_after: None,
@@ -329,6 +334,17 @@ impl Server {
         if let Some(v) = &self.violation {
             return Err(v.clone());
         }
+        let awaiting = self
+            .txns
+            .values()
+            .filter(|t| recovery::awaits_decision(t))
+            .count();
+        if awaiting != self.awaiting_decision {
+            return Err(format!(
+                "{awaiting} read-write transactions undecided, {} counted",
+                self.awaiting_decision
+            ));
+        }
         for (k, ks) in &self.keys {
             for w in ks.versions.windows(2) {
                 if w[0].tw >= w[1].tw || w[0].tr >= w[1].tw {
@@ -405,6 +421,9 @@ impl Server {
             }
             Some(_) => {}
             None => {
+                if t_ro.is_none() {
+                    self.awaiting_decision += 1;
+                }
                 self.txns.insert(
                     txn,
                     TxnState {
@@ -865,6 +884,7 @@ impl Server {
         t.status = status;
         let touched: Vec<(Op, Option<u64>)> =
             t.ops.iter().copied().zip(t.versions.clone()).collect();
+        self.awaiting_decision -= 1;
         // Every version first, every queue after: a key can appear twice (a read-modify-write
         // reads then writes it), and its queue must not release a read of the write's
         // version before that version is gone (the simulator found that).

@@ -20,9 +20,7 @@ use crate::protocol::{GroupFault, ProtocolKind, TxnClient, TxnServer};
 use crate::replicated::{Replicated, ReplicationModel, ReplicationStats};
 use crate::server::{Mistakes, Server};
 use crate::types::{ClientId, Effects, Key, ServerId, Ts, TxnId};
-use crate::workload::{
-    random_program, Program, Rng, Workload, Zipf, F1_KEYS, F1_WRITES_PER_100K, F1_ZIPF,
-};
+use crate::workload::{random_program, Program, Rng, Workload, Zipf, F1_WRITES_PER_100K};
 
 /// What one run does.
 #[derive(Clone, Debug)]
@@ -313,7 +311,7 @@ where
         paused_until: vec![0; opts.clients as usize],
         reported: BTreeSet::new(),
         next_value: 1,
-        zipf: (opts.workload == Workload::F1).then(|| Zipf::new(F1_KEYS, F1_ZIPF)),
+        zipf: opts.workload.zipf(),
         history: Vec::new(),
         stats: SimStats::default(),
     };

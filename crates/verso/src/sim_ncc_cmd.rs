@@ -112,7 +112,7 @@ fn parse_durability(s: &str) -> Result<Durability, String> {
 }
 
 fn parse_workload(s: &str) -> Result<Workload, String> {
-    Workload::parse(s).ok_or_else(|| format!("unknown workload {s:?}; one of mixed, f1, tpcc"))
+    Workload::parse(s).ok_or_else(|| format!("unknown workload {s:?}; one of mixed, f1, tao, tpcc"))
 }
 
 pub fn run_ncc(args: &NccSimArgs) -> ExitCode {

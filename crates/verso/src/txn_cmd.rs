@@ -100,6 +100,11 @@ pub struct BenchTxnArgs {
     check: bool,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Write each run's report as JSON to DIR/txn-PROTOCOL-RATE-RUN.json, for `verso bench
+    /// plot --x txn_per_sec --y p50_us DIR/*.json` (latency against throughput, one line
+    /// per protocol: the paper's Figure 7).
+    #[arg(long, value_name = "DIR")]
+    json_dir: Option<std::path::PathBuf>,
 }
 
 fn parse_protocol(s: &str) -> Result<Protocol, String> {
@@ -112,7 +117,7 @@ fn parse_protocol(s: &str) -> Result<Protocol, String> {
 }
 
 fn parse_workload(s: &str) -> Result<Workload, String> {
-    Workload::parse(s).ok_or_else(|| format!("unknown workload {s:?}; one of mixed, f1, tpcc"))
+    Workload::parse(s).ok_or_else(|| format!("unknown workload {s:?}; one of mixed, f1, tao, tpcc"))
 }
 
 /// One run's row.
@@ -206,6 +211,17 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
                             report.shed,
                             verdict.as_deref().unwrap_or("-"),
                         );
+                        if let Some(dir) = &args.json_dir {
+                            let json = report_json(args, protocol, rate, run, &report, &verdict);
+                            let path =
+                                dir.join(format!("txn-{}-{rate}-{run}.json", protocol.name()));
+                            if let Err(e) = std::fs::create_dir_all(dir)
+                                .and_then(|()| std::fs::write(&path, format!("{json}\n")))
+                            {
+                                eprintln!("error: cannot write {}: {e}", path.display());
+                                failed = true;
+                            }
+                        }
                         if verdict.as_deref().is_some_and(|v| !v.starts_with("ok")) {
                             failed = true;
                         }
@@ -280,4 +296,42 @@ fn one_run(
     };
     cluster.shutdown()?;
     Ok((report, verdict))
+}
+
+/// One run as the results tools read it (`verso bench plot`, `verso bench compare`):
+/// strings are configuration, numbers measurements unless listed as configuration.
+fn report_json(
+    args: &BenchTxnArgs,
+    protocol: Protocol,
+    rate: u64,
+    run: u32,
+    report: &LoadReport,
+    verdict: &Option<String>,
+) -> serde_json::Value {
+    let s = &report.stats;
+    let q = |x: f64| report.latency.value_at_quantile(x);
+    serde_json::json!({
+        "benchmark": "txn",
+        "protocol": protocol.name(),
+        "workload": format!("{:?}", args.workload).to_lowercase(),
+        "servers": args.servers,
+        "threads": args.threads,
+        "clients_per_thread": args.clients,
+        "writes_per_100k": args.writes_per_100k,
+        "offered_per_sec": rate,
+        "run": run,
+        "seconds": args.seconds,
+        "txn_per_sec": report.throughput(),
+        "committed": report.committed,
+        "committed_first_try": s.committed_first_try,
+        "smart_retries": s.smart_retries,
+        "smart_retries_ok": s.smart_retries_ok,
+        "aborts": s.aborts + s.early_aborts + s.ro_aborts + s.safeguard_aborts,
+        "messages_per_txn": report.messages_per_txn(),
+        "shed": report.shed,
+        "p50_us": q(0.5),
+        "p99_us": q(0.99),
+        "p999_us": q(0.999),
+        "consistency": verdict.clone().unwrap_or_else(|| "not checked".into()),
+    })
 }

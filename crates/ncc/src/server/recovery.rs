@@ -52,7 +52,7 @@ impl Server {
 
     /// Whether a recovery timer is running (the simulator ticks the server while so).
     pub fn has_timers(&self) -> bool {
-        self.recovery_after.is_some() && self.txns.values().any(awaits_decision)
+        self.recovery_after.is_some() && self.awaiting_decision > 0
     }
 
     /// Fires the recovery timers due by `now` (this server's clock).
@@ -329,7 +329,7 @@ impl Server {
 }
 
 /// A read-write transaction here that a decision is still owed for.
-fn awaits_decision(t: &TxnState) -> bool {
+pub(super) fn awaits_decision(t: &TxnState) -> bool {
     t.status == Status::Undecided && !t.read_only
 }
 

@@ -9,6 +9,11 @@
 //!   drawn from 1 M keys by a Zipf 0.8 law, the popular keys spread at random; 0.3 % of
 //!   transactions write (the paper's write fraction; which of a read-write transaction's
 //!   keys it writes the paper does not say: here every other one, at least one).
+//! - [`Workload::Tao`]: the paper's Facebook-TAO mix (Figure 5): read-only transactions of
+//!   1-1,000 keys over the same 1 M Zipf 0.8 keys, and 0.2 % one-key writes (TAO's writes
+//!   are not transactional; here each is a one-key transaction). The paper gives only the
+//!   range of a read's size; here it is log-uniform (as many of 1-10 keys as of 100-1,000),
+//!   so most reads are small and a few fan out to every server.
 
 pub mod tpcc;
 
@@ -21,14 +26,21 @@ pub(crate) use tpcc::TpccSecond;
 pub enum Workload {
     Mixed,
     F1,
+    Tao,
     Tpcc,
 }
 
 impl Workload {
+    /// The key sampler the mix draws from, if it has one.
+    pub(crate) fn zipf(self) -> Option<Zipf> {
+        matches!(self, Workload::F1 | Workload::Tao).then(|| Zipf::new(F1_KEYS, F1_ZIPF))
+    }
+
     pub fn parse(s: &str) -> Option<Workload> {
         match s {
             "mixed" => Some(Workload::Mixed),
             "f1" => Some(Workload::F1),
+            "tao" => Some(Workload::Tao),
             "tpcc" => Some(Workload::Tpcc),
             _ => None,
         }
@@ -40,6 +52,9 @@ pub const F1_KEYS: u64 = 1_000_000;
 pub const F1_ZIPF: f64 = 0.8;
 /// Read-write transactions per 100,000.
 pub const F1_WRITES_PER_100K: u64 = 300;
+/// TAO's writes per 100,000 transactions, and the largest read.
+pub const TAO_WRITES_PER_100K: u64 = 200;
+pub const TAO_READ_KEYS_MAX: u64 = 1_000;
 
 /// A small, fast, seeded generator (splitmix64): the run depends on the seed alone.
 pub(crate) struct Rng(pub(crate) u64);
@@ -216,7 +231,7 @@ impl Generator {
             opts: opts.clone(),
             rng: Rng(opts.seed ^ u64::from(stream).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
             next_value: u64::from(stream) << 40,
-            zipf: (opts.workload == Workload::F1).then(|| Zipf::new(F1_KEYS, F1_ZIPF)),
+            zipf: opts.workload.zipf(),
         }
     }
 
@@ -246,6 +261,7 @@ pub(crate) fn random_program(
             zipf.expect("made for F1"),
             opts.f1_writes_per_100k,
         ),
+        Workload::Tao => tao_program(rng, next_value, zipf.expect("made for TAO")),
         Workload::Tpcc => tpcc::program(rng, opts.servers, next_value),
     }
 }
@@ -313,14 +329,38 @@ fn mixed_program(rng: &mut Rng, opts: &SimOptions, next_value: &mut u64) -> Prog
     }
 }
 
+/// A popular rank spread over the key space: a multiplier coprime with 1 M permutes the
+/// ranks (the paper spreads popular keys at random).
+fn spread(rank: u64) -> Key {
+    (rank - 1) * 999_983 % F1_KEYS
+}
+
+fn tao_program(rng: &mut Rng, next_value: &mut u64, zipf: &Zipf) -> Program {
+    let first = if rng.below(100_000) < TAO_WRITES_PER_100K {
+        vec![Op::Write(spread(zipf.sample(rng)), fresh_value(next_value))]
+    } else {
+        let n = (TAO_READ_KEYS_MAX as f64).powf(rng.unit()) as usize;
+        let mut keys: Vec<Key> = Vec::with_capacity(n);
+        while keys.len() < n.max(1) {
+            let k = spread(zipf.sample(rng));
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        keys.into_iter().map(Op::Read).collect()
+    };
+    Program {
+        first,
+        second: None,
+    }
+}
+
 fn f1_program(rng: &mut Rng, next_value: &mut u64, zipf: &Zipf, writes_per_100k: u64) -> Program {
     let n = rng.range(1, 10) as usize;
     let writes = rng.below(100_000) < writes_per_100k;
     let mut keys: Vec<Key> = Vec::with_capacity(n);
     while keys.len() < n {
-        // Popular ranks spread over the key space: a multiplier coprime with 1 M permutes
-        // the ranks.
-        let k = (zipf.sample(rng) - 1) * 999_983 % F1_KEYS;
+        let k = spread(zipf.sample(rng));
         if !keys.contains(&k) {
             keys.push(k);
         }
