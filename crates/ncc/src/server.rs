@@ -949,6 +949,13 @@ impl Server {
         };
         t.answered[index as usize] = Some(result);
         let ts_server = t.ts_server;
+        // A read-only transaction is done here once every read is answered: nothing decides
+        // it, nobody asks for its record, and its record was most of what a server kept
+        // (Google-F1 and TAO are nearly all reads). A late duplicate of its request runs the
+        // reads again and its client, which has moved on, ignores the answer.
+        if t.read_only && t.answered.iter().all(Option::is_some) {
+            self.txns.remove(&txn);
+        }
         self.send_result(txn, index, result, ts_server);
     }
 
