@@ -67,6 +67,8 @@ pub struct SimOptions {
     /// F1's read-write transactions per 100,000 (the paper's 300; Google-WF sweeps it up
     /// to 30,000).
     pub f1_writes_per_100k: u64,
+    /// TPC-C's warehouses per server (the paper's 8; at most 256 in all).
+    pub tpcc_warehouses_per_server: u32,
     /// Print every event (for replaying one seed).
     pub trace: bool,
 }
@@ -97,6 +99,7 @@ impl SimOptions {
             group_failovers: 0,
             group_total_crashes: 0,
             f1_writes_per_100k: F1_WRITES_PER_100K,
+            tpcc_warehouses_per_server: 1,
             trace: false,
         }
     }

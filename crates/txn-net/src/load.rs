@@ -4,7 +4,7 @@
 //! a quietly lower offered load. Rate 0 runs closed-loop instead (each client starts its
 //! next transaction when one commits): the peak a configuration can sustain.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::thread;
@@ -63,12 +63,20 @@ pub struct LoadReport {
     pub unfinished: u64,
     pub messages_sent: u64,
     pub messages_received: u64,
+    /// Commits by kind of transaction ([`Program::kind`]: TPC-C's types, else the mix).
+    pub by_kind: BTreeMap<&'static str, u64>,
     pub history: Vec<TxnRecord>,
 }
 
 impl LoadReport {
     pub fn throughput(&self) -> f64 {
         self.committed as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Commits of one kind per second.
+    pub fn throughput_of(&self, kind: &str) -> f64 {
+        let n = self.by_kind.get(kind).copied().unwrap_or(0);
+        n as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
 
     /// Protocol messages (both ways) per committed transaction.
@@ -112,6 +120,7 @@ pub fn run(cfg: &LoadConfig) -> io::Result<LoadReport> {
         unfinished: 0,
         messages_sent: 0,
         messages_received: 0,
+        by_kind: BTreeMap::new(),
         history: Vec::new(),
     };
     for h in handles {
@@ -129,6 +138,9 @@ pub fn run(cfg: &LoadConfig) -> io::Result<LoadReport> {
         report.unfinished += part.unfinished;
         report.messages_sent += part.messages_sent;
         report.messages_received += part.messages_received;
+        for (kind, n) in part.by_kind {
+            *report.by_kind.entry(kind).or_default() += n;
+        }
         report.history.extend(part.history);
     }
     report.elapsed = cfg.duration;
@@ -174,6 +186,7 @@ where
     let mut backlog: VecDeque<u64> = VecDeque::new();
     let mut latency = latency_histogram();
     let mut history = Vec::new();
+    let mut by_kind: BTreeMap<&'static str, u64> = BTreeMap::new();
     let (mut committed, mut shed) = (0u64, 0u64);
     let per_thread = cfg.rate as f64 / f64::from(cfg.threads);
     let interval_us = if cfg.rate == 0 { 0.0 } else { 1e6 / per_thread };
@@ -231,9 +244,10 @@ where
                 }
                 ClientEvent::Restarted => {}
                 ClientEvent::Committed(o) => {
-                    let (_, arrived, began) = running[i].take().expect("running");
+                    let (program, arrived, began) = running[i].take().expect("running");
                     let done = now_us();
                     committed += 1;
+                    *by_kind.entry(program.kind()).or_default() += 1;
                     latency.saturating_record(done.saturating_sub(arrived));
                     if cfg.record_history {
                         let writes = o.writes();
@@ -261,6 +275,7 @@ where
         unfinished: running.iter().filter(|r| r.is_some()).count() as u64,
         messages_sent: pool.sent,
         messages_received: pool.received,
+        by_kind,
         history,
     })
 }

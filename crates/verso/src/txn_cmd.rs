@@ -73,6 +73,9 @@ pub struct BenchTxnArgs {
     /// Zipf 0.8) or tpcc (one warehouse per server, Payment and Order-Status in two shots).
     #[arg(long, default_value = "f1", value_parser = parse_workload)]
     workload: Workload,
+    /// TPC-C's warehouses per server (the paper runs 8; at most 256 in all).
+    #[arg(long, default_value_t = 1)]
+    warehouses_per_server: u32,
     /// Keys of the mixed workload.
     #[arg(long, default_value_t = 1_000)]
     keys: u64,
@@ -162,6 +165,11 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
     mix.workload = args.workload;
     mix.keys = args.keys;
     mix.f1_writes_per_100k = args.writes_per_100k;
+    mix.tpcc_warehouses_per_server = args.warehouses_per_server;
+    if u64::from(args.servers) * u64::from(args.warehouses_per_server) > 256 {
+        eprintln!("error: at most 256 TPC-C warehouses in all");
+        return ExitCode::from(2);
+    }
     println!(
         "verso bench txn: {:?} on {} servers, {} thread(s) x {} clients, {} s per run, {} run(s)",
         args.workload, args.servers, args.threads, args.clients, args.seconds, args.runs
@@ -211,6 +219,13 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
                             report.shed,
                             verdict.as_deref().unwrap_or("-"),
                         );
+                        if args.workload == Workload::Tpcc {
+                            println!(
+                                "{:<16} new-order/s {:.0}",
+                                "",
+                                report.throughput_of("new-order")
+                            );
+                        }
                         if let Some(dir) = &args.json_dir {
                             let json = report_json(args, protocol, rate, run, &report, &verdict);
                             let path =
@@ -318,6 +333,8 @@ fn report_json(
         "threads": args.threads,
         "clients_per_thread": args.clients,
         "writes_per_100k": args.writes_per_100k,
+        "warehouses_per_server": args.warehouses_per_server,
+        "new_order_per_sec": report.throughput_of("new-order"),
         "offered_per_sec": rate,
         "run": run,
         "seconds": args.seconds,

@@ -140,6 +140,8 @@ impl Zipf {
 pub struct Program {
     pub(crate) first: Vec<Op>,
     pub(crate) second: Option<SecondShot>,
+    /// What kind of transaction it is, for reports ("new-order", ..., or the mix's name).
+    pub(crate) kind: &'static str,
 }
 
 /// The second shot of a two-shot transaction: it writes `values.len()` of `candidates`,
@@ -199,6 +201,12 @@ impl Program {
     /// The first shot's requests.
     pub fn first(&self) -> &[Op] {
         &self.first
+    }
+
+    /// What kind of transaction it is: TPC-C's type ("new-order", "payment", "delivery",
+    /// "order-status", "stock-level"), else the mix's name.
+    pub fn kind(&self) -> &'static str {
+        self.kind
     }
 
     /// Whether a second shot follows the first.
@@ -262,7 +270,12 @@ pub(crate) fn random_program(
             opts.f1_writes_per_100k,
         ),
         Workload::Tao => tao_program(rng, next_value, zipf.expect("made for TAO")),
-        Workload::Tpcc => tpcc::program(rng, opts.servers, next_value),
+        Workload::Tpcc => tpcc::program(
+            rng,
+            opts.servers,
+            opts.tpcc_warehouses_per_server,
+            next_value,
+        ),
     }
 }
 
@@ -304,6 +317,7 @@ fn mixed_program(rng: &mut Rng, opts: &SimOptions, next_value: &mut u64) -> Prog
                 rmw,
                 read_back,
             })),
+            kind: "mixed",
         };
     }
     let write_at = rng.below(n as u64) as usize;
@@ -326,6 +340,7 @@ fn mixed_program(rng: &mut Rng, opts: &SimOptions, next_value: &mut u64) -> Prog
     Program {
         first,
         second: None,
+        kind: "mixed",
     }
 }
 
@@ -352,6 +367,7 @@ fn tao_program(rng: &mut Rng, next_value: &mut u64, zipf: &Zipf) -> Program {
     Program {
         first,
         second: None,
+        kind: "tao",
     }
 }
 
@@ -379,6 +395,7 @@ fn f1_program(rng: &mut Rng, next_value: &mut u64, zipf: &Zipf, writes_per_100k:
     Program {
         first,
         second: None,
+        kind: "f1",
     }
 }
 

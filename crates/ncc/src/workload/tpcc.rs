@@ -13,7 +13,7 @@
 //! (Delivery), and the customers-by-name index the two-shot transactions read first.
 //! Item rows are read-only, and an order's rows are written once under a fresh number and
 //! read by nothing modelled here: neither is modelled. Scaled down for the simulator: one
-//! warehouse per server, 10 districts, 300 customers per district and 1,000 items (the
+//! warehouse per server by default (`SimOptions::tpcc_warehouses_per_server`; the paper has 8), 10 districts, 300 customers per district and 1,000 items (the
 //! specification has 3,000 and 100,000): contention comes from warehouses and districts,
 //! which keep their specified counts. 1 % of New-Order's stock lines and 15 % of Payment's
 //! customers are at another warehouse, as the specification says, so those span servers.
@@ -59,9 +59,18 @@ impl TpccSecond {
     }
 }
 
-/// The next TPC-C transaction for a client of a cluster of `servers` (one warehouse each).
-pub(crate) fn program(rng: &mut Rng, servers: u32, next_value: &mut u64) -> Program {
-    let warehouses = u64::from(servers);
+/// The most warehouses (8 bits of a key).
+pub const WAREHOUSES_MAX: u64 = 256;
+
+/// The next TPC-C transaction for a client of a cluster of `servers` with `per_server`
+/// warehouses each (warehouse `w` on server `w % servers`).
+pub(crate) fn program(
+    rng: &mut Rng,
+    servers: u32,
+    per_server: u32,
+    next_value: &mut u64,
+) -> Program {
+    let warehouses = (u64::from(servers) * u64::from(per_server.max(1))).min(WAREHOUSES_MAX);
     let w = rng.below(warehouses);
     let d = rng.below(DISTRICTS);
     let other_warehouse = |rng: &mut Rng| {
@@ -72,9 +81,10 @@ pub(crate) fn program(rng: &mut Rng, servers: u32, next_value: &mut u64) -> Prog
         }
     };
     let k = |t: Table, w: u64, a: u64, b: u64| key(servers, t, w, a, b);
-    let two = |first: Vec<Op>, second: TpccSecond| Program {
+    let two = |first: Vec<Op>, second: TpccSecond, kind| Program {
         first,
         second: Some(SecondShot::Tpcc(second)),
+        kind,
     };
     let roll = rng.below(100);
     let rw = |k: Key, next_value: &mut u64| Op::ReadWrite(k, fresh_value(next_value));
@@ -103,6 +113,7 @@ pub(crate) fn program(rng: &mut Rng, servers: u32, next_value: &mut u64) -> Prog
         return Program {
             first: ops,
             second: None,
+            kind: "new-order",
         };
     }
     if roll < 88 {
@@ -125,6 +136,7 @@ pub(crate) fn program(rng: &mut Rng, servers: u32, next_value: &mut u64) -> Prog
             TpccSecond {
                 ops: rows.iter().map(|&r| rw(r, next_value)).collect(),
             },
+            "payment",
         );
     }
     if roll < 92 {
@@ -135,6 +147,7 @@ pub(crate) fn program(rng: &mut Rng, servers: u32, next_value: &mut u64) -> Prog
         return Program {
             first,
             second: None,
+            kind: "delivery",
         };
     }
     if roll < 96 {
@@ -149,6 +162,7 @@ pub(crate) fn program(rng: &mut Rng, servers: u32, next_value: &mut u64) -> Prog
                     Op::Read(k(Table::District, w, d, 0)),
                 ],
             },
+            "order-status",
         );
     }
     // Stock-Level: the district's next order number and 10 stock rows, in one shot.
@@ -164,5 +178,6 @@ pub(crate) fn program(rng: &mut Rng, servers: u32, next_value: &mut u64) -> Prog
     Program {
         first,
         second: None,
+        kind: "stock-level",
     }
 }
