@@ -69,6 +69,16 @@ pub struct SimOptions {
     pub f1_writes_per_100k: u64,
     /// TPC-C's warehouses per server (the paper's 8; at most 256 in all).
     pub tpcc_warehouses_per_server: u32,
+    /// A server's CPU per protocol message it receives or sends, in microseconds (`None`:
+    /// servers are infinitely fast, the default for correctness runs). With it each server
+    /// is one processor: messages wait their turn in arrival order and a server's answers
+    /// leave when it is done, so throughput saturates and latency grows as on real
+    /// machines (issue 19 item 7; calibrated by `verso bench txn`'s `cpu µs` column).
+    pub server_cost_us: Option<u64>,
+    /// How long clients wait for an answer before sending again (`None`: their default,
+    /// 10 ms). With a cost model and no loss, a longer wait keeps resends from piling onto
+    /// a busy server (a real TCP client's messages are not lost either).
+    pub resend_after_us: Option<u64>,
     /// Print every event (for replaying one seed).
     pub trace: bool,
 }
@@ -100,6 +110,8 @@ impl SimOptions {
             group_total_crashes: 0,
             f1_writes_per_100k: F1_WRITES_PER_100K,
             tpcc_warehouses_per_server: 1,
+            server_cost_us: None,
+            resend_after_us: None,
             trace: false,
         }
     }
@@ -123,6 +135,12 @@ pub struct SimStats {
     pub recovered_commits: u64,
     /// Summed over the servers' replication groups (zero without replication).
     pub replication: ReplicationStats,
+    /// With a cost model: each committed transaction's latency (first begin to commit,
+    /// simulated µs), and the commits in each run's steady middle (10th to 90th percentile
+    /// of completion times) with that span's simulated length, for throughput.
+    pub latencies_us: Vec<u64>,
+    pub steady_commits: u64,
+    pub simulated_us: u64,
 }
 
 impl SimStats {
@@ -136,6 +154,9 @@ impl SimStats {
         self.crashed += o.crashed;
         self.paused += o.paused;
         self.recovered_commits += o.recovered_commits;
+        self.latencies_us.extend_from_slice(&o.latencies_us);
+        self.steady_commits += o.steady_commits;
+        self.simulated_us += o.simulated_us;
         let (r, q) = (&mut self.replication, &o.replication);
         r.inputs_committed += q.inputs_committed;
         r.failovers += q.failovers;
@@ -166,6 +187,8 @@ enum Event<M> {
     Tick(ClientId),
     /// A server looks at its timers.
     ServerTick(ServerId),
+    /// A busy server (with a cost model) takes the next message of its inbox.
+    ServerWork(ServerId),
     /// A client stops for ever.
     Crash(ClientId),
     /// A client stops for this long, then goes on.
@@ -189,6 +212,7 @@ impl<M: Clone> Event<M> {
             Event::Start(c) => Event::Start(*c),
             Event::Tick(c) => Event::Tick(*c),
             Event::ServerTick(s) => Event::ServerTick(*s),
+            Event::ServerWork(s) => Event::ServerWork(*s),
             Event::Crash(c) => Event::Crash(*c),
             Event::Pause(c, d) => Event::Pause(*c, *d),
             Event::GroupFault(s, f) => Event::GroupFault(*s, *f),
@@ -216,6 +240,14 @@ struct World<C: TxnClient, S> {
     /// Per server: when its next tick is scheduled (0: none). A replicated server wants
     /// ticks sooner once an input waits to commit, so an earlier one may be added.
     server_tick_at: Vec<u64>,
+    /// With a cost model: per server, messages waiting their turn, whether a
+    /// `ServerWork` is scheduled, and until when it is busy; and the extra delay of what
+    /// a server sends while it finishes a message.
+    inbox: Vec<std::collections::VecDeque<C::Msg>>,
+    working: Vec<bool>,
+    busy_until: Vec<u64>,
+    output_delay: u64,
+    flushes: u64,
     crashed: Vec<bool>,
     paused_until: Vec<u64>,
     /// Transactions whose client reported them committed.
@@ -245,6 +277,9 @@ pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
                 .map(|c| {
                     let mut client = Client::new(c, opts.servers);
                     client.read_only_protocol = !opts.ncc_rw;
+                    if let Some(after) = opts.resend_after_us {
+                        client.resend_after = after;
+                    }
                     client
                 })
                 .collect();
@@ -264,7 +299,13 @@ pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
             let servers: Vec<BaselineServer> =
                 servers.map(|_| BaselineServer::new(flavor)).collect();
             let clients: Vec<BaselineClient> = clients
-                .map(|c| BaselineClient::new(c, opts.servers, flavor))
+                .map(|c| {
+                    let mut client = BaselineClient::new(c, opts.servers, flavor);
+                    if let Some(after) = opts.resend_after_us {
+                        client.resend_after = after;
+                    }
+                    client
+                })
                 .collect();
             match opts.replication {
                 Some(model) => run_with(opts, replicated(servers, model), clients),
@@ -310,6 +351,11 @@ where
         programs: (0..opts.clients).map(|_| None).collect(),
         ticking: vec![false; opts.clients as usize],
         server_tick_at: vec![0; opts.servers as usize],
+        inbox: (0..opts.servers).map(|_| Default::default()).collect(),
+        working: vec![false; opts.servers as usize],
+        busy_until: vec![0; opts.servers as usize],
+        output_delay: 0,
+        flushes: 0,
         crashed: vec![false; opts.clients as usize],
         paused_until: vec![0; opts.clients as usize],
         reported: BTreeSet::new(),
@@ -366,6 +412,11 @@ where
             return Err(format!("server {s}: transactions left undecided: {open:?}"));
         }
     }
+    for (s, server) in w.servers.iter().enumerate() {
+        server
+            .check_invariants()
+            .map_err(|e| format!("server {s} at the end: {e}"))?;
+    }
     w.check_decisions_agree()?;
     w.add_unreported_commits();
     let versions: Vec<(Key, Vec<u64>)> = w.servers.iter().flat_map(S::committed_versions).collect();
@@ -391,6 +442,20 @@ where
     }
     w.stats.committed = w.history.len() as u64;
     w.stats.end_time_us = w.now;
+    if opts.server_cost_us.is_some() {
+        let reported = w.history.iter().map(|t| t.completed - t.invoked);
+        w.stats.latencies_us = reported.collect();
+        // The steady middle of the run: the commits between the 10th and the 90th
+        // percentile of completion times, over that span (the ramp-up, the tail where
+        // clients run out of transactions, and stragglers left out).
+        let mut done: Vec<u64> = w.history.iter().map(|t| t.completed).collect();
+        done.sort_unstable();
+        let (a, b) = (done.len() / 10, done.len() * 9 / 10);
+        if b > a && done[b] > done[a] {
+            w.stats.steady_commits = (b - a) as u64;
+            w.stats.simulated_us = done[b] - done[a];
+        }
+    }
     Ok(w.stats)
 }
 
@@ -421,7 +486,7 @@ where
                 Event::Crash(c) => println!("{:>8} client {c} crashes", self.now),
                 Event::Pause(c, d) => println!("{:>8} client {c} pauses for {d} µs", self.now),
                 Event::GroupFault(s, f) => println!("{:>8} server {s}'s group: {f:?}", self.now),
-                Event::Tick(_) | Event::ServerTick(_) => {}
+                Event::Tick(_) | Event::ServerTick(_) | Event::ServerWork(_) => {}
             }
         }
         match ev {
@@ -435,6 +500,29 @@ where
                 self.clients[c as usize].begin(now, program.first.clone(), last);
                 self.programs[c as usize] = Some(program);
                 self.flush_client(c);
+            }
+            Event::ToServer { to, msg } if self.opts.server_cost_us.is_some() => {
+                let s = to as usize;
+                self.inbox[s].push_back(msg);
+                if !self.working[s] {
+                    self.working[s] = true;
+                    let wait = self.busy_until[s].saturating_sub(self.now);
+                    self.schedule(wait, Event::ServerWork(to));
+                }
+            }
+            Event::ServerWork(to) => {
+                let s = to as usize;
+                let cost = self.opts.server_cost_us.expect("only with a cost model");
+                let msg = self.inbox[s].pop_front().expect("scheduled for a message");
+                let now = self.clock(self.server_skew[s]);
+                self.servers[s].on_message(now, msg);
+                let busy = self.flush_server_costed(to, cost)?;
+                self.busy_until[s] = self.now + busy;
+                if self.inbox[s].is_empty() {
+                    self.working[s] = false;
+                } else {
+                    self.schedule(busy, Event::ServerWork(to));
+                }
             }
             Event::ToServer { to, msg } => {
                 let now = self.clock(self.server_skew[to as usize]);
@@ -489,15 +577,29 @@ where
 
     /// Checks `s`'s invariants and sends what it has to send; keeps its timers ticking.
     fn flush_server(&mut self, s: ServerId) -> Result<(), String> {
+        self.flush_server_costed(s, 0).map(|_| ())
+    }
+
+    /// The same, for a server that spends `cost` microseconds on each message it received
+    /// or sends: what it sends leaves when it is done. Returns how long it was busy.
+    fn flush_server_costed(&mut self, s: ServerId, cost: u64) -> Result<u64, String> {
         let server = &mut self.servers[s as usize];
         if self.opts.trace {
             println!("         server {s}: {}", server.describe_waits());
         }
-        server
-            .check_invariants()
-            .map_err(|e| format!("server {s}: {e}"))?;
+        // The invariants walk the server's whole state: after every event in correctness
+        // runs, after every 256th in a cost-model run (long runs over 1 M keys, where the
+        // walk would dominate; the end of the run checks them all again).
+        self.flushes += 1;
+        if self.opts.server_cost_us.is_none() || self.flushes % 256 == 0 {
+            server
+                .check_invariants()
+                .map_err(|e| format!("server {s}: {e}"))?;
+        }
         let (to_clients, to_servers) = (server.drain(), server.drain_peers());
         let every = server.tick_every();
+        let busy = cost * (1 + (to_clients.len() + to_servers.len()) as u64);
+        self.output_delay = if cost > 0 { busy } else { 0 };
         for (c, msg) in to_clients {
             self.send(Event::ToClient {
                 to: c,
@@ -508,6 +610,7 @@ where
         for (to, msg) in to_servers {
             self.send(Event::ToServer { to, msg });
         }
+        self.output_delay = 0;
         if let Some(every) = every {
             let at = self.now + every;
             let scheduled = self.server_tick_at[s as usize];
@@ -516,7 +619,7 @@ where
                 self.schedule(every, Event::ServerTick(s));
             }
         }
-        Ok(())
+        Ok(busy)
     }
 
     /// Every server that decided a transaction decided it the same way (App. E.4's I2).
@@ -633,10 +736,10 @@ where
         if self.rng.below(100) < self.opts.duplicate_percent {
             let copy = ev.duplicate();
             let delay = self.rng.range(self.opts.delay_min, self.opts.delay_max);
-            self.schedule(delay, copy);
+            self.schedule(delay + self.output_delay, copy);
         }
         let delay = self.rng.range(self.opts.delay_min, self.opts.delay_max);
-        self.schedule(delay, ev);
+        self.schedule(delay + self.output_delay, ev);
     }
 
     fn random_program(&mut self) -> Program {

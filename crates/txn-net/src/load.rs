@@ -66,6 +66,9 @@ pub struct LoadReport {
     /// Commits by kind of transaction ([`Program::kind`]: TPC-C's types, else the mix).
     pub by_kind: BTreeMap<&'static str, u64>,
     pub history: Vec<TxnRecord>,
+    /// The servers' CPU time over the run, summed, when the caller measured it (a local
+    /// cluster can: [`crate::local::LocalCluster::cpu_seconds`]).
+    pub server_cpu_seconds: Option<f64>,
 }
 
 impl LoadReport {
@@ -77,6 +80,18 @@ impl LoadReport {
     pub fn throughput_of(&self, kind: &str) -> f64 {
         let n = self.by_kind.get(kind).copied().unwrap_or(0);
         n as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Server CPU per committed transaction, microseconds (all servers together).
+    pub fn server_cpu_us_per_txn(&self) -> Option<f64> {
+        Some(self.server_cpu_seconds? * 1e6 / self.committed.max(1) as f64)
+    }
+
+    /// Server CPU per protocol message a server received or sent, microseconds: the
+    /// simulator's calibrated cost of a message.
+    pub fn server_cpu_us_per_message(&self) -> Option<f64> {
+        let messages = self.messages_sent + self.messages_received;
+        Some(self.server_cpu_seconds? * 1e6 / messages.max(1) as f64)
     }
 
     /// Protocol messages (both ways) per committed transaction.
@@ -122,6 +137,7 @@ pub fn run(cfg: &LoadConfig) -> io::Result<LoadReport> {
         messages_received: 0,
         by_kind: BTreeMap::new(),
         history: Vec::new(),
+        server_cpu_seconds: None,
     };
     for h in handles {
         let part = h
@@ -277,6 +293,7 @@ where
         messages_received: pool.received,
         by_kind,
         history,
+        server_cpu_seconds: None,
     })
 }
 

@@ -80,6 +80,16 @@ impl LocalCluster {
         Ok(cluster)
     }
 
+    /// Each server's CPU time so far (user and system), in seconds; `None` where
+    /// `/proc` cannot tell (not Linux). The driver reads it before and after a run to
+    /// calibrate the simulator's cost per message (issue 19 item 7).
+    pub fn cpu_seconds(&self) -> Vec<Option<f64>> {
+        self.children
+            .iter()
+            .map(|c| process_cpu_seconds(c.id()))
+            .collect()
+    }
+
     /// Every server's committed versions and state.
     pub fn dump(&self) -> io::Result<Dump> {
         let mut dump = Dump::default();
@@ -145,6 +155,18 @@ impl Drop for LocalCluster {
             }
         }
     }
+}
+
+/// User plus system time of process `pid` from `/proc/PID/stat` (fields 14 and 15, in
+/// clock ticks of 1/100 s: the kernel's USER_HZ, 100 on every Linux ABI).
+fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces; the fields after it follow its ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
 }
 
 fn control(addr: SocketAddr) -> io::Result<TcpStream> {

@@ -86,6 +86,19 @@ pub struct NccSimArgs {
     /// Worker threads. Default: the number of cores.
     #[arg(long)]
     threads: Option<usize>,
+    /// Give each server a CPU: this many microseconds per protocol message it receives or
+    /// sends, one message at a time (`verso bench txn` measures it: its `cpu µs` column
+    /// over messages per transaction). Prints the simulated throughput and latency.
+    #[arg(long, value_name = "US")]
+    server_cost_us: Option<u64>,
+    /// How long clients wait for an answer before sending again, microseconds (default
+    /// 10,000). With --server-cost-us and --loss 0, make it long: resends pile onto busy
+    /// servers.
+    #[arg(long, value_name = "US")]
+    resend_after_us: Option<u64>,
+    /// TPC-C's warehouses per server (the paper runs 8).
+    #[arg(long, default_value_t = 1)]
+    warehouses_per_server: u32,
     /// Reintroduce a mistake (no-timing-control, no-early-abort, no-read-only-check,
     /// backup-aborts-cleared, no-read-test-in-smart-retry, and with --replicated
     /// answers-before-commit), to see the checks catch it.
@@ -201,6 +214,9 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         });
         o.group_failovers = args.group_failovers.unwrap_or(2);
         o.group_total_crashes = args.group_total_crashes.unwrap_or(0);
+        o.server_cost_us = args.server_cost_us;
+        o.resend_after_us = args.resend_after_us;
+        o.tpcc_warehouses_per_server = args.warehouses_per_server;
         run(&o)
     };
     let t = match crate::sim_cmd::run_seeds(args.seed, args.seeds, threads, one, SimStats::add) {
@@ -231,6 +247,17 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         pct(c.committed_first_try),
         t.messages as f64 / c.committed.max(1) as f64,
     );
+    if args.server_cost_us.is_some() && !t.latencies_us.is_empty() {
+        let mut l = t.latencies_us.clone();
+        l.sort_unstable();
+        let q = |x: f64| l[((l.len() - 1) as f64 * x) as usize];
+        println!(
+            "simulated: {:.0} committed transactions per second per run, latency p50 {} µs, p99 {} µs",
+            t.steady_commits as f64 * 1e6 / t.simulated_us.max(1) as f64,
+            q(0.5),
+            q(0.99)
+        );
+    }
     if args.protocol == ProtocolKind::Ncc {
         println!(
             "per committed transaction: {:.2} % smart retries ({:.2} % succeeded), {:.2} % early \

@@ -175,7 +175,7 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
         args.workload, args.servers, args.threads, args.clients, args.seconds, args.runs
     );
     println!(
-        "{:<16} {:>8} {:>4} {:>10} {:>8} {:>8} {:>7} {:>8} {:>8} {:>6} check",
+        "{:<16} {:>8} {:>4} {:>10} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>6} check",
         "protocol",
         "rate",
         "run",
@@ -185,6 +185,7 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
         "1st %",
         "retries",
         "msg/txn",
+        "cpu µs",
         "shed"
     );
     let mut rows = Vec::new();
@@ -206,7 +207,7 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
                             p99_us: report.latency.value_at_quantile(0.99),
                         };
                         println!(
-                            "{:<16} {:>8} {:>4} {:>10.0} {:>8} {:>8} {:>7.2} {:>8} {:>8.2} {:>6} {}",
+                            "{:<16} {:>8} {:>4} {:>10.0} {:>8} {:>8} {:>7.2} {:>8} {:>8.2} {:>8} {:>6} {}",
                             row.protocol,
                             rate,
                             run,
@@ -216,6 +217,9 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
                             first,
                             retries,
                             report.messages_per_txn(),
+                            report
+                                .server_cpu_us_per_txn()
+                                .map_or("-".into(), |c| format!("{c:.1}")),
                             report.shed,
                             verdict.as_deref().unwrap_or("-"),
                         );
@@ -299,7 +303,14 @@ fn one_run(
         drain_timeout: Duration::from_secs(30),
         first_client: 0,
     };
-    let report = load::run(&cfg)?;
+    let cpu_before = cluster.cpu_seconds();
+    let mut report = load::run(&cfg)?;
+    let cpu_after = cluster.cpu_seconds();
+    report.server_cpu_seconds = cpu_before
+        .iter()
+        .zip(&cpu_after)
+        .map(|(b, a)| Some(a.as_ref()? - b.as_ref()?))
+        .sum::<Option<f64>>();
     let verdict = if args.check {
         let dump = cluster.dump()?;
         Some(match load::check(protocol, &report, &dump) {
@@ -345,6 +356,8 @@ fn report_json(
         "smart_retries_ok": s.smart_retries_ok,
         "aborts": s.aborts + s.early_aborts + s.ro_aborts + s.safeguard_aborts,
         "messages_per_txn": report.messages_per_txn(),
+        "server_cpu_us_per_txn": report.server_cpu_us_per_txn(),
+        "server_cpu_us_per_message": report.server_cpu_us_per_message(),
         "shed": report.shed,
         "p50_us": q(0.5),
         "p99_us": q(0.99),
