@@ -591,7 +591,7 @@ where
         // runs, after every 256th in a cost-model run (long runs over 1 M keys, where the
         // walk would dominate; the end of the run checks them all again).
         self.flushes += 1;
-        if self.opts.server_cost_us.is_none() || self.flushes % 256 == 0 {
+        if self.opts.server_cost_us.is_none() || self.flushes.is_multiple_of(256) {
             server
                 .check_invariants()
                 .map_err(|e| format!("server {s}: {e}"))?;
