@@ -14,7 +14,7 @@ use std::time::Duration;
 use verso_ncc::wire::Wire;
 use verso_ncc::{ClientEvent, ClientId, ServerId, TxnClient};
 
-use crate::frame::{read_frame, write_frame, Frame, Hello};
+use crate::frame::{read_frame, write_frame, write_msg, Frame, Hello};
 use crate::now_us;
 
 /// What a reader thread hands over.
@@ -33,7 +33,6 @@ pub struct Pool<C: TxnClient> {
     writers: Vec<BufWriter<TcpStream>>,
     rx: Receiver<Incoming<C::Msg>>,
     scratch: Vec<u8>,
-    msg: Vec<u8>,
     /// Protocol messages sent and received (the paper's messages per transaction).
     pub sent: u64,
     pub received: u64,
@@ -79,7 +78,6 @@ where
             writers,
             rx,
             scratch,
-            msg: Vec::new(),
             sent: 0,
             received: 0,
         })
@@ -171,22 +169,13 @@ where
         let out = self.clients[i].drain();
         let mut used = Vec::new();
         for (s, msg) in out {
-            self.msg.clear();
-            msg.encode(&mut self.msg);
-            let frame = Frame::Msg {
-                party,
-                bytes: std::mem::take(&mut self.msg),
-            };
             let w = self
                 .writers
                 .get_mut(s as usize)
                 .ok_or_else(|| io::Error::other(format!("no server {s}")))?;
-            write_frame(w, &frame, &mut self.scratch)?;
+            write_msg(w, party, &msg, &mut self.scratch)?;
             used.push(s as usize);
             self.sent += 1;
-            if let Frame::Msg { bytes, .. } = frame {
-                self.msg = bytes;
-            }
         }
         for s in used {
             self.writers[s].flush()?;

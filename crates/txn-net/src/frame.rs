@@ -232,6 +232,23 @@ pub fn write_frame(w: &mut impl Write, frame: &Frame, scratch: &mut Vec<u8>) -> 
     w.write_all(scratch)
 }
 
+/// Appends a [`Frame::Msg`] carrying `msg`, encoded in place (no intermediate frame).
+pub fn write_msg<M: verso_ncc::wire::Wire>(
+    w: &mut impl Write,
+    party: u32,
+    msg: &M,
+    scratch: &mut Vec<u8>,
+) -> io::Result<()> {
+    scratch.clear();
+    scratch.extend_from_slice(&[0; 4]);
+    scratch.push(1);
+    scratch.extend_from_slice(&party.to_le_bytes());
+    msg.encode(scratch);
+    let len = (scratch.len() - 4) as u32;
+    scratch[..4].copy_from_slice(&len.to_le_bytes());
+    w.write_all(scratch)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,6 +298,19 @@ mod tests {
                 prop_assert_eq!(&again[4..], &body[..]);
             }
         }
+    }
+
+    #[test]
+    fn a_message_written_in_place_reads_back_as_its_frame() {
+        let msg = verso_ncc::Msg::DecideAck {
+            txn: verso_ncc::TxnId { client: 3, seq: 9 },
+        };
+        let mut stream = Vec::new();
+        write_msg(&mut stream, 3, &msg, &mut Vec::new()).unwrap();
+        let mut bytes = Vec::new();
+        verso_ncc::wire::Wire::encode(&msg, &mut bytes);
+        let got = read_frame(&mut &stream[..], &mut Vec::new()).unwrap();
+        assert_eq!(got, Some(Frame::Msg { party: 3, bytes }));
     }
 
     #[test]

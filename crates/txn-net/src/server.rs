@@ -16,7 +16,7 @@ use std::time::Duration;
 use verso_ncc::wire::Wire;
 use verso_ncc::TxnServer;
 
-use crate::frame::{read_frame, write_frame, Frame, Hello, DUMP_CHUNK_KEYS};
+use crate::frame::{read_frame, write_frame, write_msg, Frame, Hello, DUMP_CHUNK_KEYS};
 use crate::{now_us, Protocol};
 
 /// How a server is started.
@@ -105,7 +105,6 @@ struct Host<S> {
     /// Connections to the other servers, opened on first use.
     peer_out: Vec<Option<BufWriter<TcpStream>>>,
     scratch: Vec<u8>,
-    msg: Vec<u8>,
     shutdown: bool,
 }
 
@@ -122,7 +121,6 @@ where
         clients: BTreeMap::new(),
         peer_out: (0..cfg.peers.len()).map(|_| None).collect(),
         scratch: Vec::new(),
-        msg: Vec::new(),
         shutdown: false,
     };
     let mut next_tick = 0u64;
@@ -230,19 +228,10 @@ where
                 // Its client is gone; a client that returns sends again.
                 continue;
             };
-            self.msg.clear();
-            msg.encode(&mut self.msg);
-            let frame = Frame::Msg {
-                party: client,
-                bytes: std::mem::take(&mut self.msg),
-            };
             let ok = match self.writers.get_mut(&conn) {
-                Some(w) => write_frame(w, &frame, &mut self.scratch).is_ok(),
+                Some(w) => write_msg(w, client, &msg, &mut self.scratch).is_ok(),
                 None => true,
             };
-            if let Frame::Msg { bytes, .. } = frame {
-                self.msg = bytes;
-            }
             if !ok {
                 self.drop_conn(conn);
             }
@@ -284,18 +273,9 @@ where
             }
             *slot = Some(w);
         }
-        self.msg.clear();
-        msg.encode(&mut self.msg);
-        let frame = Frame::Msg {
-            party: self.id,
-            bytes: std::mem::take(&mut self.msg),
-        };
         let w = slot.as_mut().expect("connected above");
-        if write_frame(w, &frame, &mut self.scratch).is_err() {
+        if write_msg(w, self.id, msg, &mut self.scratch).is_err() {
             *slot = None;
-        }
-        if let Frame::Msg { bytes, .. } = frame {
-            self.msg = bytes;
         }
     }
 }
