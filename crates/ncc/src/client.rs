@@ -316,7 +316,17 @@ impl Client {
         self.send_shot(now, ops, last);
     }
 
+    /// Every transaction numbered below is finished (`Msg::Execute::done_below`): the
+    /// current one and those with a decision still unacknowledged are not.
+    fn done_below(&self) -> u64 {
+        let current = self.current.as_ref().map_or(self.next_seq, |a| a.txn.seq);
+        self.decides
+            .oldest()
+            .map_or(current, |t| t.seq.min(current))
+    }
+
     fn send_shot(&mut self, now: u64, ops: Vec<Op>, last: bool) {
+        let done_below = self.done_below();
         let a = self.current.as_mut().expect("called with an attempt");
         let mut shot: BTreeMap<ServerId, Vec<Op>> = BTreeMap::new();
         a.shot_start = a.ops.len();
@@ -382,6 +392,7 @@ impl Client {
                     .coord
                     .expect("a shot with messages has a request, or follows one"),
                 cohorts: cohorts.clone(),
+                done_below,
             };
             a.shot_msgs.push((s, msg.clone()));
             self.out.push((s, msg));

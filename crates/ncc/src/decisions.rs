@@ -66,6 +66,11 @@ impl Decisions {
         sends
     }
 
+    /// The oldest transaction whose decision is not acknowledged by every server yet.
+    pub(crate) fn oldest(&self) -> Option<TxnId> {
+        self.pending.keys().next().copied()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.pending.is_empty()
     }

@@ -68,6 +68,11 @@ pub trait TxnServer {
     fn decisions(&self) -> Vec<(TxnId, bool)> {
         Vec::new()
     }
+    /// What this server holds: transaction records and versions (summed over keys). A
+    /// protocol that does not count them answers zeros.
+    fn footprint(&self) -> Footprint {
+        Footprint::default()
+    }
     /// The shard's replication group loses its primary or all its replicas. Only a
     /// replicated server ([`crate::replicated::Replicated`]) has a group; others ignore it.
     fn group_fault(&mut self, _now: u64, _fault: GroupFault) {}
@@ -75,6 +80,17 @@ pub trait TxnServer {
     fn replication_stats(&self) -> Option<crate::replicated::ReplicationStats> {
         None
     }
+}
+
+/// What a server holds, for tests that its state stays bounded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Transaction records (every state a transaction keeps here).
+    pub records: usize,
+    /// Versions, over every key, that the server still holds in full.
+    pub versions: usize,
+    /// Keys with state.
+    pub keys: usize,
 }
 
 /// A fault of a shard's replication group.
@@ -203,5 +219,8 @@ impl TxnServer for crate::Server {
     }
     fn decisions(&self) -> Vec<(TxnId, bool)> {
         crate::Server::decisions(self)
+    }
+    fn footprint(&self) -> Footprint {
+        crate::Server::footprint(self)
     }
 }

@@ -14,6 +14,15 @@
 //!   is at least its `t_w` and below the next version's `t_w`;
 //! - a version's writer is undecided here exactly while it is in the list uncommitted;
 //! - a response leaves at most once per execution of its request.
+//!
+//! **What is forgotten.** A key keeps its versions from the oldest one something may still
+//! need (the one below an undecided version, a version an undecided request read) to the
+//! newest; older committed ones are dropped when a transaction on the key is decided
+//! ([`Server::prune_versions`]), and kept as bare values only while the history is kept for
+//! a checker. A client names on each request the sequence number below which all its
+//! transactions are finished; their records are dropped and their late duplicates ignored
+//! ([`Server::forget_finished`]). What stays is bounded by the transactions in flight, plus
+//! one record per crashed client's last transaction and one mark per client.
 
 mod recovery;
 
@@ -99,6 +108,8 @@ struct KeyState {
     versions: Vec<Version>,
     queue: VecDeque<Item>,
     ro_waiting: Vec<RoWait>,
+    /// Committed values pruned from `versions`, oldest first, while the history is kept.
+    archived: Vec<Value>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -155,6 +166,13 @@ pub struct Server {
     peers_out: Vec<(ServerId, Msg)>,
     /// A decision that contradicts an earlier one here: reported by `check_invariants`.
     violation: Option<String>,
+    /// Per client, the sequence number below which every transaction of it is finished
+    /// (`Msg::Execute::done_below`): no record of them is kept, and messages about them are
+    /// late duplicates.
+    finished_below: BTreeMap<ClientId, u64>,
+    /// Keep every committed value (for [`Server::committed_versions`], which a history
+    /// checker needs); off, a key holds only the versions that may still be needed.
+    keep_history: bool,
 }
 
 impl Server {
@@ -173,7 +191,17 @@ impl Server {
             recovering: BTreeMap::new(),
             peers_out: Vec::new(),
             violation: None,
+            finished_below: BTreeMap::new(),
+            keep_history: true,
         }
+    }
+
+    /// Drops pruned versions for good instead of keeping their values for
+    /// [`Server::committed_versions`]: a long-running server's memory is then bounded by
+    /// what is in flight. [`Server::committed_versions`] then lists only the versions kept.
+    pub fn without_history(mut self) -> Server {
+        self.keep_history = false;
+        self
     }
 
     /// Turns on client-failure handling (App. D): this server is `id`, and a read-write
@@ -220,6 +248,19 @@ impl Server {
 
     /// Handles a client's message; `now` is this server's clock.
     pub fn on_message(&mut self, now: u64, msg: Msg) {
+        if let Msg::Execute {
+            txn, done_below, ..
+        } = &msg
+        {
+            self.forget_finished(txn.client, *done_below);
+        }
+        if self.is_forgotten(msg.txn()) {
+            // A late duplicate (an execute, decision or smart retry the client sent again,
+            // or a peer's recovery message) of a transaction whose client has finished it:
+            // every server it reached has decided it and said so. Running it again would
+            // make a new undecided transaction that nobody decides.
+            return;
+        }
         match msg {
             Msg::Execute {
                 txn,
@@ -229,6 +270,7 @@ impl Server {
                 t_ro,
                 coord,
                 cohorts,
+                done_below: _,
             } => self.execute(now, txn, ts, shot, ops, t_ro, coord, cohorts),
             Msg::SmartRetry { txn, to } => {
                 let ok = self.smart_retry(txn, to);
@@ -260,6 +302,87 @@ impl Server {
         }
     }
 
+    /// Forgets `client`'s transactions numbered below `done_below` (it has finished them).
+    /// A record still undecided here is kept (it cannot be, unless this server lost what
+    /// it answered; then the recovery timer decides it); a read-only one is dropped
+    /// whatever it waits for, since its client has moved on.
+    fn forget_finished(&mut self, client: ClientId, done_below: u64) {
+        let mark = self.finished_below.entry(client).or_insert(0);
+        if done_below <= *mark {
+            return;
+        }
+        let from = TxnId { client, seq: *mark };
+        *mark = done_below;
+        let to = TxnId {
+            client,
+            seq: done_below,
+        };
+        let finished: Vec<TxnId> = self
+            .txns
+            .range(from..to)
+            .filter(|(_, t)| t.read_only || t.status != Status::Undecided)
+            .map(|(&id, _)| id)
+            .collect();
+        for txn in finished {
+            self.txns.remove(&txn);
+            self.recovering.remove(&txn);
+        }
+    }
+
+    /// Whether `txn` is one its client finished and this server forgot.
+    fn is_forgotten(&self, txn: TxnId) -> bool {
+        !self.txns.contains_key(&txn)
+            && self
+                .finished_below
+                .get(&txn.client)
+                .is_some_and(|&mark| txn.seq < mark)
+    }
+
+    /// Drops `key`'s versions below the oldest one that may still be needed: the newest;
+    /// the one below the oldest undecided version (an abort makes it the newest again, and
+    /// smart retry compares with its `t_r`); and the oldest one an undecided request read
+    /// (smart retry moves its `t_r`, bounded by the next version's `t_w`). Everything below
+    /// is committed and superseded by a committed version, and no request will refer to it
+    /// again: a new read or write goes to the newest version.
+    fn prune_versions(&mut self, key: Key) {
+        let Some(ks) = self.keys.get_mut(&key) else {
+            return;
+        };
+        if ks.versions.len() <= 2 {
+            return;
+        }
+        let mut keep_from = ks.versions.len() - 1;
+        if let Some(i) = ks.versions.iter().position(|v| !v.committed) {
+            keep_from = keep_from.min(i.saturating_sub(1));
+        }
+        for item in ks.queue.iter().filter(|i| i.status == Status::Undecided) {
+            if let Some(i) = ks.versions.iter().position(|v| v.id == item.version) {
+                keep_from = keep_from.min(i);
+            }
+        }
+        if keep_from == 0 {
+            return;
+        }
+        let pruned = ks.versions.drain(..keep_from);
+        if self.keep_history {
+            ks.archived.extend(pruned.map(|v| {
+                debug_assert!(v.committed, "only committed versions are pruned");
+                v.value
+            }));
+        } else {
+            drop(pruned);
+        }
+    }
+
+    /// What this server holds (for tests that it stays bounded).
+    pub fn footprint(&self) -> crate::protocol::Footprint {
+        crate::protocol::Footprint {
+            records: self.txns.len(),
+            versions: self.keys.values().map(|ks| ks.versions.len()).sum(),
+            keys: self.keys.len(),
+        }
+    }
+
     /// Every version numbered up to this one is decided (committed or gone).
     pub fn decided_through(&self) -> u64 {
         self.undecided_versions
@@ -273,8 +396,9 @@ impl Server {
         self.keys
             .iter()
             .map(|(&k, ks)| {
-                let values = ks.versions.iter().filter(|v| v.committed);
-                (k, values.map(|v| v.value).collect())
+                let live = ks.versions.iter().filter(|v| v.committed);
+                let values = ks.archived.iter().copied().chain(live.map(|v| v.value));
+                (k, values.collect())
             })
             .collect()
     }
@@ -345,7 +469,20 @@ impl Server {
                 self.awaiting_decision
             ));
         }
+        for (client, &mark) in &self.finished_below {
+            let below = |seq| TxnId {
+                client: *client,
+                seq,
+            };
+            let mut kept = self.txns.range(below(0)..below(mark));
+            if let Some((id, _)) = kept.find(|(_, t)| !recovery::awaits_decision(t)) {
+                return Err(format!("{id:?} is finished (below {mark}) but kept"));
+            }
+        }
         for (k, ks) in &self.keys {
+            if ks.versions.is_empty() {
+                return Err(format!("key {k} has no version"));
+            }
             for w in ks.versions.windows(2) {
                 if w[0].tw >= w[1].tw || w[0].tr >= w[1].tw {
                     return Err(format!("key {k}: versions out of order: {w:?}"));
@@ -882,6 +1019,9 @@ impl Server {
             return;
         }
         t.status = status;
+        // A recovery of it here is moot: the decision is made (and its client's, if it
+        // came from the client, goes to every cohort).
+        self.recovering.remove(&txn);
         let touched: Vec<(Op, Option<u64>)> =
             t.ops.iter().copied().zip(t.versions.clone()).collect();
         self.awaiting_decision -= 1;
@@ -939,6 +1079,7 @@ impl Server {
                 }
             }
             self.timing_control(key);
+            self.prune_versions(key);
         }
     }
 
@@ -952,7 +1093,8 @@ impl Server {
         // A read-only transaction is done here once every read is answered: nothing decides
         // it, nobody asks for its record, and its record was most of what a server kept
         // (Google-F1 and TAO are nearly all reads). A late duplicate of its request runs the
-        // reads again and its client, which has moved on, ignores the answer.
+        // reads again (until the client's mark passes it) and its client, which has moved
+        // on, ignores the answer.
         if t.read_only && t.answered.iter().all(Option::is_some) {
             self.txns.remove(&txn);
         }
@@ -1010,6 +1152,7 @@ mod tests {
                 t_ro: None,
                 coord: 0,
                 cohorts: None,
+                done_below: 0,
             },
         );
         replies(s)
@@ -1181,6 +1324,7 @@ mod tests {
             t_ro: None,
             coord: 0,
             cohorts: None,
+            done_below: 0,
         };
         s.on_message(0, shot_2(vec![Op::Write(A, 5)], t, 10, 1));
         assert!(replies(&mut s).is_empty());
@@ -1269,5 +1413,173 @@ mod tests {
         );
         assert_eq!(s.committed_versions(), vec![(A, vec![0, 8])]);
         s.check_invariants().expect("invariants");
+    }
+
+    fn execute_msg(txn: TxnId, at: Ts, ops: Vec<Op>, done_below: u64) -> Msg {
+        Msg::Execute {
+            txn,
+            ts: at,
+            shot: 1,
+            ops,
+            t_ro: None,
+            coord: 0,
+            cohorts: Some(vec![0]),
+            done_below,
+        }
+    }
+
+    /// Once the client says a transaction is finished, its record goes and a late
+    /// duplicate of its request is ignored; before, the same duplicate is answered again
+    /// from the record (and never runs twice either way).
+    #[test]
+    fn a_finished_transaction_is_forgotten_and_its_late_duplicate_ignored() {
+        let mut s = Server::new(Mistakes::default());
+        let (t1, t2) = (txn(1, 1), txn(1, 2));
+        let first = execute_msg(t1, ts(10, 1), vec![Op::Write(A, 5)], 1);
+        s.on_message(0, first.clone());
+        done(&replies(&mut s));
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: t1,
+                commit: true,
+            },
+        );
+        s.drain();
+        s.on_message(0, first.clone());
+        assert_eq!(
+            replies(&mut s).len(),
+            1,
+            "a duplicate gets its answer again"
+        );
+        assert_eq!(s.footprint().records, 1);
+        s.on_message(0, execute_msg(t2, ts(20, 1), vec![Op::Read(B)], 2));
+        done(&replies(&mut s));
+        assert_eq!(s.footprint().records, 1, "t1 is forgotten, t2 is kept");
+        for late in [
+            first,
+            Msg::Decide {
+                txn: t1,
+                commit: false,
+            },
+        ] {
+            s.on_message(0, late);
+            assert!(s.drain().is_empty());
+        }
+        assert_eq!(s.footprint().records, 1);
+        assert_eq!(s.undecided(), vec![t2]);
+        assert_eq!(s.committed_versions(), vec![(A, vec![0, 5]), (B, vec![0])]);
+        s.check_invariants().unwrap();
+    }
+
+    /// Superseded committed versions are pruned as transactions decide; with the history
+    /// kept their values stay for the checker, without it they are gone.
+    #[test]
+    fn superseded_versions_are_pruned_and_kept_only_as_history() {
+        for keep in [true, false] {
+            let mut s = Server::new(Mistakes::default());
+            if !keep {
+                s = s.without_history();
+            }
+            for seq in 1..=10 {
+                let t = txn(1, seq);
+                s.on_message(
+                    0,
+                    execute_msg(t, ts(seq * 10, 1), vec![Op::Write(A, seq)], seq),
+                );
+                done(&replies(&mut s));
+                s.on_message(
+                    0,
+                    Msg::Decide {
+                        txn: t,
+                        commit: true,
+                    },
+                );
+                s.drain();
+                s.check_invariants().unwrap();
+            }
+            assert!(s.footprint().versions <= 2, "{:?}", s.footprint());
+            let values = &s.committed_versions()[0].1;
+            if keep {
+                assert_eq!(values, &(0..=10).collect::<Vec<u64>>());
+            } else {
+                assert_eq!(values.last(), Some(&10));
+                assert!(values.len() <= 2);
+            }
+        }
+    }
+
+    /// A version an undecided read refers to stays (smart retry may move its `t_r`), and so
+    /// does the one below an undecided write (an abort makes it the newest again).
+    #[test]
+    fn versions_in_use_are_not_pruned() {
+        let mut s = Server::new(Mistakes::default()).without_history();
+        let reader = txn(2, 1);
+        let write = |s: &mut Server, seq: u64, v: u64| {
+            let t = txn(1, seq);
+            s.on_message(
+                0,
+                execute_msg(t, ts(seq * 10, 1), vec![Op::Write(A, v)], seq),
+            );
+            t
+        };
+        let t1 = write(&mut s, 1, 1);
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: t1,
+                commit: true,
+            },
+        );
+        s.drain();
+        s.on_message(0, execute_msg(reader, ts(15, 2), vec![Op::Read(A)], 1));
+        assert_eq!(done(&replies(&mut s)).value, Some(1));
+        for seq in 2..6 {
+            let t = write(&mut s, seq, seq);
+            s.on_message(
+                0,
+                Msg::Decide {
+                    txn: t,
+                    commit: true,
+                },
+            );
+            s.drain();
+        }
+        // The reader's version (value 1) is still there for a smart retry to move.
+        s.on_message(
+            0,
+            Msg::SmartRetry {
+                txn: reader,
+                to: ts(18, 2),
+            },
+        );
+        assert!(s
+            .drain()
+            .iter()
+            .any(|(_, m)| matches!(m, Msg::SmartRetryReply { ok: true, .. })));
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: reader,
+                commit: true,
+            },
+        );
+        let t6 = write(&mut s, 6, 6);
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: t6,
+                commit: false,
+            },
+        );
+        s.drain();
+        let v = &s.committed_versions()[0].1;
+        assert_eq!(
+            v.last(),
+            Some(&5),
+            "the abort left the version below it newest"
+        );
+        s.check_invariants().unwrap();
+        assert!(s.footprint().versions <= 2, "{:?}", s.footprint());
     }
 }

@@ -141,6 +141,8 @@ pub struct SimStats {
     pub latencies_us: Vec<u64>,
     pub steady_commits: u64,
     pub simulated_us: u64,
+    /// What the servers held at the end, summed (zeros for a protocol that does not say).
+    pub held: crate::protocol::Footprint,
 }
 
 impl SimStats {
@@ -157,6 +159,9 @@ impl SimStats {
         self.latencies_us.extend_from_slice(&o.latencies_us);
         self.steady_commits += o.steady_commits;
         self.simulated_us += o.simulated_us;
+        self.held.records += o.held.records;
+        self.held.versions += o.held.versions;
+        self.held.keys += o.held.keys;
         let (r, q) = (&mut self.replication, &o.replication);
         r.inputs_committed += q.inputs_committed;
         r.failovers += q.failovers;
@@ -437,6 +442,12 @@ where
     for r in w.servers.iter().filter_map(S::replication_stats) {
         w.stats.add(&SimStats {
             replication: r,
+            ..SimStats::default()
+        });
+    }
+    for server in &w.servers {
+        w.stats.add(&SimStats {
+            held: server.footprint(),
             ..SimStats::default()
         });
     }

@@ -106,6 +106,12 @@ pub enum Msg {
         /// learns that the client's shots are complete (a record that never learns it
         /// stays uncleared and would be aborted unilaterally by the backup).
         cohorts: Option<Vec<ServerId>>,
+        /// Every transaction of this client numbered below is finished: decided, and the
+        /// decision acknowledged by every server it reached (or read-only and answered).
+        /// A server forgets their records and ignores their late duplicates
+        /// (`Server::forget_finished`): without it a server's memory grows with every
+        /// transaction it ever saw.
+        done_below: u64,
     },
     /// Server → client: a last shot without requests here arrived; `ok` false if the
     /// transaction is aborted here (its backup coordinator may have aborted it while the

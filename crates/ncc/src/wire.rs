@@ -199,6 +199,7 @@ impl Wire for Msg {
                 t_ro,
                 coord,
                 cohorts,
+                done_below,
             } => {
                 w.u8(0);
                 w.txn(*txn);
@@ -207,6 +208,7 @@ impl Wire for Msg {
                 w.ops(ops);
                 w.opt_u64(*t_ro);
                 w.u32(*coord);
+                w.u64(*done_below);
                 match cohorts {
                     None => w.u8(0),
                     Some(c) => {
@@ -318,6 +320,7 @@ impl Wire for Msg {
                 let ops = r.ops()?;
                 let t_ro = r.opt_u64()?;
                 let coord = r.u32()?;
+                let done_below = r.u64()?;
                 let cohorts = match r.u8()? {
                     0 => None,
                     1 => {
@@ -334,6 +337,7 @@ impl Wire for Msg {
                     t_ro,
                     coord,
                     cohorts,
+                    done_below,
                 }
             }
             1 => Msg::LastShotAck {
@@ -425,12 +429,19 @@ impl Wire for BMsg {
     fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer(out);
         match self {
-            BMsg::Execute { txn, ts, shot, ops } => {
+            BMsg::Execute {
+                txn,
+                ts,
+                shot,
+                ops,
+                done_below,
+            } => {
                 w.u8(0);
                 w.txn(*txn);
                 w.ts(*ts);
                 w.u32(*shot);
                 w.ops(ops);
+                w.u64(*done_below);
             }
             BMsg::ExecReply {
                 txn,
@@ -450,10 +461,12 @@ impl Wire for BMsg {
                 reads,
                 writes,
                 execute,
+                done_below,
             } => {
                 w.u8(2);
                 w.txn(*txn);
                 w.ts(*ts);
+                w.u64(*done_below);
                 w.len(reads.len());
                 for &(k, version) in reads {
                     w.u64(k);
@@ -509,6 +522,7 @@ impl Wire for BMsg {
                 ts: r.ts()?,
                 shot: r.u32()?,
                 ops: r.ops()?,
+                done_below: r.u64()?,
             },
             1 => BMsg::ExecReply {
                 txn: r.txn()?,
@@ -519,6 +533,7 @@ impl Wire for BMsg {
             2 => {
                 let txn = r.txn()?;
                 let ts = r.ts()?;
+                let done_below = r.u64()?;
                 let reads = pairs(&mut r)?;
                 let writes = pairs(&mut r)?;
                 let n = r.len(8)?;
@@ -529,6 +544,7 @@ impl Wire for BMsg {
                     reads,
                     writes,
                     execute,
+                    done_below,
                 }
             }
             3 => BMsg::PrepareReply {
@@ -597,15 +613,19 @@ mod tests {
                 proptest::option::of(any::<u64>()),
                 any::<u32>(),
                 proptest::option::of(proptest::collection::vec(any::<u32>(), 0..4)),
+                any::<u64>(),
             )
-                .prop_map(|(txn, ts, shot, ops, t_ro, coord, cohorts)| Msg::Execute {
-                    txn,
-                    ts,
-                    shot,
-                    ops,
-                    t_ro,
-                    coord,
-                    cohorts
+                .prop_map(|(txn, ts, shot, ops, t_ro, coord, cohorts, done_below)| {
+                    Msg::Execute {
+                        txn,
+                        ts,
+                        shot,
+                        ops,
+                        t_ro,
+                        coord,
+                        cohorts,
+                        done_below,
+                    }
                 }),
             (txn(), any::<bool>()).prop_map(|(txn, ok)| Msg::LastShotAck { txn, ok }),
             (
@@ -650,9 +670,16 @@ mod tests {
                 txn(),
                 ts(),
                 any::<u32>(),
-                proptest::collection::vec(op(), 0..6)
+                proptest::collection::vec(op(), 0..6),
+                any::<u64>(),
             )
-                .prop_map(|(txn, ts, shot, ops)| BMsg::Execute { txn, ts, shot, ops }),
+                .prop_map(|(txn, ts, shot, ops, done_below)| BMsg::Execute {
+                    txn,
+                    ts,
+                    shot,
+                    ops,
+                    done_below
+                }),
             (txn(), any::<u32>(), any::<bool>(), reads()).prop_map(|(txn, shot, ok, reads)| {
                 BMsg::ExecReply {
                     txn,
@@ -666,14 +693,18 @@ mod tests {
                 ts(),
                 pairs(),
                 pairs(),
-                proptest::collection::vec(any::<u64>(), 0..4)
+                proptest::collection::vec(any::<u64>(), 0..4),
+                any::<u64>(),
             )
-                .prop_map(|(txn, ts, reads, writes, execute)| BMsg::Prepare {
-                    txn,
-                    ts,
-                    reads,
-                    writes,
-                    execute
+                .prop_map(|(txn, ts, reads, writes, execute, done_below)| {
+                    BMsg::Prepare {
+                        txn,
+                        ts,
+                        reads,
+                        writes,
+                        execute,
+                        done_below,
+                    }
                 }),
             (txn(), any::<bool>(), reads(), proptest::option::of(ts())).prop_map(
                 |(txn, ok, reads, retry_above)| BMsg::PrepareReply {

@@ -75,8 +75,14 @@ impl Protocol {
         self != Protocol::Baseline(Flavor::TapirCc)
     }
 
-    fn ncc_server(id: u32, recovery_after_us: u64) -> Server {
-        Server::new(verso_ncc::Mistakes::default()).with_recovery(id, recovery_after_us)
+    fn ncc_server(id: u32, recovery_after_us: u64, keep_history: bool) -> Server {
+        let server =
+            Server::new(verso_ncc::Mistakes::default()).with_recovery(id, recovery_after_us);
+        if keep_history {
+            server
+        } else {
+            server.without_history()
+        }
     }
 
     fn ncc_client(id: ClientId, servers: u32, read_only: bool, resend_us: u64) -> Client {
@@ -86,8 +92,13 @@ impl Protocol {
         c
     }
 
-    fn baseline_server(flavor: Flavor) -> BaselineServer {
-        BaselineServer::new(flavor)
+    fn baseline_server(flavor: Flavor, keep_history: bool) -> BaselineServer {
+        let server = BaselineServer::new(flavor);
+        if keep_history {
+            server
+        } else {
+            server.without_history()
+        }
     }
 
     fn baseline_client(id: ClientId, servers: u32, flavor: Flavor) -> BaselineClient {

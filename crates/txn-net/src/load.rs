@@ -69,6 +69,9 @@ pub struct LoadReport {
     /// The servers' CPU time over the run, summed, when the caller measured it (a local
     /// cluster can: [`crate::local::LocalCluster::cpu_seconds`]).
     pub server_cpu_seconds: Option<f64>,
+    /// The largest server's resident memory at the end of the run, in bytes, when the
+    /// caller measured it.
+    pub server_rss_bytes: Option<u64>,
 }
 
 impl LoadReport {
@@ -138,6 +141,7 @@ pub fn run(cfg: &LoadConfig) -> io::Result<LoadReport> {
         by_kind: BTreeMap::new(),
         history: Vec::new(),
         server_cpu_seconds: None,
+        server_rss_bytes: None,
     };
     for h in handles {
         let part = h
@@ -294,6 +298,7 @@ where
         by_kind,
         history,
         server_cpu_seconds: None,
+        server_rss_bytes: None,
     })
 }
 

@@ -37,8 +37,14 @@ pub struct Dump {
 }
 
 impl LocalCluster {
-    /// Starts `servers` processes of `exe txn-server` running `protocol`.
-    pub fn start(exe: &Path, servers: u32, protocol: Protocol) -> io::Result<LocalCluster> {
+    /// Starts `servers` processes of `exe txn-server` running `protocol`; `keep_history`
+    /// for a run whose history [`LocalCluster::dump`] will check.
+    pub fn start(
+        exe: &Path,
+        servers: u32,
+        protocol: Protocol,
+        keep_history: bool,
+    ) -> io::Result<LocalCluster> {
         let mut cluster = LocalCluster {
             children: Vec::new(),
             addrs: Vec::new(),
@@ -48,6 +54,7 @@ impl LocalCluster {
                 .args(["txn-server", "--id", &id.to_string()])
                 .args(["--servers", &servers.to_string()])
                 .args(["--protocol", protocol.name()])
+                .args(keep_history.then_some("--keep-history"))
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()?;
@@ -88,6 +95,12 @@ impl LocalCluster {
             .iter()
             .map(|c| process_cpu_seconds(c.id()))
             .collect()
+    }
+
+    /// Each server's resident memory now, in bytes (`VmRSS`); `None` where `/proc` cannot
+    /// tell.
+    pub fn rss_bytes(&self) -> Vec<Option<u64>> {
+        self.children.iter().map(|c| process_rss(c.id())).collect()
     }
 
     /// Every server's committed versions and state.
@@ -169,6 +182,14 @@ fn process_cpu_seconds(pid: u32) -> Option<f64> {
     Some((utime + stime) / 100.0)
 }
 
+/// `VmRSS` of process `pid` from `/proc/PID/status`, in bytes.
+fn process_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 fn control(addr: SocketAddr) -> io::Result<TcpStream> {
     let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     let mut w = BufWriter::new(stream.try_clone()?);
@@ -192,6 +213,7 @@ pub fn server_process(
     listen: SocketAddr,
     peers: Option<Vec<SocketAddr>>,
     recovery_after_us: u64,
+    keep_history: bool,
 ) -> io::Result<()> {
     let listener = TcpListener::bind(listen)?;
     println!("listening {}", listener.local_addr()?);
@@ -220,6 +242,7 @@ pub fn server_process(
             protocol,
             peers,
             recovery_after_us,
+            keep_history,
         },
     )
 }

@@ -30,6 +30,10 @@ pub struct ServerConfig {
     /// NCC's recovery timer (App. D): how long a transaction may stay undecided before
     /// its cohorts ask the backup coordinator.
     pub recovery_after_us: u64,
+    /// Keep every committed value, so that [`Frame::DumpRequest`] can answer the whole
+    /// version order a history check needs. Off (a long-running server), a server keeps
+    /// only the versions in use and a dump says it cannot be checked.
+    pub keep_history: bool,
 }
 
 /// Inputs to the protocol thread.
@@ -48,11 +52,15 @@ pub fn serve(listener: TcpListener, cfg: ServerConfig) -> io::Result<()> {
         .spawn(move || accept_loop(accept, tx))?;
     match cfg.protocol {
         Protocol::Ncc { .. } => run(
-            Protocol::ncc_server(cfg.id, cfg.recovery_after_us),
+            Protocol::ncc_server(cfg.id, cfg.recovery_after_us, cfg.keep_history),
             &cfg,
             rx,
         ),
-        Protocol::Baseline(flavor) => run(Protocol::baseline_server(flavor), &cfg, rx),
+        Protocol::Baseline(flavor) => run(
+            Protocol::baseline_server(flavor, cfg.keep_history),
+            &cfg,
+            rx,
+        ),
     }
 }
 
@@ -106,6 +114,8 @@ struct Host<S> {
     peer_out: Vec<Option<BufWriter<TcpStream>>>,
     scratch: Vec<u8>,
     shutdown: bool,
+    /// Whether a dump holds every committed version.
+    history_kept: bool,
 }
 
 fn run<S>(server: S, cfg: &ServerConfig, rx: Receiver<Input>) -> io::Result<()>
@@ -122,6 +132,7 @@ where
         peer_out: (0..cfg.peers.len()).map(|_| None).collect(),
         scratch: Vec::new(),
         shutdown: false,
+        history_kept: cfg.keep_history,
     };
     let mut next_tick = 0u64;
     while !h.shutdown {
@@ -204,7 +215,12 @@ where
             .map(|c| Frame::Dump(c.to_vec()))
             .chain(std::iter::once(Frame::DumpEnd {
                 undecided: self.server.undecided().len() as u32,
-                broken: self.server.check_invariants().err(),
+                broken: self.server.check_invariants().err().or_else(|| {
+                    (!self.history_kept).then(|| {
+                        "no history kept (start the server with --keep-history to check it)"
+                            .to_string()
+                    })
+                }),
             }));
         let Some(w) = self.writers.get_mut(&conn) else {
             return;

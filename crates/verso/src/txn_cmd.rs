@@ -35,6 +35,11 @@ pub struct TxnServerArgs {
     /// undecided before its cohorts ask its backup coordinator.
     #[arg(long, default_value_t = 1_000)]
     recovery_after_ms: u64,
+    /// Keep every committed value so that a history check can read the whole version order
+    /// (`verso bench txn --check` sets it). Without it NCC keeps only the versions still in
+    /// use, and memory stays bounded however long the server runs.
+    #[arg(long)]
+    keep_history: bool,
 }
 
 pub fn run_server(args: &TxnServerArgs) -> ExitCode {
@@ -52,6 +57,7 @@ pub fn run_server(args: &TxnServerArgs) -> ExitCode {
         args.listen,
         peers,
         args.recovery_after_ms * 1_000,
+        args.keep_history,
     ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -175,7 +181,7 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
         args.workload, args.servers, args.threads, args.clients, args.seconds, args.runs
     );
     println!(
-        "{:<16} {:>8} {:>4} {:>10} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>6} check",
+        "{:<16} {:>8} {:>4} {:>10} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>6} check",
         "protocol",
         "rate",
         "run",
@@ -186,6 +192,7 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
         "retries",
         "msg/txn",
         "cpu µs",
+        "rss MiB",
         "shed"
     );
     let mut rows = Vec::new();
@@ -207,7 +214,7 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
                             p99_us: report.latency.value_at_quantile(0.99),
                         };
                         println!(
-                            "{:<16} {:>8} {:>4} {:>10.0} {:>8} {:>8} {:>7.2} {:>8} {:>8.2} {:>8} {:>6} {}",
+                            "{:<16} {:>8} {:>4} {:>10.0} {:>8} {:>8} {:>7.2} {:>8} {:>8.2} {:>8} {:>8} {:>6} {}",
                             row.protocol,
                             rate,
                             run,
@@ -220,6 +227,9 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
                             report
                                 .server_cpu_us_per_txn()
                                 .map_or("-".into(), |c| format!("{c:.1}")),
+                            report
+                                .server_rss_bytes
+                                .map_or("-".into(), |b| format!("{:.1}", b as f64 / 1048576.0)),
                             report.shed,
                             verdict.as_deref().unwrap_or("-"),
                         );
@@ -289,7 +299,7 @@ fn one_run(
     protocol: Protocol,
     rate: u64,
 ) -> std::io::Result<(LoadReport, Option<String>)> {
-    let cluster = LocalCluster::start(exe, args.servers, protocol)?;
+    let cluster = LocalCluster::start(exe, args.servers, protocol, args.check)?;
     let cfg = LoadConfig {
         servers: cluster.addrs.clone(),
         protocol,
@@ -311,6 +321,7 @@ fn one_run(
         .zip(&cpu_after)
         .map(|(b, a)| Some(a.as_ref()? - b.as_ref()?))
         .sum::<Option<f64>>();
+    report.server_rss_bytes = cluster.rss_bytes().into_iter().flatten().max();
     let verdict = if args.check {
         let dump = cluster.dump()?;
         Some(match load::check(protocol, &report, &dump) {
@@ -358,6 +369,7 @@ fn report_json(
         "messages_per_txn": report.messages_per_txn(),
         "server_cpu_us_per_txn": report.server_cpu_us_per_txn(),
         "server_cpu_us_per_message": report.server_cpu_us_per_message(),
+        "server_rss_bytes": report.server_rss_bytes,
         "shed": report.shed,
         "p50_us": q(0.5),
         "p99_us": q(0.99),

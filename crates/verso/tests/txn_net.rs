@@ -13,8 +13,17 @@ use verso_txn_net::local::{Dump, LocalCluster};
 use verso_txn_net::Protocol;
 
 fn run(protocol: Protocol, workload: Workload, keys: u64) -> (load::LoadReport, Dump) {
+    run_keeping(protocol, workload, keys, true)
+}
+
+fn run_keeping(
+    protocol: Protocol,
+    workload: Workload,
+    keys: u64,
+    keep_history: bool,
+) -> (load::LoadReport, Dump) {
     let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
-    let cluster = LocalCluster::start(exe, 2, protocol).expect("servers start");
+    let cluster = LocalCluster::start(exe, 2, protocol, keep_history).expect("servers start");
     let mut mix = SimOptions::new(7);
     mix.workload = workload;
     mix.keys = keys;
@@ -54,6 +63,20 @@ fn every_protocol_is_serializable_between_processes() {
         if let Err(e) = load::check(protocol, &report, &dump) {
             panic!("{name}: {e}");
         }
+    }
+}
+
+/// A server started without `--keep-history` forgets superseded versions, so its dump
+/// cannot be checked, and says so rather than failing the check with a wrong reason.
+#[test]
+fn a_server_without_its_history_says_it_cannot_be_checked() {
+    for name in ["ncc", "docc"] {
+        let protocol = Protocol::parse(name).expect("a known name");
+        let (report, dump) = run_keeping(protocol, Workload::Mixed, 16, false);
+        assert!(report.committed > 100, "{name}: {}", report.committed);
+        assert_eq!(dump.broken.len(), 2, "{name}: {:?}", dump.broken);
+        let e = load::check(protocol, &report, &dump).unwrap_err();
+        assert!(e.contains("no history kept"), "{name}: {e}");
     }
 }
 

@@ -149,7 +149,16 @@ impl BaselineClient {
         self.send_shot(now, ops, last);
     }
 
+    /// Every transaction numbered below is finished: decided and acknowledged everywhere.
+    fn done_below(&self) -> u64 {
+        let current = self.current.as_ref().map_or(self.next_seq, |a| a.txn.seq);
+        self.decides
+            .oldest()
+            .map_or(current, |t| t.seq.min(current))
+    }
+
     fn send_shot(&mut self, now: u64, ops: Vec<Op>, last: bool) {
+        let done_below = self.done_below();
         let flavor = self.flavor;
         let servers = self.servers;
         let a = self.current.as_mut().expect("an attempt");
@@ -191,6 +200,7 @@ impl BaselineClient {
                 ts: a.ts,
                 shot: a.shots,
                 ops,
+                done_below,
             };
             a.round.insert(s, msg.clone());
             self.out.push((s, msg));
@@ -226,6 +236,7 @@ impl BaselineClient {
 
     /// Sends prepare to every server with a read or a write of the attempt.
     fn prepare(&mut self, now: u64) {
+        let done_below = self.done_below();
         let flavor = self.flavor;
         let servers = self.servers;
         let a = self.current.as_mut().expect("an attempt");
@@ -258,6 +269,7 @@ impl BaselineClient {
                 reads,
                 writes,
                 execute,
+                done_below,
             };
             a.round.insert(s, msg.clone());
             self.out.push((s, msg));

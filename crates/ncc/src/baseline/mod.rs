@@ -40,8 +40,23 @@ impl Flavor {
     }
 }
 
-/// A version of a key: its position in the key's committed versions (0: the initial one).
+/// A version of a key: its position in the key's committed versions (0: the initial one),
+/// counting those a server no longer holds.
 pub type Version = u64;
+
+impl BMsg {
+    /// The transaction the message is about.
+    pub fn txn(&self) -> TxnId {
+        match self {
+            BMsg::Execute { txn, .. }
+            | BMsg::ExecReply { txn, .. }
+            | BMsg::Prepare { txn, .. }
+            | BMsg::PrepareReply { txn, .. }
+            | BMsg::Decide { txn, .. }
+            | BMsg::DecideAck { txn } => *txn,
+        }
+    }
+}
 
 /// Messages between baseline clients and servers.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -54,6 +69,9 @@ pub enum BMsg {
         ts: Ts,
         shot: u32,
         ops: Vec<Op>,
+        /// The client's transactions numbered below are finished (as NCC's
+        /// `Msg::Execute::done_below`).
+        done_below: u64,
     },
     /// Server → client: every request of the shot done (`ok`), with each read's value and
     /// version in the shot's order; or the transaction is aborted here.
@@ -73,6 +91,8 @@ pub enum BMsg {
         reads: Vec<(Key, Version)>,
         writes: Vec<(Key, Value)>,
         execute: Vec<Key>,
+        /// As on `Execute` (TAPIR-CC's one-shot transactions send no `Execute`).
+        done_below: u64,
     },
     /// Server → client: the vote; for TAPIR-CC the reads of `execute`, and on a refusal
     /// the smallest timestamp that could pass (its RETRY).

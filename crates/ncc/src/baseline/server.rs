@@ -4,9 +4,10 @@
 //! Every message is idempotent: a shot or a prepare answered once is answered again from
 //! the cached reply, a decision applies once, and a decided transaction is remembered
 //! (aborted ones too), so a late or duplicated request of an aborted attempt cannot take
-//! a lock that nobody would release. (A server of a real system forgets decided
-//! transactions below a per-client watermark; the simulator's runs are small enough to
-//! keep them all.)
+//! a lock that nobody would release. Decided transactions are forgotten once their client
+//! says it finished them (`done_below` on its requests, as NCC's server does), and a key
+//! holds only its newest version (validation compares version numbers, and only the newest
+//! one's timestamp is read); older values are kept aside only while the history is kept.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -20,6 +21,10 @@ struct KeyState {
     /// is the initial value 0. TAPIR-CC orders versions by timestamp (its checks make
     /// commit order agree, asserted in `check_invariants`); the others by commit.
     versions: Vec<(Ts, Value)>,
+    /// Versions dropped from the front of `versions` (numbers count them), and their
+    /// values while the history is kept.
+    pruned: Version,
+    archived: Vec<Value>,
     /// The exclusive lock (dOCC from prepare, d2PL from execute).
     writer: Option<TxnId>,
     /// The shared locks.
@@ -39,6 +44,8 @@ impl KeyState {
     fn new() -> KeyState {
         KeyState {
             versions: vec![(Ts::default(), 0)],
+            pruned: 0,
+            archived: Vec::new(),
             writer: None,
             readers: BTreeSet::new(),
             waiting: Vec::new(),
@@ -50,7 +57,18 @@ impl KeyState {
 
     fn latest(&self) -> (Value, Version, Ts) {
         let (ts, v) = *self.versions.last().expect("the initial version");
-        (v, self.versions.len() as Version - 1, ts)
+        (v, self.pruned + self.versions.len() as Version - 1, ts)
+    }
+
+    /// Installs a committed version; older ones go (to `archived` if `keep`).
+    fn install(&mut self, ts: Ts, v: Value, keep: bool) {
+        self.versions.push((ts, v));
+        let old = self.versions.len() - 1;
+        self.pruned += old as Version;
+        let gone = self.versions.drain(..old).map(|(_, v)| v);
+        if keep {
+            self.archived.extend(gone);
+        }
     }
 
     /// The other transactions whose locks keep `txn` from locking (`write`: exclusively).
@@ -110,6 +128,10 @@ pub struct BaselineServer {
     /// aborted): reported by `check_invariants`.
     violation: Option<String>,
     out: Vec<(ClientId, BMsg)>,
+    /// Per client, the sequence number below which it has finished every transaction.
+    finished_below: BTreeMap<ClientId, u64>,
+    /// Keep superseded values for `committed_versions` (a history checker's).
+    keep_history: bool,
 }
 
 impl BaselineServer {
@@ -121,7 +143,47 @@ impl BaselineServer {
             runnable: VecDeque::new(),
             violation: None,
             out: Vec::new(),
+            finished_below: BTreeMap::new(),
+            keep_history: true,
         }
+    }
+
+    /// Drops superseded values for good (see [`crate::Server::without_history`]).
+    pub fn without_history(mut self) -> BaselineServer {
+        self.keep_history = false;
+        self
+    }
+
+    /// Forgets `client`'s decided transactions below `done_below` (it finished them).
+    fn forget_finished(&mut self, client: ClientId, done_below: u64) {
+        let mark = self.finished_below.entry(client).or_insert(0);
+        if done_below <= *mark {
+            return;
+        }
+        let range = TxnId { client, seq: *mark }..TxnId {
+            client,
+            seq: done_below,
+        };
+        *mark = done_below;
+        let finished: Vec<TxnId> = self
+            .txns
+            .range(range)
+            .filter(|(_, t)| matches!(t.status, Status::Committed | Status::Aborted))
+            .map(|(&id, _)| id)
+            .collect();
+        for txn in finished {
+            self.txns.remove(&txn);
+        }
+    }
+
+    /// Whether `txn` is one its client finished and this server forgot: a message about
+    /// it is a late duplicate.
+    fn is_forgotten(&self, txn: TxnId) -> bool {
+        !self.txns.contains_key(&txn)
+            && self
+                .finished_below
+                .get(&txn.client)
+                .is_some_and(|&mark| txn.seq < mark)
     }
 
     fn key(&mut self, k: Key) -> &mut KeyState {
@@ -428,7 +490,7 @@ impl BaselineServer {
             // Not in Figure 10, implied by reading "at" ts: the version read must be older
             // than the reader (with skewed clocks a read can see a version from its
             // future, and timestamp order would then put it before its own source).
-            let (written_at, _) = key.versions[ver as usize];
+            let written_at = key.latest().2; // `ver` is the newest: checked above
             if ts < written_at {
                 return Err(Some(written_at));
             }
@@ -480,8 +542,18 @@ impl BaselineServer {
                 let writes = std::mem::take(&mut st.writes);
                 st.status = Status::Committed;
                 let reads: Vec<Key> = st.holds.iter().copied().collect();
+                let (keep, tapir) = (self.keep_history, self.flavor == Flavor::TapirCc);
                 for (k, v) in writes {
-                    self.key(k).versions.push((ts, v));
+                    let key = self.key(k);
+                    // TAPIR-CC's checks make commit order timestamp order (the newest
+                    // version is all that is kept to compare with).
+                    let newest = key.latest().2;
+                    key.install(ts, v, keep);
+                    if tapir && newest >= ts && self.violation.is_none() {
+                        self.violation = Some(format!(
+                            "key {k}: {txn:?} installed at {ts:?}, not above the newest {newest:?}"
+                        ));
+                    }
                 }
                 if self.flavor == Flavor::TapirCc {
                     for k in reads {
@@ -513,14 +585,29 @@ impl TxnServer for BaselineServer {
     type Msg = BMsg;
 
     fn on_message(&mut self, _now: u64, msg: BMsg) {
+        if let BMsg::Execute {
+            txn, done_below, ..
+        }
+        | BMsg::Prepare {
+            txn, done_below, ..
+        } = &msg
+        {
+            self.forget_finished(txn.client, *done_below);
+        }
+        if self.is_forgotten(msg.txn()) {
+            return;
+        }
         match msg {
-            BMsg::Execute { txn, ts, shot, ops } => self.on_execute(txn, ts, shot, ops),
+            BMsg::Execute {
+                txn, ts, shot, ops, ..
+            } => self.on_execute(txn, ts, shot, ops),
             BMsg::Prepare {
                 txn,
                 ts,
                 reads,
                 writes,
                 execute,
+                ..
             } => self.on_prepare(txn, ts, reads, writes, execute),
             BMsg::Decide { txn, commit } => self.on_decide(txn, commit),
             BMsg::ExecReply { .. } | BMsg::PrepareReply { .. } | BMsg::DecideAck { .. } => {}
@@ -532,6 +619,14 @@ impl TxnServer for BaselineServer {
 
     fn drain(&mut self) -> Vec<(ClientId, BMsg)> {
         std::mem::take(&mut self.out)
+    }
+
+    fn footprint(&self) -> crate::protocol::Footprint {
+        crate::protocol::Footprint {
+            records: self.txns.len(),
+            versions: self.keys.values().map(|k| k.versions.len()).sum(),
+            keys: self.keys.len(),
+        }
     }
 
     fn check_invariants(&self) -> Result<(), String> {
@@ -591,7 +686,10 @@ impl TxnServer for BaselineServer {
     fn committed_versions(&self) -> Vec<(Key, Vec<Value>)> {
         self.keys
             .iter()
-            .map(|(&k, s)| (k, s.versions.iter().map(|&(_, v)| v).collect()))
+            .map(|(&k, s)| {
+                let live = s.versions.iter().map(|&(_, v)| v);
+                (k, s.archived.iter().copied().chain(live).collect())
+            })
             .collect()
     }
 
