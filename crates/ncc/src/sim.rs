@@ -22,6 +22,10 @@ use crate::server::{Mistakes, Server};
 use crate::types::{ClientId, Effects, Key, ServerId, Ts, TxnId};
 use crate::workload::{random_program, Program, Rng, Workload, Zipf, F1_WRITES_PER_100K};
 
+/// Open loop: arrivals a client holds behind the transaction it runs before it sheds
+/// (as `verso bench txn`'s driver).
+pub const OPEN_LOOP_BACKLOG: usize = 4;
+
 /// What one run does.
 #[derive(Clone, Debug)]
 pub struct SimOptions {
@@ -79,6 +83,12 @@ pub struct SimOptions {
     /// 10 ms). With a cost model and no loss, a longer wait keeps resends from piling onto
     /// a busy server (a real TCP client's messages are not lost either).
     pub resend_after_us: Option<u64>,
+    /// Open loop: transactions arrive at this many per simulated second over all clients
+    /// (Poisson, each client its share), wait at their client behind the one it runs (at
+    /// most [`OPEN_LOOP_BACKLOG`], the rest shed and counted), and their latency counts from
+    /// arrival. `None`: closed loop, each client starts its next when one commits. The
+    /// paper's clients are open-loop; closed-loop ones pile retries on an overloaded system.
+    pub open_loop_rate: Option<u64>,
     /// Print every event (for replaying one seed).
     pub trace: bool,
 }
@@ -112,6 +122,7 @@ impl SimOptions {
             tpcc_warehouses_per_server: 1,
             server_cost_us: None,
             resend_after_us: None,
+            open_loop_rate: None,
             trace: false,
         }
     }
@@ -141,6 +152,8 @@ pub struct SimStats {
     pub latencies_us: Vec<u64>,
     pub steady_commits: u64,
     pub simulated_us: u64,
+    /// Open loop: arrivals shed because their client's backlog was full.
+    pub shed: u64,
     /// What the servers held at the end, summed (zeros for a protocol that does not say).
     pub held: crate::protocol::Footprint,
 }
@@ -159,6 +172,7 @@ impl SimStats {
         self.latencies_us.extend_from_slice(&o.latencies_us);
         self.steady_commits += o.steady_commits;
         self.simulated_us += o.simulated_us;
+        self.shed += o.shed;
         self.held.records += o.held.records;
         self.held.versions += o.held.versions;
         self.held.keys += o.held.keys;
@@ -188,6 +202,8 @@ enum Event<M> {
         msg: M,
     },
     Start(ClientId),
+    /// Open loop: a transaction arrives at a client.
+    Arrive(ClientId),
     /// A client looks at its timers.
     Tick(ClientId),
     /// A server looks at its timers.
@@ -215,6 +231,7 @@ impl<M: Clone> Event<M> {
                 msg: msg.clone(),
             },
             Event::Start(c) => Event::Start(*c),
+            Event::Arrive(c) => Event::Arrive(*c),
             Event::Tick(c) => Event::Tick(*c),
             Event::ServerTick(s) => Event::ServerTick(*s),
             Event::ServerWork(s) => Event::ServerWork(*s),
@@ -240,8 +257,15 @@ struct World<C: TxnClient, S> {
     left: Vec<usize>,
     began: Vec<u64>,
     programs: Vec<Option<Program>>,
+    /// Open loop, per client: arrivals still to come, the arrival times waiting, and the
+    /// running transaction's arrival time (its `began` in closed loop).
+    to_arrive: Vec<usize>,
+    backlog: Vec<std::collections::VecDeque<u64>>,
+    arrived: Vec<u64>,
+    /// Each commit's latency from arrival, in commit order.
+    latencies: Vec<u64>,
     /// Per client: a tick is scheduled.
-    ticking: Vec<bool>,
+    tick_at: Vec<u64>,
     /// Per server: when its next tick is scheduled (0: none). A replicated server wants
     /// ticks sooner once an input waits to commit, so an earlier one may be added.
     server_tick_at: Vec<u64>,
@@ -354,7 +378,11 @@ where
         left: vec![opts.txns_per_client; opts.clients as usize],
         began: vec![0; opts.clients as usize],
         programs: (0..opts.clients).map(|_| None).collect(),
-        ticking: vec![false; opts.clients as usize],
+        to_arrive: vec![opts.txns_per_client; opts.clients as usize],
+        backlog: (0..opts.clients).map(|_| Default::default()).collect(),
+        arrived: vec![0; opts.clients as usize],
+        latencies: Vec::new(),
+        tick_at: vec![0; opts.clients as usize],
         server_tick_at: vec![0; opts.servers as usize],
         inbox: (0..opts.servers).map(|_| Default::default()).collect(),
         working: vec![false; opts.servers as usize],
@@ -370,8 +398,13 @@ where
         stats: SimStats::default(),
     };
     for c in 0..opts.clients {
-        let at = w.rng.below(1_000);
-        w.schedule(at, Event::Start(c));
+        if opts.open_loop_rate.is_some() {
+            let at = w.interarrival();
+            w.schedule(at, Event::Arrive(c));
+        } else {
+            let at = w.rng.below(1_000);
+            w.schedule(at, Event::Start(c));
+        }
         // A fault at a moment spread over a run's usual length.
         if w.rng.below(100) < opts.crash_percent {
             let at = w.rng.range(1_000, 300_000);
@@ -454,8 +487,7 @@ where
     w.stats.committed = w.history.len() as u64;
     w.stats.end_time_us = w.now;
     if opts.server_cost_us.is_some() {
-        let reported = w.history.iter().map(|t| t.completed - t.invoked);
-        w.stats.latencies_us = reported.collect();
+        w.stats.latencies_us = std::mem::take(&mut w.latencies);
         // The steady middle of the run: the commits between the 10th and the 90th
         // percentile of completion times, over that span (the ramp-up, the tail where
         // clients run out of transactions, and stragglers left out).
@@ -475,6 +507,15 @@ where
     C: TxnClient,
     S: TxnServer<Msg = C::Msg>,
 {
+    /// Open loop: the time to a client's next arrival, exponentially distributed around
+    /// its share of the offered rate.
+    fn interarrival(&mut self) -> u64 {
+        let rate = self.opts.open_loop_rate.expect("open loop").max(1) as f64;
+        let mean_us = 1e6 * f64::from(self.opts.clients) / rate;
+        let u = (self.rng.below(1 << 30) + 1) as f64 / (1u64 << 30) as f64;
+        (-u.ln() * mean_us) as u64
+    }
+
     fn schedule(&mut self, delay: u64, ev: Event<C::Msg>) {
         let id = self.next_event;
         self.next_event += 1;
@@ -494,6 +535,7 @@ where
                     println!("{:>8} client {to} <- server {from}: {msg:?}", self.now)
                 }
                 Event::Start(c) => println!("{:>8} client {c} starts", self.now),
+                Event::Arrive(c) => println!("{:>8} a transaction arrives at {c}", self.now),
                 Event::Crash(c) => println!("{:>8} client {c} crashes", self.now),
                 Event::Pause(c, d) => println!("{:>8} client {c} pauses for {d} µs", self.now),
                 Event::GroupFault(s, f) => println!("{:>8} server {s}'s group: {f:?}", self.now),
@@ -501,11 +543,36 @@ where
             }
         }
         match ev {
-            Event::Start(c) if self.crashed[c as usize] => {}
+            Event::Start(c) | Event::Arrive(c) if self.crashed[c as usize] => {}
+            Event::Arrive(c) => {
+                let i = c as usize;
+                self.to_arrive[i] -= 1;
+                if self.to_arrive[i] > 0 {
+                    let next = self.interarrival();
+                    self.schedule(next, Event::Arrive(c));
+                }
+                if self.backlog[i].len() >= OPEN_LOOP_BACKLOG {
+                    self.stats.shed += 1;
+                    self.left[i] -= 1;
+                } else {
+                    self.backlog[i].push_back(self.now);
+                    // Idle, and no start scheduled (that one would find this arrival).
+                    if self.programs[i].is_none() && self.backlog[i].len() == 1 {
+                        self.schedule(0, Event::Start(c));
+                    }
+                }
+            }
             Event::Start(c) => {
                 let program = self.random_program();
                 let now = self.clock(self.client_skew[c as usize]);
                 self.began[c as usize] = self.now;
+                self.arrived[c as usize] = if self.opts.open_loop_rate.is_some() {
+                    self.backlog[c as usize]
+                        .pop_front()
+                        .expect("started for an arrival")
+                } else {
+                    self.now
+                };
                 self.left[c as usize] -= 1;
                 let last = program.second.is_none();
                 self.clients[c as usize].begin(now, program.first.clone(), last);
@@ -567,8 +634,11 @@ where
             Event::ToClient { to, .. } if self.now < self.paused_until[to as usize] => {
                 self.stats.lost += 1;
             }
+            // A tick superseded by an earlier one (which ran, or runs at its time).
+            Event::Tick(c) if self.tick_at[c as usize] != self.now => {}
             Event::Tick(c) if self.now < self.paused_until[c as usize] => {
                 let wait = self.paused_until[c as usize] - self.now;
+                self.tick_at[c as usize] = self.paused_until[c as usize];
                 self.schedule(wait, Event::Tick(c));
             }
             Event::ToClient { to, from, msg } => {
@@ -577,7 +647,7 @@ where
                 self.flush_client(to);
             }
             Event::Tick(c) => {
-                self.ticking[c as usize] = false;
+                self.tick_at[c as usize] = 0;
                 let now = self.clock(self.client_skew[c as usize]);
                 self.clients[c as usize].tick(now);
                 self.flush_client(c);
@@ -688,11 +758,16 @@ where
             let client = &mut self.clients[c as usize];
             let (out, events) = (client.drain(), client.events());
             if out.is_empty() && events.is_empty() {
-                // Its timers run while it waits for anything.
-                if !client.idle() && !self.ticking[c as usize] {
-                    self.ticking[c as usize] = true;
+                // Its timers run while it waits for anything, and a timer that wants to
+                // fire sooner (a baseline's back-off before a restart) gets an earlier tick.
+                if !client.idle() {
                     let every = client.tick_every();
-                    self.schedule(every, Event::Tick(c));
+                    let at = self.now + every;
+                    let scheduled = self.tick_at[c as usize];
+                    if scheduled == 0 || at < scheduled {
+                        self.tick_at[c as usize] = at;
+                        self.schedule(every, Event::Tick(c));
+                    }
                 }
                 return;
             }
@@ -728,8 +803,13 @@ where
                     writes,
                     commit_ts: o.commit_ts,
                 });
+                self.latencies.push(self.now - self.arrived[c as usize]);
                 self.programs[c as usize] = None;
-                if self.left[c as usize] > 0 {
+                if self.opts.open_loop_rate.is_some() {
+                    if !self.backlog[c as usize].is_empty() {
+                        self.schedule(0, Event::Start(c));
+                    }
+                } else if self.left[c as usize] > 0 {
                     let think = self.rng.below(500);
                     self.schedule(think, Event::Start(c));
                 }

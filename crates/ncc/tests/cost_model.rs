@@ -15,7 +15,12 @@ const COST_US: u64 = 8;
 const SERVERS: u32 = 4;
 
 fn f1(protocol: ProtocolKind, clients: u32) -> SimStats {
+    f1_at(protocol, clients, None)
+}
+
+fn f1_at(protocol: ProtocolKind, clients: u32, open_loop_rate: Option<u64>) -> SimStats {
     let tweak = |o: &mut SimOptions| {
+        o.open_loop_rate = open_loop_rate;
         o.protocol = protocol;
         o.workload = Workload::F1;
         o.servers = SERVERS;
@@ -74,4 +79,30 @@ fn under_load_the_protocol_with_fewer_messages_carries_more() {
         used < 0.5 * capacity,
         "{used:.0} of {capacity:.0} messages per second"
     );
+}
+
+/// Open loop: below capacity the system carries what is offered and sheds nothing; far
+/// above it, it sheds, carries no more than its servers allow, and (unlike closed-loop
+/// clients piling retries on) NCC keeps most of its peak.
+#[test]
+fn open_loop_carries_what_is_offered_until_the_servers_are_full() {
+    let rate = |s: &SimStats| s.steady_commits as f64 * 1e6 / s.simulated_us as f64;
+    let light = f1_at(ProtocolKind::Ncc, 64, Some(20_000));
+    assert_eq!(light.shed, 0, "{light:?}");
+    let carried = rate(&light);
+    assert!(
+        (17_000.0..23_000.0).contains(&carried),
+        "offered 20,000/s, carried {carried:.0}/s"
+    );
+    let capacity = f64::from(SERVERS) * 1e6 / COST_US as f64;
+    for protocol in [ProtocolKind::Ncc, ProtocolKind::Docc] {
+        let heavy = f1_at(protocol, 256, Some(400_000));
+        assert!(heavy.shed > 0, "{protocol:?}: {heavy:?}");
+        let messages = heavy.messages as f64 / heavy.committed as f64;
+        let used = rate(&heavy) * messages;
+        assert!(
+            used <= 1.05 * capacity,
+            "{protocol:?}: {used:.0} of {capacity:.0} messages per second"
+        );
+    }
 }

@@ -143,6 +143,11 @@ where
             }
         }
         let now = now_us();
+        // A message may have set a timer sooner than the next tick (a baseline's back-off
+        // before it restarts): without this the restart waited for the resend tick.
+        for &i in &touched {
+            self.next_tick[i] = self.next_tick[i].min(now + self.clients[i].tick_every());
+        }
         for i in 0..self.clients.len() {
             if now >= self.next_tick[i] && !self.clients[i].idle() {
                 self.clients[i].tick(now);
