@@ -43,6 +43,9 @@ pub struct LoadConfig {
     pub drain_timeout: Duration,
     /// The first protocol client id (several driver processes must not overlap).
     pub first_client: u32,
+    /// The baselines' first back-off after an abort, doubled per attempt up to 64 times
+    /// (`None`: the client's default, 100 µs). NCC does not back off.
+    pub baseline_backoff_us: Option<u64>,
 }
 
 /// What a run measured.
@@ -183,6 +186,9 @@ fn drive_thread(cfg: &LoadConfig, t: u32) -> io::Result<LoadReport> {
                 .map(|id| {
                     let mut c = Protocol::baseline_client(id, servers, flavor);
                     c.resend_after = cfg.resend_after_us;
+                    if let Some(b) = cfg.baseline_backoff_us {
+                        c.backoff = b;
+                    }
                     c
                 })
                 .collect();

@@ -107,6 +107,10 @@ pub struct BenchTxnArgs {
     /// TAPIR-CC: serializability) against the servers' committed versions.
     #[arg(long)]
     check: bool,
+    /// The baselines' first back-off after an abort, µs, doubled per attempt up to 64
+    /// times (default 100). NCC never backs off.
+    #[arg(long, value_name = "US")]
+    baseline_backoff_us: Option<u64>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Write each run's report as JSON to DIR/txn-PROTOCOL-RATE-RUN.json, for `verso bench
@@ -312,6 +316,7 @@ fn one_run(
         resend_after_us: 200_000,
         drain_timeout: Duration::from_secs(30),
         first_client: 0,
+        baseline_backoff_us: args.baseline_backoff_us,
     };
     let cpu_before = cluster.cpu_seconds();
     let mut report = load::run(&cfg)?;

@@ -39,6 +39,7 @@ fn run_keeping(
         resend_after_us: 100_000,
         drain_timeout: Duration::from_secs(30),
         first_client: 0,
+        baseline_backoff_us: None,
     };
     let report = load::run(&cfg).expect("the load runs");
     let dump = cluster.dump().expect("the servers dump their versions");
