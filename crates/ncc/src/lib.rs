@@ -34,6 +34,7 @@ pub mod check;
 pub mod client;
 mod decisions;
 pub mod explore;
+mod finished;
 pub mod protocol;
 pub mod replicated;
 pub mod server;

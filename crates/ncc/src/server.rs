@@ -169,7 +169,7 @@ pub struct Server {
     /// Per client, the sequence number below which every transaction of it is finished
     /// (`Msg::Execute::done_below`): no record of them is kept, and messages about them are
     /// late duplicates.
-    finished_below: BTreeMap<ClientId, u64>,
+    finished_below: crate::finished::FinishedMarks,
     /// Keep every committed value (for [`Server::committed_versions`], which a history
     /// checker needs); off, a key holds only the versions that may still be needed.
     keep_history: bool,
@@ -191,7 +191,7 @@ impl Server {
             recovering: BTreeMap::new(),
             peers_out: Vec::new(),
             violation: None,
-            finished_below: BTreeMap::new(),
+            finished_below: Default::default(),
             keep_history: true,
         }
     }
@@ -307,19 +307,12 @@ impl Server {
     /// it answered; then the recovery timer decides it); a read-only one is dropped
     /// whatever it waits for, since its client has moved on.
     fn forget_finished(&mut self, client: ClientId, done_below: u64) {
-        let mark = self.finished_below.entry(client).or_insert(0);
-        if done_below <= *mark {
+        let Some(range) = self.finished_below.raise(client, done_below) else {
             return;
-        }
-        let from = TxnId { client, seq: *mark };
-        *mark = done_below;
-        let to = TxnId {
-            client,
-            seq: done_below,
         };
         let finished: Vec<TxnId> = self
             .txns
-            .range(from..to)
+            .range(range)
             .filter(|(_, t)| t.read_only || t.status != Status::Undecided)
             .map(|(&id, _)| id)
             .collect();
@@ -331,11 +324,7 @@ impl Server {
 
     /// Whether `txn` is one its client finished and this server forgot.
     fn is_forgotten(&self, txn: TxnId) -> bool {
-        !self.txns.contains_key(&txn)
-            && self
-                .finished_below
-                .get(&txn.client)
-                .is_some_and(|&mark| txn.seq < mark)
+        !self.txns.contains_key(&txn) && self.finished_below.finished(txn)
     }
 
     /// Drops `key`'s versions below the oldest one that may still be needed: the newest;
@@ -469,14 +458,10 @@ impl Server {
                 self.awaiting_decision
             ));
         }
-        for (client, &mark) in &self.finished_below {
-            let below = |seq| TxnId {
-                client: *client,
-                seq,
-            };
-            let mut kept = self.txns.range(below(0)..below(mark));
+        for range in self.finished_below.ranges() {
+            let mut kept = self.txns.range(range);
             if let Some((id, _)) = kept.find(|(_, t)| !recovery::awaits_decision(t)) {
-                return Err(format!("{id:?} is finished (below {mark}) but kept"));
+                return Err(format!("{id:?} is finished but kept"));
             }
         }
         for (k, ks) in &self.keys {

@@ -129,7 +129,7 @@ pub struct BaselineServer {
     violation: Option<String>,
     out: Vec<(ClientId, BMsg)>,
     /// Per client, the sequence number below which it has finished every transaction.
-    finished_below: BTreeMap<ClientId, u64>,
+    finished_below: crate::finished::FinishedMarks,
     /// Keep superseded values for `committed_versions` (a history checker's).
     keep_history: bool,
 }
@@ -143,7 +143,7 @@ impl BaselineServer {
             runnable: VecDeque::new(),
             violation: None,
             out: Vec::new(),
-            finished_below: BTreeMap::new(),
+            finished_below: Default::default(),
             keep_history: true,
         }
     }
@@ -156,15 +156,9 @@ impl BaselineServer {
 
     /// Forgets `client`'s decided transactions below `done_below` (it finished them).
     fn forget_finished(&mut self, client: ClientId, done_below: u64) {
-        let mark = self.finished_below.entry(client).or_insert(0);
-        if done_below <= *mark {
+        let Some(range) = self.finished_below.raise(client, done_below) else {
             return;
-        }
-        let range = TxnId { client, seq: *mark }..TxnId {
-            client,
-            seq: done_below,
         };
-        *mark = done_below;
         let finished: Vec<TxnId> = self
             .txns
             .range(range)
@@ -179,11 +173,7 @@ impl BaselineServer {
     /// Whether `txn` is one its client finished and this server forgot: a message about
     /// it is a late duplicate.
     fn is_forgotten(&self, txn: TxnId) -> bool {
-        !self.txns.contains_key(&txn)
-            && self
-                .finished_below
-                .get(&txn.client)
-                .is_some_and(|&mark| txn.seq < mark)
+        !self.txns.contains_key(&txn) && self.finished_below.finished(txn)
     }
 
     fn key(&mut self, k: Key) -> &mut KeyState {
