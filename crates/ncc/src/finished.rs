@@ -16,7 +16,7 @@ pub(crate) struct FinishedMarks(BTreeMap<ClientId, u64>);
 impl FinishedMarks {
     /// Raises `client`'s mark to `done_below`; the transactions newly below it, if it rose
     /// (a message may be late and carry an older mark).
-    pub(crate) fn raise(&mut self, client: ClientId, done_below: u64) -> Option<Range<TxnId>> {
+    fn raise(&mut self, client: ClientId, done_below: u64) -> Option<Range<TxnId>> {
         let mark = self.0.entry(client).or_insert(0);
         if done_below <= *mark {
             return None;
@@ -29,6 +29,30 @@ impl FinishedMarks {
                 seq: done_below,
             },
         )
+    }
+
+    /// Raises `client`'s mark to `done_below` and removes from `records` the transactions
+    /// newly below it that `forgettable` allows (a server keeps one it still owes a
+    /// decision). Returns the removed ones.
+    pub(crate) fn forget<T>(
+        &mut self,
+        records: &mut BTreeMap<TxnId, T>,
+        client: ClientId,
+        done_below: u64,
+        forgettable: impl Fn(&T) -> bool,
+    ) -> Vec<TxnId> {
+        let Some(range) = self.raise(client, done_below) else {
+            return Vec::new();
+        };
+        let gone: Vec<TxnId> = records
+            .range(range)
+            .filter(|(_, t)| forgettable(t))
+            .map(|(&id, _)| id)
+            .collect();
+        for txn in &gone {
+            records.remove(txn);
+        }
+        gone
     }
 
     /// Whether `txn`'s client has said it finished it.

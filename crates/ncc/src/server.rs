@@ -307,17 +307,11 @@ impl Server {
     /// it answered; then the recovery timer decides it); a read-only one is dropped
     /// whatever it waits for, since its client has moved on.
     fn forget_finished(&mut self, client: ClientId, done_below: u64) {
-        let Some(range) = self.finished_below.raise(client, done_below) else {
-            return;
-        };
-        let finished: Vec<TxnId> = self
-            .txns
-            .range(range)
-            .filter(|(_, t)| t.read_only || t.status != Status::Undecided)
-            .map(|(&id, _)| id)
-            .collect();
-        for txn in finished {
-            self.txns.remove(&txn);
+        let forgettable = |t: &TxnState| t.read_only || t.status != Status::Undecided;
+        let gone = self
+            .finished_below
+            .forget(&mut self.txns, client, done_below, forgettable);
+        for txn in gone {
             self.recovering.remove(&txn);
         }
     }

@@ -156,18 +156,9 @@ impl BaselineServer {
 
     /// Forgets `client`'s decided transactions below `done_below` (it finished them).
     fn forget_finished(&mut self, client: ClientId, done_below: u64) {
-        let Some(range) = self.finished_below.raise(client, done_below) else {
-            return;
-        };
-        let finished: Vec<TxnId> = self
-            .txns
-            .range(range)
-            .filter(|(_, t)| matches!(t.status, Status::Committed | Status::Aborted))
-            .map(|(&id, _)| id)
-            .collect();
-        for txn in finished {
-            self.txns.remove(&txn);
-        }
+        let decided = |t: &TxnState| matches!(t.status, Status::Committed | Status::Aborted);
+        self.finished_below
+            .forget(&mut self.txns, client, done_below, decided);
     }
 
     /// Whether `txn` is one its client finished and this server forgot: a message about
