@@ -11,15 +11,16 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::Duration;
 
-use verso_ncc::wire::Wire;
+use verso_ncc::wire::{Encoding, Wire};
 use verso_ncc::{ClientEvent, ClientId, ServerId, TxnClient};
 
-use crate::frame::{read_frame, write_frame, write_msg, Frame, Hello};
+use crate::frame::{msg_frame_len, read_frame, write_frame, write_msg, Frame, Hello};
 use crate::now_us;
 
 /// What a reader thread hands over.
 enum Incoming<M> {
-    Msg(ServerId, ClientId, M),
+    /// A message and the bytes its frame took.
+    Msg(ServerId, ClientId, M, usize),
     /// The server closed the connection or sent something unreadable.
     Lost(ServerId, String),
 }
@@ -32,10 +33,14 @@ pub struct Pool<C: TxnClient> {
     next_tick: Vec<u64>,
     writers: Vec<BufWriter<TcpStream>>,
     rx: Receiver<Incoming<C::Msg>>,
+    encoding: Encoding,
     scratch: Vec<u8>,
     /// Protocol messages sent and received (the paper's messages per transaction).
     pub sent: u64,
     pub received: u64,
+    /// Bytes of those messages' frames, both ways.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
 }
 
 impl<C> Pool<C>
@@ -44,8 +49,13 @@ where
     C::Msg: Wire + Send + 'static,
 {
     /// Connects to every server (indexed by server id) for `clients`, whose ids are
-    /// `first..first + clients.len()`.
-    pub fn connect(servers: &[SocketAddr], first: ClientId, clients: Vec<C>) -> io::Result<Self> {
+    /// `first..first + clients.len()`, speaking `encoding`.
+    pub fn connect(
+        servers: &[SocketAddr],
+        encoding: Encoding,
+        first: ClientId,
+        clients: Vec<C>,
+    ) -> io::Result<Self> {
         let count = u32::try_from(clients.len())
             .ok()
             .filter(|&n| (1..=crate::frame::MAX_CLIENTS_PER_CONNECTION).contains(&n))
@@ -60,6 +70,7 @@ where
             let mut w = BufWriter::new(stream);
             write_frame(
                 &mut w,
+                encoding,
                 &Frame::Hello(Hello::Clients { first, count }),
                 &mut scratch,
             )?;
@@ -68,7 +79,7 @@ where
             let tx = tx.clone();
             thread::Builder::new()
                 .name("txn-client-read".into())
-                .spawn(move || read_loop::<C::Msg>(s as ServerId, reader, tx))?;
+                .spawn(move || read_loop::<C::Msg>(s as ServerId, encoding, reader, tx))?;
         }
         let n = clients.len();
         Ok(Pool {
@@ -77,9 +88,12 @@ where
             next_tick: vec![0; n],
             writers,
             rx,
+            encoding,
             scratch,
             sent: 0,
             received: 0,
+            bytes_sent: 0,
+            bytes_received: 0,
         })
     }
 
@@ -127,8 +141,9 @@ where
         let mut touched = Vec::new();
         for incoming in first.into_iter().chain(self.rx.try_iter().take(4096)) {
             match incoming {
-                Incoming::Msg(s, c, msg) => {
+                Incoming::Msg(s, c, msg, len) => {
                     self.received += 1;
+                    self.bytes_received += len as u64;
                     let Some(i) = c.checked_sub(self.first).map(|i| i as usize) else {
                         continue;
                     };
@@ -178,7 +193,8 @@ where
                 .writers
                 .get_mut(s as usize)
                 .ok_or_else(|| io::Error::other(format!("no server {s}")))?;
-            write_msg(w, party, &msg, &mut self.scratch)?;
+            write_msg(w, self.encoding, party, &msg, &mut self.scratch)?;
+            self.bytes_sent += self.scratch.len() as u64;
             used.push(s as usize);
             self.sent += 1;
         }
@@ -198,14 +214,20 @@ where
     }
 }
 
-fn read_loop<M: Wire>(server: ServerId, stream: TcpStream, tx: Sender<Incoming<M>>) {
+fn read_loop<M: Wire>(
+    server: ServerId,
+    encoding: Encoding,
+    stream: TcpStream,
+    tx: Sender<Incoming<M>>,
+) {
     let mut reader = io::BufReader::new(stream);
     let mut buf = Vec::new();
     loop {
-        let lost = match read_frame(&mut reader, &mut buf) {
-            Ok(Some(Frame::Msg { party, bytes })) => match M::decode(&bytes) {
+        let lost = match read_frame(&mut reader, encoding, &mut buf) {
+            Ok(Some(Frame::Msg { party, bytes })) => match M::decode_as(encoding, &bytes) {
                 Ok(msg) => {
-                    if tx.send(Incoming::Msg(server, party, msg)).is_err() {
+                    let len = msg_frame_len(encoding, party, bytes.len());
+                    if tx.send(Incoming::Msg(server, party, msg, len)).is_err() {
                         return;
                     }
                     continue;

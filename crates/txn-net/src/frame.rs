@@ -5,9 +5,18 @@
 //! protocol messages ([`Frame::Msg`], the message's own bytes from `verso_ncc::wire`), and
 //! the load driver's control frames (a dump of the committed versions for the history
 //! check, and shutdown). Decoding is total and exact, like the messages' (fuzz target
-//! `txn_frame`): bytes from the network never panic the server.
+//! `txn_wire`): bytes from the network never panic the server.
+//!
+//! A connection speaks one [`Encoding`], chosen by the side that opens it and recognised by
+//! the other from the first byte (a binary frame's length is never `*`'s byte, 42, since a
+//! `Hello` is shorter). In RESP, a frame is one RESP array, as a Redis client sends a
+//! command: `MSG`, the party and the message's own array (`*3\r\n$3\r\nMSG\r\n...`), or
+//! `CTL` and a control frame's binary body as one bulk string (control frames are rare; only
+//! the messages' form is being measured).
 
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Read, Write};
+
+use verso_ncc::wire::{parse_decimal, push_decimal, Encoding, Wire};
 
 /// The largest frame accepted: far above one transaction's messages (a few hundred bytes)
 /// and a dump chunk ([`DUMP_CHUNK_KEYS`]), far below what would hurt to buffer.
@@ -202,21 +211,43 @@ impl Frame {
     }
 }
 
+/// The encoding a connection speaks, from its first byte (left unread); `Ok(None)` if the
+/// stream ends first.
+pub fn detect(r: &mut impl BufRead) -> io::Result<Option<Encoding>> {
+    Ok(match r.fill_buf()?.first() {
+        None => None,
+        Some(b'*') => Some(Encoding::Resp),
+        Some(_) => Some(Encoding::Binary),
+    })
+}
+
+fn invalid(why: &'static str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, FrameError(why))
+}
+
 /// Reads one frame; `Ok(None)` at a clean end of stream. A malformed or oversized frame is
 /// an `InvalidData` error: the caller drops the connection.
-pub fn read_frame(r: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<Option<Frame>> {
-    let mut len = [0u8; 4];
-    match r.read_exact(&mut len) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e),
+pub fn read_frame(
+    r: &mut impl BufRead,
+    encoding: Encoding,
+    buf: &mut Vec<u8>,
+) -> io::Result<Option<Frame>> {
+    match encoding {
+        Encoding::Binary => read_binary_frame(r, buf),
+        Encoding::Resp => read_resp_frame(r, buf),
     }
+}
+
+fn read_binary_frame(r: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<Option<Frame>> {
+    // The stream may end between frames, not inside one (a cut length prefix included).
+    if r.fill_buf()?.is_empty() {
+        return Ok(None);
+    }
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len)?;
     let len = u32::from_le_bytes(len) as usize;
     if len > MAX_FRAME {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            FrameError("a frame over 4 MiB"),
-        ));
+        return Err(invalid("a frame over 4 MiB"));
     }
     buf.resize(len, 0);
     r.read_exact(buf)?;
@@ -225,27 +256,181 @@ pub fn read_frame(r: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<Option<Fra
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
-/// Appends `frame` to `w` (buffered by the caller).
-pub fn write_frame(w: &mut impl Write, frame: &Frame, scratch: &mut Vec<u8>) -> io::Result<()> {
+/// Appends one RESP line (`\r\n` included) to `out`, refusing lines over `max` bytes.
+fn resp_line(r: &mut impl BufRead, max: usize, out: &mut Vec<u8>) -> io::Result<()> {
+    let start = out.len();
+    r.take(max as u64 + 2).read_until(b'\n', out)?;
+    if !out[start..].ends_with(b"\r\n") {
+        return Err(if out.len() - start > max {
+            invalid("a RESP line too long")
+        } else {
+            io::Error::from(io::ErrorKind::UnexpectedEof)
+        });
+    }
+    Ok(())
+}
+
+/// A RESP header line (`*3`, `$12`): its number.
+fn resp_header(r: &mut impl BufRead, kind: u8, line: &mut Vec<u8>) -> io::Result<usize> {
+    line.clear();
+    resp_line(r, 21, line)?;
+    if line[0] != kind {
+        return Err(invalid("an unexpected RESP type"));
+    }
+    parse_decimal(&line[1..line.len() - 2])
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|&n| n <= MAX_FRAME)
+        .ok_or(invalid("a malformed RESP length"))
+}
+
+/// A bulk string's contents, appended to `out`.
+fn resp_bulk(r: &mut impl BufRead, max: usize, out: &mut Vec<u8>) -> io::Result<()> {
+    let mut line = Vec::new();
+    let len = resp_header(r, b'$', &mut line)?;
+    if len > max {
+        return Err(invalid("a RESP string too long"));
+    }
+    let start = out.len();
+    out.resize(start + len + 2, 0);
+    r.read_exact(&mut out[start..])?;
+    if !out.ends_with(b"\r\n") {
+        return Err(invalid("a RESP string without its end"));
+    }
+    out.truncate(start + len);
+    Ok(())
+}
+
+fn read_resp_frame(r: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<Option<Frame>> {
+    if r.fill_buf()?.is_empty() {
+        return Ok(None);
+    }
+    let mut line = Vec::new();
+    let parts = resp_header(r, b'*', &mut line)?;
+    let mut kind = Vec::new();
+    resp_bulk(r, 3, &mut kind)?;
+    buf.clear();
+    match (parts, &kind[..]) {
+        (3, b"MSG") => {
+            let mut party = Vec::new();
+            resp_bulk(r, 10, &mut party)?;
+            let party = parse_decimal(&party)
+                .and_then(|p| u32::try_from(p).ok())
+                .ok_or(invalid("a malformed party"))?;
+            // The message's own array, kept as it came: its decoder checks the fields.
+            line.clear();
+            resp_line(r, 21, &mut line)?;
+            if line[0] != b'*' {
+                return Err(invalid("a message that is not a RESP array"));
+            }
+            let fields = parse_decimal(&line[1..line.len() - 2])
+                .filter(|&n| n <= (MAX_FRAME / 7) as u64)
+                .ok_or(invalid("a malformed RESP count"))?;
+            buf.extend_from_slice(&line);
+            for _ in 0..fields {
+                let at = buf.len();
+                resp_line(r, 3, buf)?;
+                let len = (buf[at] == b'$')
+                    .then(|| parse_decimal(&buf[at + 1..buf.len() - 2]))
+                    .flatten()
+                    .filter(|&n| n <= 20)
+                    .ok_or(invalid("a message field that is not a short bulk string"))?;
+                let at = buf.len();
+                buf.resize(at + len as usize + 2, 0);
+                r.read_exact(&mut buf[at..])?;
+            }
+            Ok(Some(Frame::Msg {
+                party,
+                bytes: std::mem::take(buf),
+            }))
+        }
+        (2, b"CTL") => {
+            resp_bulk(r, MAX_FRAME, buf)?;
+            match Frame::decode(buf) {
+                Ok(Frame::Msg { .. }) => Err(invalid("a message inside a control frame")),
+                Ok(frame) => Ok(Some(frame)),
+                Err(e) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+            }
+        }
+        _ => Err(invalid("neither MSG nor CTL")),
+    }
+}
+
+/// Appends `frame` to `w` (buffered by the caller). In RESP, a [`Frame::Msg`]'s bytes must
+/// be a message in RESP.
+pub fn write_frame(
+    w: &mut impl Write,
+    encoding: Encoding,
+    frame: &Frame,
+    scratch: &mut Vec<u8>,
+) -> io::Result<()> {
     scratch.clear();
-    frame.encode(scratch);
+    match (encoding, frame) {
+        (Encoding::Binary, _) => frame.encode(scratch),
+        (Encoding::Resp, Frame::Msg { party, bytes }) => {
+            resp_msg_header(scratch, *party);
+            scratch.extend_from_slice(bytes);
+        }
+        (Encoding::Resp, _) => {
+            frame.encode(scratch);
+            let body = scratch.split_off(4);
+            scratch.clear();
+            scratch.extend_from_slice(b"*2\r\n$3\r\nCTL\r\n$");
+            push_decimal(scratch, body.len() as u64);
+            scratch.extend_from_slice(b"\r\n");
+            scratch.extend_from_slice(&body);
+            scratch.extend_from_slice(b"\r\n");
+        }
+    }
     w.write_all(scratch)
 }
 
+fn resp_msg_header(out: &mut Vec<u8>, party: u32) {
+    out.extend_from_slice(b"*3\r\n$3\r\nMSG\r\n$");
+    let mut digits = Vec::with_capacity(10);
+    push_decimal(&mut digits, u64::from(party));
+    push_decimal(out, digits.len() as u64);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&digits);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The length on the wire of a [`Frame::Msg`] from `party` whose message takes `body`
+/// bytes: what a connection carries per message, for the load driver's byte counts.
+pub fn msg_frame_len(encoding: Encoding, party: u32, body: usize) -> usize {
+    match encoding {
+        Encoding::Binary => 4 + 1 + 4 + body,
+        Encoding::Resp => {
+            let digits = party.checked_ilog10().unwrap_or(0) as usize + 1;
+            let digits_of_digits = if digits >= 10 { 2 } else { 1 };
+            // *3\r\n $3\r\nMSG\r\n $N\r\n PARTY\r\n
+            4 + 9 + 1 + digits_of_digits + 2 + digits + 2 + body
+        }
+    }
+}
+
 /// Appends a [`Frame::Msg`] carrying `msg`, encoded in place (no intermediate frame).
-pub fn write_msg<M: verso_ncc::wire::Wire>(
+pub fn write_msg<M: Wire>(
     w: &mut impl Write,
+    encoding: Encoding,
     party: u32,
     msg: &M,
     scratch: &mut Vec<u8>,
 ) -> io::Result<()> {
     scratch.clear();
-    scratch.extend_from_slice(&[0; 4]);
-    scratch.push(1);
-    scratch.extend_from_slice(&party.to_le_bytes());
-    msg.encode(scratch);
-    let len = (scratch.len() - 4) as u32;
-    scratch[..4].copy_from_slice(&len.to_le_bytes());
+    match encoding {
+        Encoding::Binary => {
+            scratch.extend_from_slice(&[0; 4]);
+            scratch.push(1);
+            scratch.extend_from_slice(&party.to_le_bytes());
+            msg.encode(scratch);
+            let len = (scratch.len() - 4) as u32;
+            scratch[..4].copy_from_slice(&len.to_le_bytes());
+        }
+        Encoding::Resp => {
+            resp_msg_header(scratch, party);
+            msg.encode_as(Encoding::Resp, scratch);
+        }
+    }
     w.write_all(scratch)
 }
 
@@ -274,20 +459,58 @@ mod tests {
         ]
     }
 
+    /// In RESP a message frame must carry a RESP array: the arbitrary bytes become one.
+    fn as_resp(frame: &Frame) -> Frame {
+        match frame {
+            Frame::Msg { party, bytes } => {
+                let mut array = format!("*{}\r\n", bytes.len()).into_bytes();
+                for b in bytes {
+                    let digits = b.to_string();
+                    array
+                        .extend_from_slice(format!("${}\r\n{digits}\r\n", digits.len()).as_bytes());
+                }
+                Frame::Msg {
+                    party: *party,
+                    bytes: array,
+                }
+            }
+            other => other.clone(),
+        }
+    }
+
     proptest! {
         #[test]
         fn frames_round_trip_through_a_stream(frames in proptest::collection::vec(frame(), 0..6)) {
-            let mut stream = Vec::new();
-            for f in &frames {
-                f.encode(&mut stream);
+            for encoding in [Encoding::Binary, Encoding::Resp] {
+                let frames: Vec<Frame> = match encoding {
+                    Encoding::Binary => frames.clone(),
+                    Encoding::Resp => frames.iter().map(as_resp).collect(),
+                };
+                let mut stream = Vec::new();
+                let mut scratch = Vec::new();
+                for f in &frames {
+                    write_frame(&mut stream, encoding, f, &mut scratch).unwrap();
+                }
+                let mut r = &stream[..];
+                if !frames.is_empty() {
+                    prop_assert_eq!(detect(&mut r).unwrap(), Some(encoding));
+                }
+                let mut buf = Vec::new();
+                for f in &frames {
+                    let got = read_frame(&mut r, encoding, &mut buf).unwrap();
+                    prop_assert_eq!(got.as_ref(), Some(f));
+                }
+                prop_assert!(read_frame(&mut r, encoding, &mut buf).unwrap().is_none());
+                // A stream cut anywhere inside the last frame is an error, never a frame.
+                if let Some(last) = frames.last() {
+                    let mut one = Vec::new();
+                    write_frame(&mut one, encoding, last, &mut scratch).unwrap();
+                    for cut in 1..one.len() {
+                        let got = read_frame(&mut &one[..cut], encoding, &mut buf);
+                        prop_assert!(got.is_err(), "{:?} cut at {}", encoding, cut);
+                    }
+                }
             }
-            let mut r = &stream[..];
-            let mut buf = Vec::new();
-            for f in &frames {
-                let got = read_frame(&mut r, &mut buf).unwrap();
-                prop_assert_eq!(got.as_ref(), Some(f));
-            }
-            prop_assert!(read_frame(&mut r, &mut buf).unwrap().is_none());
         }
 
         #[test]
@@ -297,6 +520,8 @@ mod tests {
                 f.encode(&mut again);
                 prop_assert_eq!(&again[4..], &body[..]);
             }
+            // And no bytes panic the RESP reader.
+            let _ = read_frame(&mut &body[..], Encoding::Resp, &mut Vec::new());
         }
     }
 
@@ -305,18 +530,58 @@ mod tests {
         let msg = verso_ncc::Msg::DecideAck {
             txn: verso_ncc::TxnId { client: 3, seq: 9 },
         };
+        for encoding in [Encoding::Binary, Encoding::Resp] {
+            let mut stream = Vec::new();
+            write_msg(&mut stream, encoding, 3, &msg, &mut Vec::new()).unwrap();
+            let mut bytes = Vec::new();
+            msg.encode_as(encoding, &mut bytes);
+            let got = read_frame(&mut &stream[..], encoding, &mut Vec::new()).unwrap();
+            assert_eq!(got, Some(Frame::Msg { party: 3, bytes }));
+            for party in [0, 9, 10, 4_000_000_000, u32::MAX] {
+                let mut stream = Vec::new();
+                write_msg(&mut stream, encoding, party, &msg, &mut Vec::new()).unwrap();
+                let mut body = Vec::new();
+                msg.encode_as(encoding, &mut body);
+                assert_eq!(msg_frame_len(encoding, party, body.len()), stream.len());
+            }
+        }
+    }
+
+    #[test]
+    fn a_resp_frame_is_what_a_redis_client_sends() {
+        let msg = verso_ncc::Msg::DecideAck {
+            txn: verso_ncc::TxnId { client: 3, seq: 9 },
+        };
         let mut stream = Vec::new();
-        write_msg(&mut stream, 3, &msg, &mut Vec::new()).unwrap();
-        let mut bytes = Vec::new();
-        verso_ncc::wire::Wire::encode(&msg, &mut bytes);
-        let got = read_frame(&mut &stream[..], &mut Vec::new()).unwrap();
-        assert_eq!(got, Some(Frame::Msg { party: 3, bytes }));
+        write_msg(&mut stream, Encoding::Resp, 3, &msg, &mut Vec::new()).unwrap();
+        assert_eq!(
+            stream,
+            b"*3\r\n$3\r\nMSG\r\n$1\r\n3\r\n*3\r\n$1\r\n6\r\n$1\r\n3\r\n$1\r\n9\r\n"
+        );
     }
 
     #[test]
     fn an_oversized_frame_is_refused_before_reading_it() {
         let bytes = (MAX_FRAME as u32 + 1).to_le_bytes();
-        let err = read_frame(&mut &bytes[..], &mut Vec::new()).unwrap_err();
+        let err = read_frame(&mut &bytes[..], Encoding::Binary, &mut Vec::new()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        let huge = format!("*2\r\n$3\r\nCTL\r\n${}\r\n", MAX_FRAME + 1);
+        let err = read_frame(&mut huge.as_bytes(), Encoding::Resp, &mut Vec::new()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[test]
+    fn a_message_hidden_in_a_resp_control_frame_is_refused() {
+        let mut body = Vec::new();
+        Frame::Msg {
+            party: 1,
+            bytes: vec![],
+        }
+        .encode(&mut body);
+        let mut stream = format!("*2\r\n$3\r\nCTL\r\n${}\r\n", body.len() - 4).into_bytes();
+        stream.extend_from_slice(&body[4..]);
+        stream.extend_from_slice(b"\r\n");
+        let err = read_frame(&mut &stream[..], Encoding::Resp, &mut Vec::new()).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
     }
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use verso_ncc::check::{serializable_with, strictly_serializable, TxnRecord};
 use verso_ncc::sim::SimOptions;
-use verso_ncc::wire::Wire;
+use verso_ncc::wire::{Encoding, Wire};
 use verso_ncc::workload::{Generator, Program};
 use verso_ncc::{ClientEvent, ClientStats, TxnClient};
 
@@ -46,6 +46,8 @@ pub struct LoadConfig {
     /// The baselines' first back-off after an abort, doubled per attempt up to 64 times
     /// (`None`: the client's default, 100 µs). NCC does not back off.
     pub baseline_backoff_us: Option<u64>,
+    /// The byte form of the clients' messages (servers answer in kind).
+    pub encoding: Encoding,
 }
 
 /// What a run measured.
@@ -66,12 +68,17 @@ pub struct LoadReport {
     pub unfinished: u64,
     pub messages_sent: u64,
     pub messages_received: u64,
+    /// Bytes of those messages on the wire (frames included), both ways.
+    pub bytes: u64,
     /// Commits by kind of transaction ([`Program::kind`]: TPC-C's types, else the mix).
     pub by_kind: BTreeMap<&'static str, u64>,
     pub history: Vec<TxnRecord>,
     /// The servers' CPU time over the run, summed, when the caller measured it (a local
     /// cluster can: [`crate::local::LocalCluster::cpu_seconds`]).
     pub server_cpu_seconds: Option<f64>,
+    /// The client process's CPU time during the run (every client thread, readers
+    /// included), filled in by the caller.
+    pub client_cpu_seconds: Option<f64>,
     /// The largest server's resident memory at the end of the run, in bytes, when the
     /// caller measured it.
     pub server_rss_bytes: Option<u64>,
@@ -93,11 +100,21 @@ impl LoadReport {
         Some(self.server_cpu_seconds? * 1e6 / self.committed.max(1) as f64)
     }
 
+    /// Client-process CPU per committed transaction, microseconds.
+    pub fn client_cpu_us_per_txn(&self) -> Option<f64> {
+        Some(self.client_cpu_seconds? * 1e6 / self.committed.max(1) as f64)
+    }
+
     /// Server CPU per protocol message a server received or sent, microseconds: the
     /// simulator's calibrated cost of a message.
     pub fn server_cpu_us_per_message(&self) -> Option<f64> {
         let messages = self.messages_sent + self.messages_received;
         Some(self.server_cpu_seconds? * 1e6 / messages.max(1) as f64)
+    }
+
+    /// Bytes on the wire (both ways) per committed transaction.
+    pub fn bytes_per_txn(&self) -> f64 {
+        self.bytes as f64 / self.committed.max(1) as f64
     }
 
     /// Protocol messages (both ways) per committed transaction.
@@ -141,9 +158,11 @@ pub fn run(cfg: &LoadConfig) -> io::Result<LoadReport> {
         unfinished: 0,
         messages_sent: 0,
         messages_received: 0,
+        bytes: 0,
         by_kind: BTreeMap::new(),
         history: Vec::new(),
         server_cpu_seconds: None,
+        client_cpu_seconds: None,
         server_rss_bytes: None,
     };
     for h in handles {
@@ -161,6 +180,7 @@ pub fn run(cfg: &LoadConfig) -> io::Result<LoadReport> {
         report.unfinished += part.unfinished;
         report.messages_sent += part.messages_sent;
         report.messages_received += part.messages_received;
+        report.bytes += part.bytes;
         for (kind, n) in part.by_kind {
             *report.by_kind.entry(kind).or_default() += n;
         }
@@ -179,7 +199,11 @@ fn drive_thread(cfg: &LoadConfig, t: u32) -> io::Result<LoadReport> {
             let clients = ids
                 .map(|id| Protocol::ncc_client(id, servers, read_only, cfg.resend_after_us))
                 .collect();
-            drive(cfg, t, Pool::connect(&cfg.servers, first, clients)?)
+            drive(
+                cfg,
+                t,
+                Pool::connect(&cfg.servers, cfg.encoding, first, clients)?,
+            )
         }
         Protocol::Baseline(flavor) => {
             let clients = ids
@@ -192,7 +216,11 @@ fn drive_thread(cfg: &LoadConfig, t: u32) -> io::Result<LoadReport> {
                     c
                 })
                 .collect();
-            drive(cfg, t, Pool::connect(&cfg.servers, first, clients)?)
+            drive(
+                cfg,
+                t,
+                Pool::connect(&cfg.servers, cfg.encoding, first, clients)?,
+            )
         }
     }
 }
@@ -301,9 +329,11 @@ where
         unfinished: running.iter().filter(|r| r.is_some()).count() as u64,
         messages_sent: pool.sent,
         messages_received: pool.received,
+        bytes: pool.bytes_sent + pool.bytes_received,
         by_kind,
         history,
         server_cpu_seconds: None,
+        client_cpu_seconds: None,
         server_rss_bytes: None,
     })
 }

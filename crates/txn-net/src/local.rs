@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crate::frame::{read_frame, write_frame, Frame, Hello};
 use crate::server::{serve, ServerConfig};
 use crate::Protocol;
+use verso_ncc::wire::Encoding;
 
 /// How long a server may take to start and say where it listens.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -110,12 +111,17 @@ impl LocalCluster {
             let stream = control(addr)?;
             stream.set_read_timeout(Some(Duration::from_secs(60)))?;
             let mut w = BufWriter::new(stream.try_clone()?);
-            write_frame(&mut w, &Frame::DumpRequest, &mut Vec::new())?;
+            write_frame(
+                &mut w,
+                Encoding::Binary,
+                &Frame::DumpRequest,
+                &mut Vec::new(),
+            )?;
             w.flush()?;
             let mut r = BufReader::new(stream);
             let mut buf = Vec::new();
             loop {
-                match read_frame(&mut r, &mut buf)? {
+                match read_frame(&mut r, Encoding::Binary, &mut buf)? {
                     Some(Frame::Dump(keys)) => dump.versions.extend(keys),
                     Some(Frame::DumpEnd { undecided, broken }) => {
                         dump.undecided += u64::from(undecided);
@@ -140,7 +146,7 @@ impl LocalCluster {
         for &addr in &self.addrs {
             if let Ok(stream) = control(addr) {
                 let mut w = BufWriter::new(stream);
-                let _ = write_frame(&mut w, &Frame::Shutdown, &mut Vec::new());
+                let _ = write_frame(&mut w, Encoding::Binary, &Frame::Shutdown, &mut Vec::new());
                 let _ = w.flush();
             }
         }
@@ -172,7 +178,7 @@ impl Drop for LocalCluster {
 
 /// User plus system time of process `pid` from `/proc/PID/stat` (fields 14 and 15, in
 /// clock ticks of 1/100 s: the kernel's USER_HZ, 100 on every Linux ABI).
-fn process_cpu_seconds(pid: u32) -> Option<f64> {
+pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces; the fields after it follow its ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
@@ -193,7 +199,12 @@ fn process_rss(pid: u32) -> Option<u64> {
 fn control(addr: SocketAddr) -> io::Result<TcpStream> {
     let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     let mut w = BufWriter::new(stream.try_clone()?);
-    write_frame(&mut w, &Frame::Hello(Hello::Control), &mut Vec::new())?;
+    write_frame(
+        &mut w,
+        Encoding::Binary,
+        &Frame::Hello(Hello::Control),
+        &mut Vec::new(),
+    )?;
     w.flush()?;
     Ok(stream)
 }

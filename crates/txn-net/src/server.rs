@@ -13,10 +13,10 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::Duration;
 
-use verso_ncc::wire::Wire;
+use verso_ncc::wire::{Encoding, Wire};
 use verso_ncc::TxnServer;
 
-use crate::frame::{read_frame, write_frame, write_msg, Frame, Hello, DUMP_CHUNK_KEYS};
+use crate::frame::{detect, read_frame, write_frame, write_msg, Frame, Hello, DUMP_CHUNK_KEYS};
 use crate::{now_us, Protocol};
 
 /// How a server is started.
@@ -38,7 +38,7 @@ pub struct ServerConfig {
 
 /// Inputs to the protocol thread.
 enum Input {
-    Open(u64, Hello, TcpStream),
+    Open(u64, Hello, Encoding, TcpStream),
     Frame(u64, Frame),
     Closed(u64),
 }
@@ -85,16 +85,20 @@ fn read_loop(conn: u64, stream: TcpStream, tx: Sender<Input>) {
     };
     let mut reader = io::BufReader::new(stream);
     let mut buf = Vec::new();
-    // The first frame says who is there; anything else first is a protocol error.
-    let Ok(Some(Frame::Hello(hello))) = read_frame(&mut reader, &mut buf) else {
+    // The first byte says which encoding the connection speaks, the first frame who is
+    // there; anything else first is a protocol error.
+    let Ok(Some(encoding)) = detect(&mut reader) else {
         return;
     };
-    if tx.send(Input::Open(conn, hello, writer)).is_err() {
+    let Ok(Some(Frame::Hello(hello))) = read_frame(&mut reader, encoding, &mut buf) else {
+        return;
+    };
+    if tx.send(Input::Open(conn, hello, encoding, writer)).is_err() {
         return;
     }
     // A malformed frame or a reset ends the connection; the protocol tolerates lost
     // messages (clients send again), so nothing else is owed.
-    while let Ok(Some(frame)) = read_frame(&mut reader, &mut buf) {
+    while let Ok(Some(frame)) = read_frame(&mut reader, encoding, &mut buf) {
         if tx.send(Input::Frame(conn, frame)).is_err() {
             return;
         }
@@ -107,7 +111,11 @@ struct Host<S> {
     server: S,
     id: u32,
     peers: Vec<SocketAddr>,
-    writers: HashMap<u64, BufWriter<TcpStream>>,
+    /// Open connections' write halves, and the encoding each speaks (a server's own
+    /// connections to its peers speak binary).
+    writers: HashMap<u64, (BufWriter<TcpStream>, Encoding)>,
+    /// Which encoding each open connection speaks (also the send-only ones from peers).
+    encodings: HashMap<u64, Encoding>,
     /// Client connections by the first protocol client they speak for: (count, conn).
     clients: BTreeMap<u32, (u32, u64)>,
     /// Connections to the other servers, opened on first use.
@@ -128,6 +136,7 @@ where
         id: cfg.id,
         peers: cfg.peers.clone(),
         writers: HashMap::new(),
+        encodings: HashMap::new(),
         clients: BTreeMap::new(),
         peer_out: (0..cfg.peers.len()).map(|_| None).collect(),
         scratch: Vec::new(),
@@ -172,17 +181,20 @@ where
 {
     fn handle(&mut self, input: Input) {
         match input {
-            Input::Open(conn, hello, stream) => {
+            Input::Open(conn, hello, encoding, stream) => {
                 if let Hello::Clients { first, count } = hello {
                     self.clients.insert(first, (count, conn));
                 }
                 if !matches!(hello, Hello::Server { .. }) {
-                    self.writers.insert(conn, BufWriter::new(stream));
+                    self.writers
+                        .insert(conn, (BufWriter::new(stream), encoding));
                 }
+                self.encodings.insert(conn, encoding);
             }
             Input::Frame(conn, frame) => self.on_frame(conn, frame),
             Input::Closed(conn) => {
                 self.writers.remove(&conn);
+                self.encodings.remove(&conn);
                 self.clients.retain(|_, &mut (_, c)| c != conn);
             }
         }
@@ -190,7 +202,7 @@ where
 
     fn on_frame(&mut self, conn: u64, frame: Frame) {
         match frame {
-            Frame::Msg { bytes, .. } => match S::Msg::decode(&bytes) {
+            Frame::Msg { bytes, .. } => match S::Msg::decode_as(self.encoding(conn), &bytes) {
                 Ok(msg) => self.server.on_message(now_us(), msg),
                 // A message this protocol cannot read: drop the sender, as for a bad frame.
                 Err(_) => self.drop_conn(conn),
@@ -201,8 +213,13 @@ where
         }
     }
 
+    fn encoding(&self, conn: u64) -> Encoding {
+        self.encodings.get(&conn).copied().unwrap_or_default()
+    }
+
     fn drop_conn(&mut self, conn: u64) {
-        if let Some(w) = self.writers.remove(&conn) {
+        self.encodings.remove(&conn);
+        if let Some((w, _)) = self.writers.remove(&conn) {
             let _ = w.get_ref().shutdown(std::net::Shutdown::Both);
         }
         self.clients.retain(|_, &mut (_, c)| c != conn);
@@ -222,11 +239,11 @@ where
                     })
                 }),
             }));
-        let Some(w) = self.writers.get_mut(&conn) else {
+        let Some((w, encoding)) = self.writers.get_mut(&conn) else {
             return;
         };
         for f in frames {
-            if write_frame(w, &f, &mut self.scratch).is_err() {
+            if write_frame(w, *encoding, &f, &mut self.scratch).is_err() {
                 self.drop_conn(conn);
                 return;
             }
@@ -245,7 +262,9 @@ where
                 continue;
             };
             let ok = match self.writers.get_mut(&conn) {
-                Some(w) => write_msg(w, client, &msg, &mut self.scratch).is_ok(),
+                Some((w, encoding)) => {
+                    write_msg(w, *encoding, client, &msg, &mut self.scratch).is_ok()
+                }
                 None => true,
             };
             if !ok {
@@ -256,7 +275,7 @@ where
             self.send_peer(to, &msg);
         }
         let mut failed = Vec::new();
-        for (&conn, w) in &mut self.writers {
+        for (&conn, (w, _)) in &mut self.writers {
             if w.flush().is_err() {
                 failed.push(conn);
             }
@@ -284,13 +303,13 @@ where
             let _ = stream.set_nodelay(true);
             let mut w = BufWriter::new(stream);
             let hello = Frame::Hello(Hello::Server { id: self.id });
-            if write_frame(&mut w, &hello, &mut self.scratch).is_err() {
+            if write_frame(&mut w, Encoding::Binary, &hello, &mut self.scratch).is_err() {
                 return;
             }
             *slot = Some(w);
         }
         let w = slot.as_mut().expect("connected above");
-        if write_msg(w, self.id, msg, &mut self.scratch).is_err() {
+        if write_msg(w, Encoding::Binary, self.id, msg, &mut self.scratch).is_err() {
             *slot = None;
         }
     }

@@ -22,6 +22,7 @@ mod sim_cmd;
 mod sim_ncc_cmd;
 mod tatp_cmd;
 mod txn_cmd;
+mod wire_cmd;
 use verso_bench::core_workloads::CoreWorkload;
 use verso_bench::index_bench::{self, IndexBenchConfig};
 use verso_bench::results::csv;
@@ -198,6 +199,10 @@ enum Bench {
     /// servers' committed versions (exit status 1 on a violation).
     #[command(verbatim_doc_comment)]
     Txn(txn_cmd::BenchTxnArgs),
+    /// The transaction messages' two byte forms (binary and RESP) side by side: bytes, and
+    /// nanoseconds to encode and to decode each of an F1 transaction's messages, without
+    /// the network (`bench txn --wire binary,resp` measures them with it).
+    Wire(wire_cmd::BenchWireArgs),
 }
 
 #[derive(Args, Debug)]
@@ -371,6 +376,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Compare(args)) => results_cmd::run_compare(&args),
         Command::Bench(Bench::Plot(args)) => results_cmd::run_plot(&args),
         Command::Bench(Bench::Txn(args)) => txn_cmd::run_bench(&args),
+        Command::Bench(Bench::Wire(args)) => wire_cmd::run(&args),
         Command::TxnServer(args) => txn_cmd::run_server(&args),
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 use verso_ncc::sim::SimOptions;
+use verso_ncc::wire::Encoding;
 use verso_ncc::workload::Workload;
 use verso_txn_net::load::{self, LoadConfig, LoadReport};
 use verso_txn_net::local::{self, LocalCluster};
@@ -97,6 +98,11 @@ pub struct BenchTxnArgs {
     threads: u32,
     #[arg(long, default_value_t = 32)]
     clients: u32,
+    /// The clients' message encodings, comma-separated, each run beside the others:
+    /// binary (Verso's own) or resp (the same fields as Redis-protocol arrays of decimal
+    /// strings). Servers answer each connection in its own encoding.
+    #[arg(long, default_value = "binary")]
+    wire: String,
     /// Seconds per run (fractions allowed).
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
@@ -135,7 +141,8 @@ fn parse_workload(s: &str) -> Result<Workload, String> {
 
 /// One run's row.
 struct Row {
-    protocol: &'static str,
+    /// The protocol's name, with the encoding when several are compared.
+    label: String,
     rate: u64,
     throughput: f64,
     p50_us: u64,
@@ -149,6 +156,20 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
         .map(|p| parse_protocol(p.trim()))
         .collect();
     let rates: Result<Vec<u64>, _> = args.rates.split(',').map(|r| r.trim().parse()).collect();
+    let wires: Result<Vec<Encoding>, String> =
+        args.wire.split(',').map(|w| w.trim().parse()).collect();
+    let wires = match wires {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: --wire: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let label = |protocol: Protocol, wire: Encoding| match (wires.len(), wire) {
+        (1, _) => protocol.name().to_string(),
+        (_, Encoding::Binary) => format!("{}/binary", protocol.name()),
+        (_, Encoding::Resp) => format!("{}/resp", protocol.name()),
+    };
     let (protocols, rates) = match (protocols, rates) {
         (Ok(p), Ok(r)) if !p.is_empty() && !r.is_empty() => (p, r),
         (Err(e), _) => {
@@ -185,7 +206,7 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
         args.workload, args.servers, args.threads, args.clients, args.seconds, args.runs
     );
     println!(
-        "{:<16} {:>8} {:>4} {:>10} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>6} check",
+        "{:<16} {:>8} {:>4} {:>10} {:>8} {:>8} {:>7} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>6} check",
         "protocol",
         "rate",
         "run",
@@ -195,7 +216,9 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
         "1st %",
         "retries",
         "msg/txn",
+        "B/txn",
         "cpu µs",
+        "cli µs",
         "rss MiB",
         "shed"
     );
@@ -203,23 +226,26 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
     let mut failed = false;
     for run in 1..=args.runs {
         for &rate in &rates {
-            for &protocol in &protocols {
-                match one_run(&exe, args, &mix, protocol, rate) {
+            for (&protocol, &wire) in protocols
+                .iter()
+                .flat_map(|p| wires.iter().map(move |w| (p, w)))
+            {
+                match one_run(&exe, args, &mix, protocol, wire, rate) {
                     Ok((report, verdict)) => {
                         let s = &report.stats;
                         let first =
                             100.0 * s.committed_first_try as f64 / s.committed.max(1) as f64;
                         let retries = s.committed.saturating_sub(s.committed_first_try);
                         let row = Row {
-                            protocol: protocol.name(),
+                            label: label(protocol, wire),
                             rate,
                             throughput: report.throughput(),
                             p50_us: report.latency.value_at_quantile(0.5),
                             p99_us: report.latency.value_at_quantile(0.99),
                         };
                         println!(
-                            "{:<16} {:>8} {:>4} {:>10.0} {:>8} {:>8} {:>7.2} {:>8} {:>8.2} {:>8} {:>8} {:>6} {}",
-                            row.protocol,
+                            "{:<16} {:>8} {:>4} {:>10.0} {:>8} {:>8} {:>7.2} {:>8} {:>8.2} {:>7.0} {:>8} {:>8} {:>8} {:>6} {}",
+                            row.label,
                             rate,
                             run,
                             row.throughput,
@@ -228,8 +254,12 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
                             first,
                             retries,
                             report.messages_per_txn(),
+                            report.bytes_per_txn(),
                             report
                                 .server_cpu_us_per_txn()
+                                .map_or("-".into(), |c| format!("{c:.1}")),
+                            report
+                                .client_cpu_us_per_txn()
                                 .map_or("-".into(), |c| format!("{c:.1}")),
                             report
                                 .server_rss_bytes
@@ -245,9 +275,10 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
                             );
                         }
                         if let Some(dir) = &args.json_dir {
-                            let json = report_json(args, protocol, rate, run, &report, &verdict);
-                            let path =
-                                dir.join(format!("txn-{}-{rate}-{run}.json", protocol.name()));
+                            let json =
+                                report_json(args, protocol, wire, rate, run, &report, &verdict);
+                            let name = label(protocol, wire).replace('/', "-");
+                            let path = dir.join(format!("txn-{name}-{rate}-{run}.json"));
                             if let Err(e) = std::fs::create_dir_all(dir)
                                 .and_then(|()| std::fs::write(&path, format!("{json}\n")))
                             {
@@ -261,7 +292,7 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
                         rows.push(row);
                     }
                     Err(e) => {
-                        eprintln!("error: {} at rate {rate}: {e}", protocol.name());
+                        eprintln!("error: {} at rate {rate}: {e}", label(protocol, wire));
                         failed = true;
                     }
                 }
@@ -271,10 +302,14 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
     if args.runs > 1 {
         println!("medians over {} runs:", args.runs);
         for &rate in &rates {
-            for &protocol in &protocols {
+            for (&protocol, &wire) in protocols
+                .iter()
+                .flat_map(|p| wires.iter().map(move |w| (p, w)))
+            {
+                let name = label(protocol, wire);
                 let mut of: Vec<&Row> = rows
                     .iter()
-                    .filter(|r| r.protocol == protocol.name() && r.rate == rate)
+                    .filter(|r| r.label == name && r.rate == rate)
                     .collect();
                 if of.is_empty() {
                     continue;
@@ -283,7 +318,7 @@ pub fn run_bench(args: &BenchTxnArgs) -> ExitCode {
                 let mid = of[of.len() / 2];
                 println!(
                     "{:<16} {:>8} {:>10.0} commit/s  p50 {} µs  p99 {} µs",
-                    mid.protocol, rate, mid.throughput, mid.p50_us, mid.p99_us
+                    mid.label, rate, mid.throughput, mid.p50_us, mid.p99_us
                 );
             }
         }
@@ -301,6 +336,7 @@ fn one_run(
     args: &BenchTxnArgs,
     mix: &SimOptions,
     protocol: Protocol,
+    wire: Encoding,
     rate: u64,
 ) -> std::io::Result<(LoadReport, Option<String>)> {
     let cluster = LocalCluster::start(exe, args.servers, protocol, args.check)?;
@@ -317,10 +353,14 @@ fn one_run(
         drain_timeout: Duration::from_secs(30),
         first_client: 0,
         baseline_backoff_us: args.baseline_backoff_us,
+        encoding: wire,
     };
     let cpu_before = cluster.cpu_seconds();
+    let client_before = local::process_cpu_seconds(std::process::id());
     let mut report = load::run(&cfg)?;
     let cpu_after = cluster.cpu_seconds();
+    let client_after = local::process_cpu_seconds(std::process::id());
+    report.client_cpu_seconds = client_after.zip(client_before).map(|(a, b)| a - b);
     report.server_cpu_seconds = cpu_before
         .iter()
         .zip(&cpu_after)
@@ -345,6 +385,7 @@ fn one_run(
 fn report_json(
     args: &BenchTxnArgs,
     protocol: Protocol,
+    wire: Encoding,
     rate: u64,
     run: u32,
     report: &LoadReport,
@@ -355,6 +396,7 @@ fn report_json(
     serde_json::json!({
         "benchmark": "txn",
         "protocol": protocol.name(),
+        "wire": format!("{wire:?}").to_lowercase(),
         "workload": format!("{:?}", args.workload).to_lowercase(),
         "servers": args.servers,
         "threads": args.threads,
@@ -372,8 +414,10 @@ fn report_json(
         "smart_retries_ok": s.smart_retries_ok,
         "aborts": s.aborts + s.early_aborts + s.ro_aborts + s.safeguard_aborts,
         "messages_per_txn": report.messages_per_txn(),
+        "bytes_per_txn": report.bytes_per_txn(),
         "server_cpu_us_per_txn": report.server_cpu_us_per_txn(),
         "server_cpu_us_per_message": report.server_cpu_us_per_message(),
+        "client_cpu_us_per_txn": report.client_cpu_us_per_txn(),
         "server_rss_bytes": report.server_rss_bytes,
         "shed": report.shed,
         "p50_us": q(0.5),

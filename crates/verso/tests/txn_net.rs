@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use verso_ncc::sim::SimOptions;
+use verso_ncc::wire::Encoding;
 use verso_ncc::workload::Workload;
 use verso_txn_net::load::{self, LoadConfig};
 use verso_txn_net::local::{Dump, LocalCluster};
@@ -40,6 +41,7 @@ fn run_keeping(
         drain_timeout: Duration::from_secs(30),
         first_client: 0,
         baseline_backoff_us: None,
+        encoding: Default::default(),
     };
     let report = load::run(&cfg).expect("the load runs");
     let dump = cluster.dump().expect("the servers dump their versions");
@@ -62,6 +64,61 @@ fn every_protocol_is_serializable_between_processes() {
         );
         assert_eq!(report.history.len() as u64, report.committed);
         if let Err(e) = load::check(protocol, &report, &dump) {
+            panic!("{name}: {e}");
+        }
+    }
+}
+
+/// Servers answer each connection in its own encoding: a binary and a RESP client process
+/// load the same servers at once, and their joint history is strictly serializable.
+#[test]
+fn binary_and_resp_clients_share_the_servers() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+    for name in ["ncc", "d2pl-wound-wait"] {
+        let protocol = Protocol::parse(name).expect("a known name");
+        let cluster = LocalCluster::start(exe, 2, protocol, true).expect("servers start");
+        let mut mix = SimOptions::new(11);
+        mix.workload = Workload::Mixed;
+        mix.keys = 16;
+        let cfg = |encoding: Encoding, first_client: u32| LoadConfig {
+            servers: cluster.addrs.clone(),
+            protocol,
+            mix: mix.clone(),
+            threads: 2,
+            clients_per_thread: 4,
+            rate: 0,
+            duration: Duration::from_millis(1_500),
+            record_history: true,
+            resend_after_us: 100_000,
+            drain_timeout: Duration::from_secs(30),
+            first_client,
+            baseline_backoff_us: None,
+            encoding,
+        };
+        let (binary, resp) = std::thread::scope(|s| {
+            let b = s.spawn(|| load::run(&cfg(Encoding::Binary, 0)));
+            let r = s.spawn(|| load::run(&cfg(Encoding::Resp, 100)));
+            (b.join().expect("no panic"), r.join().expect("no panic"))
+        });
+        let (binary, resp) = (binary.expect("binary load"), resp.expect("resp load"));
+        let dump = cluster.dump().expect("the servers dump their versions");
+        cluster.shutdown().expect("the servers stop");
+        assert!(binary.committed > 50 && resp.committed > 50, "{name}");
+        let per_msg = |r: &load::LoadReport| {
+            r.bytes as f64 / (r.messages_sent + r.messages_received).max(1) as f64
+        };
+        // The RESP clients' messages really went as RESP (decimal fields take more bytes).
+        assert!(
+            per_msg(&resp) > 1.5 * per_msg(&binary),
+            "{name}: {} vs {} bytes per message",
+            per_msg(&resp),
+            per_msg(&binary)
+        );
+        let mut joint = binary;
+        joint.committed += resp.committed;
+        joint.unfinished += resp.unfinished;
+        joint.history.extend(resp.history);
+        if let Err(e) = load::check(protocol, &joint, &dump) {
             panic!("{name}: {e}");
         }
     }

@@ -1,0 +1,389 @@
+//! The primitive fields of a message in its two byte forms. A message's encoder and decoder
+//! are written once against [`Sink`] and [`Source`]; the form is the implementation:
+//!
+//! - binary ([`Writer`], [`Reader`]): little-endian integers, a tag byte per variant, `u32`
+//!   counts before lists;
+//! - RESP ([`RespWriter`], [`RespReader`]): the same fields in the same order, each a RESP
+//!   bulk string holding the decimal number, the whole message one RESP array: what a Redis
+//!   client library sends as a command (`*N\r\n$2\r\n42\r\n...`).
+//!
+//! Both are exact (one byte string per message: decimal without leading zeros or signs,
+//! no trailing bytes) and total (errors, never panics), and a count read from the input is
+//! checked against the bytes left before anything is reserved.
+
+use super::DecodeError;
+use crate::types::{Op, Ts, TxnId};
+
+/// The smallest binary encodings, for the count checks: a list of `n` items needs at least
+/// `n * min` bytes, so a forged count cannot reserve more than the input could fill.
+pub(super) const MIN_OP: usize = 9;
+pub(super) const MIN_RESULT: usize = 5;
+pub(super) const PAIR: usize = 24;
+pub(super) const READ: usize = 24;
+
+/// Where a message's fields go.
+pub(super) trait Sink {
+    fn u8(&mut self, v: u8);
+    fn u32(&mut self, v: u32);
+    fn u64(&mut self, v: u64);
+
+    fn len(&mut self, n: usize) {
+        // Messages carry one transaction's requests: far below 4 G entries.
+        self.u32(u32::try_from(n).expect("fewer than 2^32 entries in one message"));
+    }
+    fn bool(&mut self, v: bool) {
+        self.u8(u8::from(v));
+    }
+    fn ts(&mut self, t: Ts) {
+        self.u64(t.clk);
+        self.u32(t.cid);
+    }
+    fn txn(&mut self, t: TxnId) {
+        self.u32(t.client);
+        self.u64(t.seq);
+    }
+    fn op(&mut self, op: &Op) {
+        match *op {
+            Op::Read(k) => {
+                self.u8(0);
+                self.u64(k);
+            }
+            Op::Write(k, v) => {
+                self.u8(1);
+                self.u64(k);
+                self.u64(v);
+            }
+            Op::ReadWrite(k, v) => {
+                self.u8(2);
+                self.u64(k);
+                self.u64(v);
+            }
+        }
+    }
+    fn ops(&mut self, ops: &[Op]) {
+        self.len(ops.len());
+        ops.iter().for_each(|op| self.op(op));
+    }
+    fn opt_u64(&mut self, v: Option<u64>) {
+        match v {
+            None => self.u8(0),
+            Some(v) => {
+                self.u8(1);
+                self.u64(v);
+            }
+        }
+    }
+    fn reads(&mut self, reads: &[(u64, u64, u64)]) {
+        self.len(reads.len());
+        for &(k, v, version) in reads {
+            self.u64(k);
+            self.u64(v);
+            self.u64(version);
+        }
+    }
+    fn pairs(&mut self, pairs: &[(u64, u64)]) {
+        self.len(pairs.len());
+        for &(a, b) in pairs {
+            self.u64(a);
+            self.u64(b);
+        }
+    }
+}
+
+/// Where a message's fields come from.
+pub(super) trait Source {
+    fn u8(&mut self) -> Result<u8, DecodeError>;
+    fn u32(&mut self) -> Result<u32, DecodeError>;
+    fn u64(&mut self) -> Result<u64, DecodeError>;
+    /// A count of items whose binary form takes at least `min` bytes each.
+    fn len(&mut self, min: usize) -> Result<usize, DecodeError>;
+    /// Succeeds only if every field was read.
+    fn end(self) -> Result<(), DecodeError>;
+
+    fn bool(&mut self) -> Result<bool, DecodeError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(DecodeError("a boolean is neither 0 nor 1")),
+        }
+    }
+    fn ts(&mut self) -> Result<Ts, DecodeError> {
+        Ok(Ts {
+            clk: self.u64()?,
+            cid: self.u32()?,
+        })
+    }
+    fn txn(&mut self) -> Result<TxnId, DecodeError> {
+        Ok(TxnId {
+            client: self.u32()?,
+            seq: self.u64()?,
+        })
+    }
+    fn op(&mut self) -> Result<Op, DecodeError> {
+        Ok(match self.u8()? {
+            0 => Op::Read(self.u64()?),
+            1 => Op::Write(self.u64()?, self.u64()?),
+            2 => Op::ReadWrite(self.u64()?, self.u64()?),
+            _ => return Err(DecodeError("unknown request kind")),
+        })
+    }
+    fn ops(&mut self) -> Result<Vec<Op>, DecodeError> {
+        let n = self.len(MIN_OP)?;
+        (0..n).map(|_| self.op()).collect()
+    }
+    fn opt_u64(&mut self) -> Result<Option<u64>, DecodeError> {
+        Ok(match self.u8()? {
+            0 => None,
+            1 => Some(self.u64()?),
+            _ => return Err(DecodeError("an option is neither 0 nor 1")),
+        })
+    }
+    fn reads(&mut self) -> Result<Vec<(u64, u64, u64)>, DecodeError> {
+        let n = self.len(READ)?;
+        (0..n)
+            .map(|_| Ok((self.u64()?, self.u64()?, self.u64()?)))
+            .collect()
+    }
+    fn pairs(&mut self) -> Result<Vec<(u64, u64)>, DecodeError> {
+        let n = self.len(16)?;
+        (0..n).map(|_| Ok((self.u64()?, self.u64()?))).collect()
+    }
+    fn u64s(&mut self) -> Result<Vec<u64>, DecodeError> {
+        let n = self.len(8)?;
+        (0..n).map(|_| self.u64()).collect()
+    }
+    fn u32s(&mut self) -> Result<Vec<u32>, DecodeError> {
+        let n = self.len(4)?;
+        (0..n).map(|_| self.u32()).collect()
+    }
+}
+
+/// The binary form's writer.
+pub(super) struct Writer<'a>(pub(super) &'a mut Vec<u8>);
+
+impl Sink for Writer<'_> {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// The binary form's reader.
+pub(super) struct Reader<'a>(pub(super) &'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if self.0.len() < n {
+            return Err(DecodeError("truncated"));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+}
+
+impl Source for Reader<'_> {
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes(b.try_into().expect("4 bytes")))
+    }
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        let b = self.take(8)?;
+        Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
+    fn len(&mut self, min: usize) -> Result<usize, DecodeError> {
+        let n = self.u32()? as usize;
+        if n.saturating_mul(min) > self.0.len() {
+            return Err(DecodeError("a count larger than the message"));
+        }
+        Ok(n)
+    }
+    fn end(self) -> Result<(), DecodeError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(DecodeError("bytes after the end"))
+        }
+    }
+}
+
+/// `v`'s decimal digits: the array and where they begin in it.
+fn decimal(mut v: u64) -> ([u8; 20], usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return (digits, at);
+        }
+    }
+}
+
+/// Appends `v` in decimal, as RESP writes numbers.
+pub fn push_decimal(out: &mut Vec<u8>, v: u64) {
+    let (digits, at) = decimal(v);
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Parses canonical decimal (what [`push_decimal`] writes: no sign, no leading zero but
+/// in "0" itself, at most `u64::MAX`).
+pub fn parse_decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || digits.len() > 20 || (digits[0] == b'0' && digits.len() > 1) {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |acc, &d| {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
+/// The smallest RESP field: `$1\r\n0\r\n`.
+const MIN_RESP_FIELD: usize = 7;
+
+/// The RESP form's writer: fields are appended as they come and the array header, whose
+/// count is known only at the end, is put in front by [`RespWriter::finish`].
+pub(super) struct RespWriter<'a> {
+    out: &'a mut Vec<u8>,
+    start: usize,
+    fields: u64,
+}
+
+impl<'a> RespWriter<'a> {
+    pub(super) fn new(out: &'a mut Vec<u8>) -> Self {
+        let start = out.len();
+        RespWriter {
+            out,
+            start,
+            fields: 0,
+        }
+    }
+
+    pub(super) fn finish(self) {
+        let mut header = Vec::with_capacity(8);
+        header.push(b'*');
+        push_decimal(&mut header, self.fields);
+        header.extend_from_slice(b"\r\n");
+        // A message is tens of fields: moving them up by a few bytes is cheaper than a
+        // second buffer.
+        self.out.splice(self.start..self.start, header);
+    }
+
+    fn field(&mut self, v: u64) {
+        let (digits, at) = decimal(v);
+        let n = digits.len() - at;
+        self.out.push(b'$');
+        if n >= 10 {
+            self.out.push(b'0' + (n / 10) as u8);
+        }
+        self.out.push(b'0' + (n % 10) as u8);
+        self.out.extend_from_slice(b"\r\n");
+        self.out.extend_from_slice(&digits[at..]);
+        self.out.extend_from_slice(b"\r\n");
+        self.fields += 1;
+    }
+}
+
+impl Sink for RespWriter<'_> {
+    fn u8(&mut self, v: u8) {
+        self.field(u64::from(v));
+    }
+    fn u32(&mut self, v: u32) {
+        self.field(u64::from(v));
+    }
+    fn u64(&mut self, v: u64) {
+        self.field(v);
+    }
+}
+
+/// The RESP form's reader.
+pub(super) struct RespReader<'a> {
+    rest: &'a [u8],
+    fields_left: usize,
+}
+
+/// Splits `bytes` after the first `\r\n`, returning what came before it; at most `max`
+/// bytes are looked at.
+fn line(bytes: &[u8], max: usize) -> Result<(&[u8], &[u8]), DecodeError> {
+    let window = &bytes[..bytes.len().min(max + 2)];
+    let end = window
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .ok_or(DecodeError("a RESP line without its end"))?;
+    Ok((&bytes[..end], &bytes[end + 2..]))
+}
+
+impl<'a> RespReader<'a> {
+    /// Reads the array header; the fields follow.
+    pub(super) fn new(bytes: &'a [u8]) -> Result<Self, DecodeError> {
+        let Some(rest) = bytes.strip_prefix(b"*") else {
+            return Err(DecodeError("not a RESP array"));
+        };
+        let (count, rest) = line(rest, 20)?;
+        let count = parse_decimal(count).ok_or(DecodeError("a malformed RESP count"))?;
+        if count.saturating_mul(MIN_RESP_FIELD as u64) > rest.len() as u64 {
+            return Err(DecodeError("a count larger than the message"));
+        }
+        Ok(RespReader {
+            rest,
+            fields_left: count as usize,
+        })
+    }
+
+    fn field(&mut self) -> Result<u64, DecodeError> {
+        if self.fields_left == 0 {
+            return Err(DecodeError("truncated"));
+        }
+        let Some(rest) = self.rest.strip_prefix(b"$") else {
+            return Err(DecodeError("a RESP field that is not a bulk string"));
+        };
+        let (len, rest) = line(rest, 2)?;
+        let len = parse_decimal(len).ok_or(DecodeError("a malformed RESP length"))? as usize;
+        if rest.len() < len + 2 || &rest[len..len + 2] != b"\r\n" {
+            return Err(DecodeError("truncated"));
+        }
+        let v = parse_decimal(&rest[..len]).ok_or(DecodeError("a field that is not a number"))?;
+        self.rest = &rest[len + 2..];
+        self.fields_left -= 1;
+        Ok(v)
+    }
+}
+
+impl Source for RespReader<'_> {
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        u8::try_from(self.field()?).map_err(|_| DecodeError("a field out of range"))
+    }
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        u32::try_from(self.field()?).map_err(|_| DecodeError("a field out of range"))
+    }
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        self.field()
+    }
+    fn len(&mut self, _min: usize) -> Result<usize, DecodeError> {
+        // Every item is at least one field: the header's count, itself bounded by the
+        // bytes, bounds what a forged count can reserve.
+        let n = self.u32()? as usize;
+        if n > self.fields_left {
+            return Err(DecodeError("a count larger than the message"));
+        }
+        Ok(n)
+    }
+    fn end(self) -> Result<(), DecodeError> {
+        if self.fields_left == 0 && self.rest.is_empty() {
+            Ok(())
+        } else {
+            Err(DecodeError("bytes after the end"))
+        }
+    }
+}
