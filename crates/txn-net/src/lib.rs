@@ -9,6 +9,8 @@
 //! - [`load`]: an open-loop load driver over pools (arrivals at a target rate, as the
 //!   paper's clients send), which records the history for `verso_ncc::check`.
 //! - [`local`]: starts a cluster of server processes on loopback for benchmarks and tests.
+//! - [`session`]: a blocking transaction API (`get`, `put`, multi-shot `transact`) for an
+//!   application thread, its coordinator in the application's process.
 //!
 //! Not yet here (issue 19's later items): the servers keep NCC's own versions, not the
 //! engine's, and are not replicated; servers never fail in these runs.
@@ -18,6 +20,7 @@ pub mod frame;
 pub mod load;
 pub mod local;
 pub mod server;
+pub mod session;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -1,0 +1,200 @@
+//! A blocking transaction API for an application's thread (issue 19 item 2): one protocol
+//! client whose coordinator runs in the application's process, as the paper puts it, over
+//! one connection per shard server.
+//!
+//! ```no_run
+//! # use verso_txn_net::{session::Session, Protocol};
+//! # use verso_ncc::{wire::Encoding, Op};
+//! # fn main() -> std::io::Result<()> {
+//! # let servers = vec!["127.0.0.1:7000".parse().unwrap(), "127.0.0.1:7001".parse().unwrap()];
+//! let mut s = Session::connect(&servers, Protocol::parse("ncc").unwrap(), 7, Encoding::Binary)?;
+//! s.put(&[(1, 100), (2, 100)])?;
+//! // Move 10 from key 1 to key 2: a read shot, then the writes it decides.
+//! s.transact(vec![Op::Read(1), Op::Read(2)], |reads| {
+//!     let (a, b) = (reads[0].1, reads[1].1);
+//!     (vec![Op::Write(1, a - 10), Op::Write(2, b + 10)], true)
+//! })?;
+//! assert_eq!(s.get(&[1, 2])?.iter().map(|&(_, v)| v).sum::<u64>(), 200);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Keys belong to server `key % servers` (the servers' own partition; the cluster's slot
+//! map replaces it when these servers become its nodes). A transaction that gets no answer
+//! within the session's timeout ends in a `TimedOut` error and its outcome is unknown: it
+//! may still commit. The session refuses further work after that, since its protocol client
+//! is still busy with it; open a new session with a new client id.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use verso_ncc::wire::{Encoding, Wire};
+use verso_ncc::{ClientEvent, ClientId, Key, Op, Outcome, TxnClient, Value};
+
+use crate::client::Pool;
+use crate::Protocol;
+
+/// What a [`Session`] needs of a pool of one protocol client, whichever protocol it runs.
+trait Driver: Send {
+    fn begin(&mut self, ops: Vec<Op>, last: bool) -> io::Result<()>;
+    fn next_shot(&mut self, ops: Vec<Op>, last: bool) -> io::Result<()>;
+    fn poll(&mut self, timeout: Duration, events: &mut Vec<(usize, ClientEvent)>)
+        -> io::Result<()>;
+}
+
+impl<C> Driver for Pool<C>
+where
+    C: TxnClient + Send,
+    C::Msg: Wire + Send + 'static,
+{
+    fn begin(&mut self, ops: Vec<Op>, last: bool) -> io::Result<()> {
+        Pool::begin(self, 0, ops, last)
+    }
+    fn next_shot(&mut self, ops: Vec<Op>, last: bool) -> io::Result<()> {
+        Pool::next_shot(self, 0, ops, last)
+    }
+    fn poll(
+        &mut self,
+        timeout: Duration,
+        events: &mut Vec<(usize, ClientEvent)>,
+    ) -> io::Result<()> {
+        Pool::poll(self, timeout, events)
+    }
+}
+
+/// One application thread's connection to a cluster of shard servers.
+pub struct Session {
+    driver: Box<dyn Driver>,
+    timeout: Duration,
+    /// Set when a transaction's outcome is unknown: the protocol client is still in it.
+    broken: Option<String>,
+}
+
+/// How long a transaction may take before [`Session`] gives up on it, by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Session {
+    /// Connects to every server (indexed by server id) as protocol client `client`, which
+    /// no other session of the cluster may use at the same time: servers route answers by
+    /// it.
+    pub fn connect(
+        servers: &[SocketAddr],
+        protocol: Protocol,
+        client: ClientId,
+        encoding: Encoding,
+    ) -> io::Result<Session> {
+        if servers.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no servers"));
+        }
+        let n = servers.len() as u32;
+        let resend_after_us = 200_000;
+        let driver: Box<dyn Driver> = match protocol {
+            Protocol::Ncc { read_only } => {
+                let c = Protocol::ncc_client(client, n, read_only, resend_after_us);
+                Box::new(Pool::connect(servers, encoding, client, vec![c])?)
+            }
+            Protocol::Baseline(flavor) => {
+                let mut c = Protocol::baseline_client(client, n, flavor);
+                c.resend_after = resend_after_us;
+                Box::new(Pool::connect(servers, encoding, client, vec![c])?)
+            }
+        };
+        Ok(Session {
+            driver,
+            timeout: DEFAULT_TIMEOUT,
+            broken: None,
+        })
+    }
+
+    /// How long a transaction may take, retries included, before it ends in `TimedOut`.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    /// Reads `keys` in one read-only transaction (NCC: one round, no commit message) and
+    /// returns their values in order (0 for a key never written).
+    pub fn get(&mut self, keys: &[Key]) -> io::Result<Vec<(Key, Value)>> {
+        let ops = keys.iter().map(|&k| Op::Read(k)).collect();
+        Ok(self.run(ops, true, &mut |_| unreachable_shot())?.reads)
+    }
+
+    /// Writes every pair in one transaction.
+    pub fn put(&mut self, writes: &[(Key, Value)]) -> io::Result<Outcome> {
+        let ops = writes.iter().map(|&(k, v)| Op::Write(k, v)).collect();
+        self.run(ops, true, &mut |_| unreachable_shot())
+    }
+
+    /// Runs a transaction of several shots: `first` goes first; after each shot `next` gets
+    /// every value this attempt has read so far, in order, and returns the next shot's
+    /// requests and whether that shot is the last. When an attempt aborts the protocol
+    /// begins again with `first`, and `next` is asked again with the new reads: it must
+    /// decide from its argument alone.
+    pub fn transact(
+        &mut self,
+        first: Vec<Op>,
+        mut next: impl FnMut(&[(Key, Value)]) -> (Vec<Op>, bool),
+    ) -> io::Result<Outcome> {
+        self.run(first, false, &mut next)
+    }
+
+    fn run(
+        &mut self,
+        first: Vec<Op>,
+        last: bool,
+        next: &mut dyn FnMut(&[(Key, Value)]) -> (Vec<Op>, bool),
+    ) -> io::Result<Outcome> {
+        if let Some(why) = &self.broken {
+            return Err(io::Error::other(why.clone()));
+        }
+        if first.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a shot needs at least one request",
+            ));
+        }
+        let deadline = Instant::now() + self.timeout;
+        self.driver.begin(first, last)?;
+        let mut reads: Vec<(Key, Value)> = Vec::new();
+        let mut events = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let why = "a transaction timed out; its outcome is unknown";
+                self.broken = Some(why.into());
+                return Err(io::Error::new(io::ErrorKind::TimedOut, why));
+            }
+            if let Err(e) = self
+                .driver
+                .poll(left.min(Duration::from_millis(5)), &mut events)
+            {
+                self.broken = Some(format!("a server connection failed: {e}"));
+                return Err(e);
+            }
+            for (_, event) in events.drain(..) {
+                match event {
+                    ClientEvent::ShotDone { reads: shot } => {
+                        reads.extend(shot);
+                        let (ops, last) = next(&reads);
+                        if ops.is_empty() {
+                            // Nothing left to ask: the shot that was the last is past.
+                            self.broken = Some("a transaction ended without its last shot".into());
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidInput,
+                                "a shot needs at least one request (mark the last shot as last)",
+                            ));
+                        }
+                        self.driver.next_shot(ops, last)?;
+                    }
+                    ClientEvent::Restarted => reads.clear(),
+                    ClientEvent::Committed(outcome) => return Ok(outcome),
+                }
+            }
+        }
+    }
+}
+
+/// A one-shot transaction's shot is its last: the protocol never asks for another.
+fn unreachable_shot() -> (Vec<Op>, bool) {
+    (Vec::new(), true)
+}
