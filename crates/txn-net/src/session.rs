@@ -63,6 +63,10 @@ where
     }
 }
 
+/// A multi-shot transaction's next shot, from every value its attempt has read so far:
+/// the requests, and whether the shot is the last.
+type NextShot<'a> = dyn FnMut(&[(Key, Value)]) -> (Vec<Op>, bool) + 'a;
+
 /// One application thread's connection to a cluster of shard servers.
 pub struct Session {
     driver: Box<dyn Driver>,
@@ -138,12 +142,7 @@ impl Session {
         self.run(first, false, &mut next)
     }
 
-    fn run(
-        &mut self,
-        first: Vec<Op>,
-        last: bool,
-        next: &mut dyn FnMut(&[(Key, Value)]) -> (Vec<Op>, bool),
-    ) -> io::Result<Outcome> {
+    fn run(&mut self, first: Vec<Op>, last: bool, next: &mut NextShot) -> io::Result<Outcome> {
         if let Some(why) = &self.broken {
             return Err(io::Error::other(why.clone()));
         }

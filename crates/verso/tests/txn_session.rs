@@ -94,7 +94,7 @@ fn transfers_between_servers_conserve_the_total_under_every_protocol() {
             assert_eq!(
                 t,
                 START * KEYS,
-                "{name}: audit {i} saw a transfer half-done"
+                "{name}: audit {i}: the total is not conserved"
             );
         }
         assert_eq!(total(&mut setup), START * KEYS, "{name}: the final total");
