@@ -21,6 +21,7 @@ mod sim_cluster_cmd;
 mod sim_cmd;
 mod sim_ncc_cmd;
 mod tatp_cmd;
+mod txn_client_cmd;
 mod txn_cmd;
 mod wire_cmd;
 use verso_bench::core_workloads::CoreWorkload;
@@ -60,6 +61,9 @@ enum Command {
     /// One shard server of a distributed-transaction protocol (NCC or a baseline) over
     /// TCP: what `verso bench txn` starts, one process per shard.
     TxnServer(txn_cmd::TxnServerArgs),
+    /// Transactions against txn-server processes from this process (its coordinator runs
+    /// here): --get, --put, or --transfers between keys on different servers.
+    TxnClient(txn_client_cmd::TxnClientArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -378,6 +382,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Txn(args)) => txn_cmd::run_bench(&args),
         Command::Bench(Bench::Wire(args)) => wire_cmd::run(&args),
         Command::TxnServer(args) => txn_cmd::run_server(&args),
+        Command::TxnClient(args) => txn_client_cmd::run(&args),
     }
 }
 

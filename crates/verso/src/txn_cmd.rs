@@ -126,7 +126,7 @@ pub struct BenchTxnArgs {
     json_dir: Option<std::path::PathBuf>,
 }
 
-fn parse_protocol(s: &str) -> Result<Protocol, String> {
+pub fn parse_protocol(s: &str) -> Result<Protocol, String> {
     Protocol::parse(s).ok_or_else(|| {
         format!(
             "unknown protocol {s:?}; one of {}",

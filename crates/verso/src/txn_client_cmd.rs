@@ -1,0 +1,116 @@
+//! `verso txn-client`: transactions against `verso txn-server` processes from the command
+//! line, through `verso_txn_net::session` (the coordinator in this process): read keys,
+//! write keys, or move value between keys as two-shot transfers (what the multi-process
+//! fault tests run and kill).
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Args;
+use verso_ncc::wire::Encoding;
+use verso_ncc::Op;
+use verso_txn_net::local;
+use verso_txn_net::session::Session;
+use verso_txn_net::Protocol;
+
+#[derive(Args, Debug)]
+pub struct TxnClientArgs {
+    /// Every server's address by id, comma-separated (key k lives on server k % count).
+    #[arg(long)]
+    servers: String,
+    /// The protocol the servers run.
+    #[arg(long, default_value = "ncc", value_parser = crate::txn_cmd::parse_protocol)]
+    protocol: Protocol,
+    /// This client's id: unique among the clients of the cluster at any one time.
+    #[arg(long)]
+    client: u32,
+    /// binary or resp.
+    #[arg(long, default_value = "binary")]
+    wire: Encoding,
+    /// Read these keys in one read-only transaction and print `key value` lines.
+    #[arg(long, value_delimiter = ',', value_name = "K,K,...")]
+    get: Vec<u64>,
+    /// Write these pairs in one transaction.
+    #[arg(long, value_delimiter = ',', value_name = "K=V,...", value_parser = parse_pair)]
+    put: Vec<(u64, u64)>,
+    /// Run this many transfers (0: until killed) of 1-5 units between random keys
+    /// 0..--keys, one of each pair on an even and one on an odd key; print `committed N`
+    /// after each.
+    #[arg(long)]
+    transfers: Option<u64>,
+    #[arg(long, default_value_t = 6)]
+    keys: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn parse_pair(s: &str) -> Result<(u64, u64), String> {
+    let (k, v) = s.split_once('=').ok_or("K=V")?;
+    Ok((
+        k.trim().parse().map_err(|_| format!("key {k:?}"))?,
+        v.trim().parse().map_err(|_| format!("value {v:?}"))?,
+    ))
+}
+
+pub fn run(args: &TxnClientArgs) -> ExitCode {
+    match run_inner(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: txn-client {}: {e}", args.client);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_inner(args: &TxnClientArgs) -> std::io::Result<()> {
+    let servers = local::parse_peers(&args.servers)?;
+    let mut s = Session::connect(&servers, args.protocol, args.client, args.wire)?;
+    let mut out = std::io::stdout().lock();
+    if !args.put.is_empty() {
+        let o = s.put(&args.put)?;
+        writeln!(out, "committed at {}.{}", o.commit_ts.clk, o.commit_ts.cid)?;
+    }
+    if !args.get.is_empty() {
+        for (k, v) in s.get(&args.get)? {
+            writeln!(out, "{k} {v}")?;
+        }
+    }
+    if let Some(count) = args.transfers {
+        if args.keys < 2 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "--keys: at least 2",
+            ));
+        }
+        let mut rng = args.seed.max(1);
+        let mut below = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut done = 0u64;
+        while count == 0 || done < count {
+            let even = below(args.keys.div_ceil(2)) * 2;
+            let odd = (below(args.keys / 2) * 2 + 1).min(args.keys - 1);
+            let (from, to) = if done % 2 == 0 {
+                (even, odd)
+            } else {
+                (odd, even)
+            };
+            let amount = 1 + below(5);
+            s.transact(vec![Op::Read(from), Op::Read(to)], |reads| {
+                let (a, b) = (reads[0].1, reads[1].1);
+                let ops = vec![
+                    Op::Write(from, a.wrapping_sub(amount)),
+                    Op::Write(to, b.wrapping_add(amount)),
+                ];
+                (ops, true)
+            })?;
+            done += 1;
+            writeln!(out, "committed {done}")?;
+            out.flush()?;
+        }
+    }
+    Ok(())
+}
