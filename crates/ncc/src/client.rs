@@ -171,6 +171,14 @@ pub fn shard_of(key: Key, servers: u32) -> ServerId {
 }
 
 impl Client {
+    /// Numbers its transactions from `seq` on (1 by default): a process that takes over a
+    /// client id once used by another starts above every number that one used, since the
+    /// servers ignore what they have already finished for the id.
+    pub fn with_first_seq(mut self, seq: u64) -> Self {
+        self.next_seq = seq.max(1);
+        self
+    }
+
     pub fn new(id: ClientId, servers: u32) -> Client {
         Client {
             id,
@@ -417,12 +425,17 @@ impl Client {
                     return;
                 }
                 // Each result's request, among the attempt's, if it still awaits an answer
-                // (not a duplicate, not an earlier shot's).
+                // (not a duplicate, not an earlier shot's). A read answered without a value
+                // answers some other request (a server confused about who sent it): it
+                // comes from the network, so it is dropped, never trusted.
                 let fresh: Vec<(usize, ExecResult)> = results
                     .into_iter()
                     .filter_map(|(index, result)| {
                         let &i = a.by_server.get(&from)?.get(index as usize)?;
-                        (i >= a.shot_start && a.replies[i].is_none()).then_some((i, result))
+                        let valueless_read = a.ops[i].reads()
+                            && matches!(&result, ExecResult::Done(r) if r.value.is_none());
+                        (i >= a.shot_start && a.replies[i].is_none() && !valueless_read)
+                            .then_some((i, result))
                     })
                     .collect();
                 if fresh.is_empty() {

@@ -492,7 +492,9 @@ mod tests {
                     write_frame(&mut stream, encoding, f, &mut scratch).unwrap();
                 }
                 let mut r = &stream[..];
-                if !frames.is_empty() {
+                // A connection begins with a Hello, whose first byte tells the encoding
+                // (a longer binary frame's length may well begin with '*').
+                if matches!(frames.first(), Some(Frame::Hello(_))) {
                     prop_assert_eq!(detect(&mut r).unwrap(), Some(encoding));
                 }
                 let mut buf = Vec::new();

@@ -23,7 +23,15 @@
 //! map replaces it when these servers become its nodes). A transaction that gets no answer
 //! within the session's timeout ends in a `TimedOut` error and its outcome is unknown: it
 //! may still commit. The session refuses further work after that, since its protocol client
-//! is still busy with it; open a new session with a new client id.
+//! is still busy with it; open a new session.
+//!
+//! Client ids: a new session numbers its transactions above any its id's previous holder
+//! used, so an id may be taken again after a session that finished its work. Not after one
+//! that died inside a transaction: the new session's first request tells the servers that
+//! everything below its numbers is finished, and a server then ignores the backup
+//! coordinator's questions about the dead one's transaction (answering them could abort a
+//! transaction another server committed), so that transaction waits undecided. Until the
+//! marks are kept per incarnation of an id, give each process an id of its own.
 
 use std::io;
 use std::net::SocketAddr;
@@ -33,7 +41,7 @@ use verso_ncc::wire::{Encoding, Wire};
 use verso_ncc::{ClientEvent, ClientId, Key, Op, Outcome, TxnClient, Value};
 
 use crate::client::Pool;
-use crate::Protocol;
+use crate::{now_us, Protocol};
 
 /// What a [`Session`] needs of a pool of one protocol client, whichever protocol it runs.
 trait Driver: Send {
@@ -93,13 +101,18 @@ impl Session {
         }
         let n = servers.len() as u32;
         let resend_after_us = 200_000;
+        // The id may have been another process's before (a client that restarts): its
+        // transaction numbers begin at the clock in microseconds, above any that process
+        // could have used, since none begins more than one transaction per microsecond.
+        let first_seq = now_us();
         let driver: Box<dyn Driver> = match protocol {
             Protocol::Ncc { read_only } => {
-                let c = Protocol::ncc_client(client, n, read_only, resend_after_us);
+                let c = Protocol::ncc_client(client, n, read_only, resend_after_us)
+                    .with_first_seq(first_seq);
                 Box::new(Pool::connect(servers, encoding, client, vec![c])?)
             }
             Protocol::Baseline(flavor) => {
-                let mut c = Protocol::baseline_client(client, n, flavor);
+                let mut c = Protocol::baseline_client(client, n, flavor).with_first_seq(first_seq);
                 c.resend_after = resend_after_us;
                 Box::new(Pool::connect(servers, encoding, client, vec![c])?)
             }

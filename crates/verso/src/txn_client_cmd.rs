@@ -38,8 +38,10 @@ pub struct TxnClientArgs {
     /// after each.
     #[arg(long)]
     transfers: Option<u64>,
+    /// Keys the transfers move value between (0..KEYS).
     #[arg(long, default_value_t = 6)]
     keys: u64,
+    /// Seeds the transfers' choice of keys and amounts.
     #[arg(long, default_value_t = 1)]
     seed: u64,
 }
@@ -93,7 +95,7 @@ fn run_inner(args: &TxnClientArgs) -> std::io::Result<()> {
         while count == 0 || done < count {
             let even = below(args.keys.div_ceil(2)) * 2;
             let odd = (below(args.keys / 2) * 2 + 1).min(args.keys - 1);
-            let (from, to) = if done % 2 == 0 {
+            let (from, to) = if done.is_multiple_of(2) {
                 (even, odd)
             } else {
                 (odd, even)

@@ -92,6 +92,14 @@ pub struct BaselineClient {
 }
 
 impl BaselineClient {
+    /// Numbers its transactions from `seq` on (1 by default): a process that takes over a
+    /// client id once used by another starts above every number that one used, since the
+    /// servers ignore what they have already finished for the id.
+    pub fn with_first_seq(mut self, seq: u64) -> Self {
+        self.next_seq = seq.max(1);
+        self
+    }
+
     pub fn new(id: ClientId, servers: u32, flavor: Flavor) -> BaselineClient {
         BaselineClient {
             id,
@@ -373,17 +381,11 @@ impl TxnClient for BaselineClient {
                 if !ok {
                     return self.abort_and_retry(now);
                 }
-                waiting.remove(&from);
-                // The server answers its reads in the shot's order.
-                let mut answers = reads.into_iter();
-                for i in a.shot_start..a.ops.len() {
-                    let (op, k) = (a.ops[i], a.ops[i].key());
-                    if op.reads() && shard_of(k, servers) == from && a.reads[i].is_none() {
-                        let (rk, v, ver) = answers.next().expect("one answer per read");
-                        debug_assert_eq!(rk, k);
-                        a.reads[i] = Some((v, ver));
-                    }
+                let shot = a.shot_start..a.ops.len();
+                if !take_answers(&a.ops, &mut a.reads, shot, from, servers, reads) {
+                    return;
                 }
+                waiting.remove(&from);
                 if waiting.is_empty() {
                     self.shot_answered(now);
                 }
@@ -401,22 +403,18 @@ impl TxnClient for BaselineClient {
                 let Phase::Preparing { waiting } = &mut a.phase else {
                     return;
                 };
-                if !waiting.remove(&from) {
+                if !waiting.contains(&from) {
                     return;
                 }
                 if !ok {
                     self.retry_above = retry_above;
                     return self.abort_and_retry(now);
                 }
-                let mut answers = reads.into_iter();
-                for i in 0..a.ops.len() {
-                    let (op, k) = (a.ops[i], a.ops[i].key());
-                    if op.reads() && a.reads[i].is_none() && shard_of(k, servers) == from {
-                        let (rk, v, ver) = answers.next().expect("one answer per read");
-                        debug_assert_eq!(rk, k);
-                        a.reads[i] = Some((v, ver));
-                    }
+                let all = 0..a.ops.len();
+                if !take_answers(&a.ops, &mut a.reads, all, from, servers, reads) {
+                    return;
                 }
+                waiting.remove(&from);
                 if waiting.is_empty() {
                     self.commit(now);
                 }
@@ -475,4 +473,35 @@ impl TxnClient for BaselineClient {
     fn stats(&self) -> ClientStats {
         self.stats
     }
+}
+
+/// Stores server `from`'s answers to the unanswered reads of `ops[range]` that it holds,
+/// which it sends in the requests' order. A reply that does not answer exactly those (a
+/// server confused about who sent the request) comes from the network: nothing is stored,
+/// it is never trusted, and the caller drops it (false).
+fn take_answers(
+    ops: &[Op],
+    slots: &mut [Option<(Value, Version)>],
+    range: std::ops::Range<usize>,
+    from: ServerId,
+    servers: u32,
+    answers: Vec<(Key, Value, Version)>,
+) -> bool {
+    let expected: Vec<usize> = range
+        .filter(|&i| {
+            ops[i].reads() && slots[i].is_none() && shard_of(ops[i].key(), servers) == from
+        })
+        .collect();
+    if answers.len() != expected.len()
+        || expected
+            .iter()
+            .zip(&answers)
+            .any(|(&i, &(k, _, _))| k != ops[i].key())
+    {
+        return false;
+    }
+    for (&i, (_, v, version)) in expected.iter().zip(answers) {
+        slots[i] = Some((v, version));
+    }
+    true
 }
