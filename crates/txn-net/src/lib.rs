@@ -13,7 +13,8 @@
 //!   application thread, its coordinator in the application's process.
 //!
 //! Not yet here (issue 19's later items): the servers keep NCC's own versions, not the
-//! engine's, and are not replicated; servers never fail in these runs.
+//! engine's, and are not replicated; servers never fail in these runs (clients do:
+//! `crates/verso/tests/txn_client_faults.rs` kills and stops them mid-transaction).
 
 pub mod client;
 pub mod frame;
