@@ -16,7 +16,7 @@ pub use codec::{parse_decimal, push_decimal};
 
 use crate::baseline::BMsg;
 use crate::types::{ExecResult, Msg, OpReply, RecordState};
-use codec::{Reader, RespReader, RespWriter, Sink, Source, Writer, MIN_RESULT, PAIR};
+use codec::{FieldCount, Reader, RespReader, RespWriter, Sink, Source, Writer, MIN_RESULT, PAIR};
 
 /// Why bytes are not a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,9 +77,9 @@ macro_rules! wire_from_fields {
                 match encoding {
                     Encoding::Binary => $put(self, &mut Writer(out)),
                     Encoding::Resp => {
-                        let mut w = RespWriter::new(out);
-                        $put(self, &mut w);
-                        w.finish();
+                        let mut count = FieldCount(0);
+                        $put(self, &mut count);
+                        $put(self, &mut RespWriter::new(out, count.0));
                     }
                 }
             }
