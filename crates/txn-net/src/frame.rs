@@ -270,17 +270,22 @@ fn resp_line(r: &mut impl BufRead, max: usize, out: &mut Vec<u8>) -> io::Result<
     Ok(())
 }
 
-/// A RESP header line (`*3`, `$12`): its number.
-fn resp_header(r: &mut impl BufRead, kind: u8, line: &mut Vec<u8>) -> io::Result<usize> {
-    line.clear();
-    resp_line(r, 21, line)?;
-    if line[0] != kind {
-        return Err(invalid("an unexpected RESP type"));
+/// The number in a RESP header line (`*3\r\n`, `$12\r\n`) of type `kind`, if it is one
+/// and at most `max`.
+fn header_value(line: &[u8], kind: u8, max: usize) -> Option<usize> {
+    if line.first() != Some(&kind) || line.len() < 3 {
+        return None;
     }
     parse_decimal(&line[1..line.len() - 2])
         .and_then(|n| usize::try_from(n).ok())
-        .filter(|&n| n <= MAX_FRAME)
-        .ok_or(invalid("a malformed RESP length"))
+        .filter(|&n| n <= max)
+}
+
+/// Reads a RESP header line of type `kind` into `line`: its number.
+fn resp_header(r: &mut impl BufRead, kind: u8, line: &mut Vec<u8>) -> io::Result<usize> {
+    line.clear();
+    resp_line(r, 21, line)?;
+    header_value(line, kind, MAX_FRAME).ok_or(invalid("a malformed RESP header"))
 }
 
 /// A bulk string's contents, appended to `out`.
@@ -317,25 +322,18 @@ fn read_resp_frame(r: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<Option
                 .and_then(|p| u32::try_from(p).ok())
                 .ok_or(invalid("a malformed party"))?;
             // The message's own array, kept as it came: its decoder checks the fields.
-            line.clear();
-            resp_line(r, 21, &mut line)?;
-            if line[0] != b'*' {
-                return Err(invalid("a message that is not a RESP array"));
-            }
-            let fields = parse_decimal(&line[1..line.len() - 2])
-                .filter(|&n| n <= (MAX_FRAME / 7) as u64)
-                .ok_or(invalid("a malformed RESP count"))?;
+            let fields = resp_header(r, b'*', &mut line)?;
             buf.extend_from_slice(&line);
             for _ in 0..fields {
                 let at = buf.len();
                 resp_line(r, 3, buf)?;
-                let len = (buf[at] == b'$')
-                    .then(|| parse_decimal(&buf[at + 1..buf.len() - 2]))
-                    .flatten()
-                    .filter(|&n| n <= 20)
+                let len = header_value(&buf[at..], b'$', 20)
                     .ok_or(invalid("a message field that is not a short bulk string"))?;
                 let at = buf.len();
-                buf.resize(at + len as usize + 2, 0);
+                if at + len + 2 > MAX_FRAME {
+                    return Err(invalid("a frame over 4 MiB"));
+                }
+                buf.resize(at + len + 2, 0);
                 r.read_exact(&mut buf[at..])?;
             }
             Ok(Some(Frame::Msg {

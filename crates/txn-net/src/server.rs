@@ -39,7 +39,8 @@ pub struct ServerConfig {
 /// Inputs to the protocol thread.
 enum Input {
     Open(u64, Hello, Encoding, TcpStream),
-    Frame(u64, Frame),
+    /// A frame, and the encoding its connection speaks (its messages' form).
+    Frame(u64, Encoding, Frame),
     Closed(u64),
 }
 
@@ -99,7 +100,7 @@ fn read_loop(conn: u64, stream: TcpStream, tx: Sender<Input>) {
     // A malformed frame or a reset ends the connection; the protocol tolerates lost
     // messages (clients send again), so nothing else is owed.
     while let Ok(Some(frame)) = read_frame(&mut reader, encoding, &mut buf) {
-        if tx.send(Input::Frame(conn, frame)).is_err() {
+        if tx.send(Input::Frame(conn, encoding, frame)).is_err() {
             return;
         }
     }
@@ -114,8 +115,6 @@ struct Host<S> {
     /// Open connections' write halves, and the encoding each speaks (a server's own
     /// connections to its peers speak binary).
     writers: HashMap<u64, (BufWriter<TcpStream>, Encoding)>,
-    /// Which encoding each open connection speaks (also the send-only ones from peers).
-    encodings: HashMap<u64, Encoding>,
     /// Client connections by the first protocol client they speak for: (count, conn).
     clients: BTreeMap<u32, (u32, u64)>,
     /// Connections to the other servers, opened on first use.
@@ -136,7 +135,6 @@ where
         id: cfg.id,
         peers: cfg.peers.clone(),
         writers: HashMap::new(),
-        encodings: HashMap::new(),
         clients: BTreeMap::new(),
         peer_out: (0..cfg.peers.len()).map(|_| None).collect(),
         scratch: Vec::new(),
@@ -189,20 +187,18 @@ where
                     self.writers
                         .insert(conn, (BufWriter::new(stream), encoding));
                 }
-                self.encodings.insert(conn, encoding);
             }
-            Input::Frame(conn, frame) => self.on_frame(conn, frame),
+            Input::Frame(conn, encoding, frame) => self.on_frame(conn, encoding, frame),
             Input::Closed(conn) => {
                 self.writers.remove(&conn);
-                self.encodings.remove(&conn);
                 self.clients.retain(|_, &mut (_, c)| c != conn);
             }
         }
     }
 
-    fn on_frame(&mut self, conn: u64, frame: Frame) {
+    fn on_frame(&mut self, conn: u64, encoding: Encoding, frame: Frame) {
         match frame {
-            Frame::Msg { bytes, .. } => match S::Msg::decode_as(self.encoding(conn), &bytes) {
+            Frame::Msg { bytes, .. } => match S::Msg::decode_as(encoding, &bytes) {
                 Ok(msg) => self.server.on_message(now_us(), msg),
                 // A message this protocol cannot read: drop the sender, as for a bad frame.
                 Err(_) => self.drop_conn(conn),
@@ -213,12 +209,7 @@ where
         }
     }
 
-    fn encoding(&self, conn: u64) -> Encoding {
-        self.encodings.get(&conn).copied().unwrap_or_default()
-    }
-
     fn drop_conn(&mut self, conn: u64) {
-        self.encodings.remove(&conn);
         if let Some((w, _)) = self.writers.remove(&conn) {
             let _ = w.get_ref().shutdown(std::net::Shutdown::Both);
         }
