@@ -14,7 +14,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::decisions::Decisions;
 
-use crate::types::{ClientId, ExecResult, Key, Msg, Op, OpReply, ServerId, Ts, TxnId, Value};
+use crate::types::{
+    ClientId, ExecResult, Finished, Key, Msg, Op, OpReply, ServerId, Ts, TxnId, Value,
+};
 
 /// What the client tells the application.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -148,6 +150,8 @@ pub struct Client {
     /// Per server, the version number through which every version was decided there, as
     /// last heard (`t_ro`, §5.5; `Server::execute_read_only` says why not a `t_w`).
     t_ro: Vec<u64>,
+    /// This incarnation's first sequence number ([`Finished::from`]).
+    first_seq: u64,
     next_seq: u64,
     current: Option<Attempt>,
     decides: Decisions,
@@ -173,9 +177,12 @@ pub fn shard_of(key: Key, servers: u32) -> ServerId {
 impl Client {
     /// Numbers its transactions from `seq` on (1 by default): a process that takes over a
     /// client id once used by another starts above every number that one used, since the
-    /// servers ignore what they have already finished for the id.
+    /// servers ignore what they have already finished for the id. Its requests then say
+    /// it finished numbers from `seq` on only ([`Finished`]), so a transaction the
+    /// previous holder left undecided is still decided by its backup coordinator.
     pub fn with_first_seq(mut self, seq: u64) -> Self {
-        self.next_seq = seq.max(1);
+        self.first_seq = seq.max(1);
+        self.next_seq = self.first_seq;
         self
     }
 
@@ -186,6 +193,7 @@ impl Client {
             last_clk: 0,
             delta: vec![0; servers as usize],
             t_ro: vec![0; servers as usize],
+            first_seq: 1,
             next_seq: 1,
             current: None,
             decides: Decisions::default(),
@@ -199,6 +207,16 @@ impl Client {
 
     pub fn id(&self) -> ClientId {
         self.id
+    }
+
+    /// A new incarnation of this client ([`TxnClient::restarted`](crate::TxnClient)):
+    /// its settings, numbering from `gap` above this one's next number. Its timestamps'
+    /// clocks start again from the caller's clock, as a new process's would.
+    pub fn restarted(&self, gap: u64) -> Client {
+        let mut c = Client::new(self.id, self.servers).with_first_seq(self.next_seq + gap);
+        c.resend_after = self.resend_after;
+        c.read_only_protocol = self.read_only_protocol;
+        c
     }
 
     /// Whether a transaction is under way.
@@ -324,17 +342,23 @@ impl Client {
         self.send_shot(now, ops, last);
     }
 
-    /// Every transaction numbered below is finished (`Msg::Execute::done_below`): the
-    /// current one and those with a decision still unacknowledged are not.
-    fn done_below(&self) -> u64 {
+    /// This incarnation's finished transactions (`Msg::Execute::done`): all it numbered
+    /// but the current one and those with a decision still unacknowledged, and what follows.
+    fn done(&self) -> Finished {
         let current = self.current.as_ref().map_or(self.next_seq, |a| a.txn.seq);
-        self.decides
+        let below = self
+            .decides
             .oldest()
-            .map_or(current, |t| t.seq.min(current))
+            .map_or(current, |t| t.seq.min(current));
+        debug_assert!(below >= self.first_seq);
+        Finished {
+            from: self.first_seq,
+            below,
+        }
     }
 
     fn send_shot(&mut self, now: u64, ops: Vec<Op>, last: bool) {
-        let done_below = self.done_below();
+        let done = self.done();
         let a = self.current.as_mut().expect("called with an attempt");
         let mut shot: BTreeMap<ServerId, Vec<Op>> = BTreeMap::new();
         a.shot_start = a.ops.len();
@@ -400,7 +424,7 @@ impl Client {
                     .coord
                     .expect("a shot with messages has a request, or follows one"),
                 cohorts: cohorts.clone(),
-                done_below,
+                done,
             };
             a.shot_msgs.push((s, msg.clone()));
             self.out.push((s, msg));

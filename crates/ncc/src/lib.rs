@@ -47,5 +47,6 @@ pub use client::{Client, ClientEvent, ClientStats, Outcome};
 pub use protocol::{GroupFault, ProtocolKind, TxnClient, TxnServer};
 pub use server::{Mistakes, Server};
 pub use types::{
-    ClientId, Effects, ExecResult, Key, Msg, Op, OpReply, RecordState, ServerId, Ts, TxnId, Value,
+    ClientId, Effects, ExecResult, Finished, Key, Msg, Op, OpReply, RecordState, ServerId, Ts,
+    TxnId, Value,
 };

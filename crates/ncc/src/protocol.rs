@@ -32,6 +32,12 @@ pub trait TxnClient {
     /// How long (its clock) until it should be ticked again while not idle.
     fn tick_every(&self) -> u64;
     fn stats(&self) -> ClientStats;
+    /// The client a new process taking over this one's id would start as (the simulator's
+    /// restart after a crash): the same settings, numbering from `gap` above every number
+    /// this one used, and knowing nothing of its transactions.
+    fn restarted(&self, gap: u64) -> Self
+    where
+        Self: Sized;
 }
 
 /// One server's side of a protocol: the data of one shard.
@@ -182,6 +188,9 @@ impl TxnClient for crate::Client {
     }
     fn stats(&self) -> ClientStats {
         self.stats
+    }
+    fn restarted(&self, gap: u64) -> Self {
+        crate::Client::restarted(self, gap)
     }
 }
 

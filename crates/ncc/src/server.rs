@@ -28,7 +28,9 @@ mod recovery;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::types::{ClientId, ExecResult, Key, Msg, Op, OpReply, ServerId, Ts, TxnId, Value};
+use crate::types::{
+    ClientId, ExecResult, Finished, Key, Msg, Op, OpReply, ServerId, Ts, TxnId, Value,
+};
 
 /// Deliberate bugs, for showing that the simulator and the checker catch them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -166,10 +168,9 @@ pub struct Server {
     peers_out: Vec<(ServerId, Msg)>,
     /// A decision that contradicts an earlier one here: reported by `check_invariants`.
     violation: Option<String>,
-    /// Per client, the sequence number below which every transaction of it is finished
-    /// (`Msg::Execute::done_below`): no record of them is kept, and messages about them are
-    /// late duplicates.
-    finished_below: crate::finished::FinishedMarks,
+    /// Per client, the transactions it has finished (`Msg::Execute::done`): no record of
+    /// them is kept, and messages about them are late duplicates.
+    finished: crate::finished::FinishedMarks,
     /// Keep every committed value (for [`Server::committed_versions`], which a history
     /// checker needs); off, a key holds only the versions that may still be needed.
     keep_history: bool,
@@ -191,7 +192,7 @@ impl Server {
             recovering: BTreeMap::new(),
             peers_out: Vec::new(),
             violation: None,
-            finished_below: Default::default(),
+            finished: Default::default(),
             keep_history: true,
         }
     }
@@ -248,11 +249,8 @@ impl Server {
 
     /// Handles a client's message; `now` is this server's clock.
     pub fn on_message(&mut self, now: u64, msg: Msg) {
-        if let Msg::Execute {
-            txn, done_below, ..
-        } = &msg
-        {
-            self.forget_finished(txn.client, *done_below);
+        if let Msg::Execute { txn, done, .. } = &msg {
+            self.forget_finished(txn.client, *done);
         }
         if self.is_forgotten(msg.txn()) {
             // A late duplicate (an execute, decision or smart retry the client sent again,
@@ -270,7 +268,7 @@ impl Server {
                 t_ro,
                 coord,
                 cohorts,
-                done_below: _,
+                done: _,
             } => self.execute(now, txn, ts, shot, ops, t_ro, coord, cohorts),
             Msg::SmartRetry { txn, to } => {
                 let ok = self.smart_retry(txn, to);
@@ -302,15 +300,15 @@ impl Server {
         }
     }
 
-    /// Forgets `client`'s transactions numbered below `done_below` (it has finished them).
+    /// Forgets `client`'s transactions in `done` (it has finished them).
     /// A record still undecided here is kept (it cannot be, unless this server lost what
     /// it answered; then the recovery timer decides it); a read-only one is dropped
     /// whatever it waits for, since its client has moved on.
-    fn forget_finished(&mut self, client: ClientId, done_below: u64) {
+    fn forget_finished(&mut self, client: ClientId, done: Finished) {
         let forgettable = |t: &TxnState| t.read_only || t.status != Status::Undecided;
         let gone = self
-            .finished_below
-            .forget(&mut self.txns, client, done_below, forgettable);
+            .finished
+            .forget(&mut self.txns, client, done, forgettable);
         for txn in gone {
             self.recovering.remove(&txn);
         }
@@ -318,7 +316,7 @@ impl Server {
 
     /// Whether `txn` is one its client finished and this server forgot.
     fn is_forgotten(&self, txn: TxnId) -> bool {
-        !self.txns.contains_key(&txn) && self.finished_below.finished(txn)
+        !self.txns.contains_key(&txn) && self.finished.finished(txn)
     }
 
     /// Drops `key`'s versions below the oldest one that may still be needed: the newest;
@@ -452,7 +450,7 @@ impl Server {
                 self.awaiting_decision
             ));
         }
-        for range in self.finished_below.ranges() {
+        for range in self.finished.ranges() {
             let mut kept = self.txns.range(range);
             if let Some((id, _)) = kept.find(|(_, t)| !recovery::awaits_decision(t)) {
                 return Err(format!("{id:?} is finished but kept"));
@@ -1131,7 +1129,7 @@ mod tests {
                 t_ro: None,
                 coord: 0,
                 cohorts: None,
-                done_below: 0,
+                done: Finished::default(),
             },
         );
         replies(s)
@@ -1303,7 +1301,7 @@ mod tests {
             t_ro: None,
             coord: 0,
             cohorts: None,
-            done_below: 0,
+            done: Finished::default(),
         };
         s.on_message(0, shot_2(vec![Op::Write(A, 5)], t, 10, 1));
         assert!(replies(&mut s).is_empty());
@@ -1394,7 +1392,16 @@ mod tests {
         s.check_invariants().expect("invariants");
     }
 
+    /// A one-shot execute from a client whose one incarnation numbers from 1.
     fn execute_msg(txn: TxnId, at: Ts, ops: Vec<Op>, done_below: u64) -> Msg {
+        let done = Finished {
+            from: 1,
+            below: done_below,
+        };
+        execute_from(txn, at, ops, done)
+    }
+
+    fn execute_from(txn: TxnId, at: Ts, ops: Vec<Op>, done: Finished) -> Msg {
         Msg::Execute {
             txn,
             ts: at,
@@ -1403,8 +1410,78 @@ mod tests {
             t_ro: None,
             coord: 0,
             cohorts: Some(vec![0]),
-            done_below,
+            done,
         }
+    }
+
+    /// A process that takes over the id of one that died inside a transaction speaks
+    /// only for its own numbers: the dead one's transaction stays a question this server
+    /// answers for its backup coordinator (before, the new process's first request said
+    /// "everything below is finished", and the question was ignored for good).
+    #[test]
+    fn a_new_incarnation_leaves_the_dead_ones_transaction_to_its_backup() {
+        let mut s = Server::new(Mistakes::default()).with_recovery(0, 1_000);
+        let (dead, fresh) = (txn(1, 5), txn(1, 9_000));
+        let first = Finished { from: 1, below: 5 };
+        s.on_message(
+            0,
+            execute_from(dead, ts(10, 1), vec![Op::Write(A, 5)], first),
+        );
+        done(&replies(&mut s));
+        let second = Finished {
+            from: 9_000,
+            below: 9_000,
+        };
+        s.on_message(0, execute_from(fresh, ts(20, 1), vec![Op::Read(B)], second));
+        done(&replies(&mut s));
+        assert_eq!(s.undecided(), vec![dead, fresh]);
+        // The new incarnation finishes its first transaction and says so.
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: fresh,
+                commit: true,
+            },
+        );
+        s.drain();
+        let third = Finished {
+            from: 9_000,
+            below: 9_001,
+        };
+        s.on_message(
+            0,
+            execute_from(txn(1, 9_001), ts(30, 1), vec![Op::Read(B)], third),
+        );
+        done(&replies(&mut s));
+        assert_eq!(s.undecided(), vec![dead, txn(1, 9_001)]);
+        // Another cohort's backup coordinator asks about the dead one's transaction, and
+        // about one of its numbers this server never saw: both are answered.
+        for asked in [dead, txn(1, 6)] {
+            s.on_message(
+                0,
+                Msg::GetRecord {
+                    txn: asked,
+                    from: 1,
+                },
+            );
+            let answers = s.drain_peers();
+            assert!(
+                matches!(answers.as_slice(), [(1, Msg::Record { txn, .. })] if *txn == asked),
+                "{asked:?}: {answers:?}"
+            );
+        }
+        s.on_message(
+            0,
+            Msg::GetRecord {
+                txn: fresh,
+                from: 1,
+            },
+        );
+        assert!(
+            s.drain_peers().is_empty(),
+            "a finished one is a late duplicate"
+        );
+        s.check_invariants().unwrap();
     }
 
     /// Once the client says a transaction is finished, its record goes and a late

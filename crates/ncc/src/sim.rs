@@ -56,6 +56,12 @@ pub struct SimOptions {
     /// recovery timeout, so the backup coordinator steps in while they live (Figure 8c).
     pub crash_percent: u64,
     pub pause_percent: u64,
+    /// A crashed client comes back, as a new process taking over its id would, before the
+    /// recovery timeout: numbering its transactions above the dead one's, knowing nothing
+    /// of them, and running the rest of the dead one's share (the crashed transaction is
+    /// lost). Its requests must not keep the backup coordinator from deciding what the dead
+    /// one left (`Finished`).
+    pub restart_crashed: bool,
     /// NCC's recovery timeout (App. D), in microseconds of each server's clock; `None`:
     /// no backup coordinator.
     pub recovery_after: Option<u64>,
@@ -113,6 +119,7 @@ impl SimOptions {
             mistakes: Mistakes::default(),
             crash_percent: 0,
             pause_percent: 0,
+            restart_crashed: false,
             recovery_after: Some(200_000),
             ncc_rw: false,
             replication: None,
@@ -144,6 +151,8 @@ pub struct SimStats {
     pub crashed: u64,
     pub paused: u64,
     pub recovered_commits: u64,
+    /// Crashed clients that came back (`SimOptions::restart_crashed`).
+    pub restarted: u64,
     /// Summed over the servers' replication groups (zero without replication).
     pub replication: ReplicationStats,
     /// With a cost model: each committed transaction's latency (first begin to commit,
@@ -169,6 +178,7 @@ impl SimStats {
         self.crashed += o.crashed;
         self.paused += o.paused;
         self.recovered_commits += o.recovered_commits;
+        self.restarted += o.restarted;
         self.latencies_us.extend_from_slice(&o.latencies_us);
         self.steady_commits += o.steady_commits;
         self.simulated_us += o.simulated_us;
@@ -210,8 +220,10 @@ enum Event<M> {
     ServerTick(ServerId),
     /// A busy server (with a cost model) takes the next message of its inbox.
     ServerWork(ServerId),
-    /// A client stops for ever.
+    /// A client stops (for ever, unless `restart_crashed`).
     Crash(ClientId),
+    /// A crashed client's id is taken over by a new process.
+    Restart(ClientId),
     /// A client stops for this long, then goes on.
     Pause(ClientId, u64),
     /// A server's replication group fails.
@@ -236,6 +248,7 @@ impl<M: Clone> Event<M> {
             Event::ServerTick(s) => Event::ServerTick(*s),
             Event::ServerWork(s) => Event::ServerWork(*s),
             Event::Crash(c) => Event::Crash(*c),
+            Event::Restart(c) => Event::Restart(*c),
             Event::Pause(c, d) => Event::Pause(*c, *d),
             Event::GroupFault(s, f) => Event::GroupFault(*s, *f),
         }
@@ -278,6 +291,9 @@ struct World<C: TxnClient, S> {
     output_delay: u64,
     flushes: u64,
     crashed: Vec<bool>,
+    /// Per client that crashed: when its last transaction began (the history's invocation
+    /// of one its backup coordinator commits), kept past a restart.
+    crash_began: Vec<Option<u64>>,
     paused_until: Vec<u64>,
     /// Transactions whose client reported them committed.
     reported: BTreeSet<TxnId>,
@@ -390,6 +406,7 @@ where
         output_delay: 0,
         flushes: 0,
         crashed: vec![false; opts.clients as usize],
+        crash_began: vec![None; opts.clients as usize],
         paused_until: vec![0; opts.clients as usize],
         reported: BTreeSet::new(),
         next_value: 1,
@@ -537,12 +554,25 @@ where
                 Event::Start(c) => println!("{:>8} client {c} starts", self.now),
                 Event::Arrive(c) => println!("{:>8} a transaction arrives at {c}", self.now),
                 Event::Crash(c) => println!("{:>8} client {c} crashes", self.now),
+                Event::Restart(c) => println!("{:>8} client {c} restarts", self.now),
                 Event::Pause(c, d) => println!("{:>8} client {c} pauses for {d} µs", self.now),
                 Event::GroupFault(s, f) => println!("{:>8} server {s}'s group: {f:?}", self.now),
                 Event::Tick(_) | Event::ServerTick(_) | Event::ServerWork(_) => {}
             }
         }
         match ev {
+            // While a client that will restart is down, its arrivals are shed (and keep
+            // coming); otherwise a crashed client's arrivals and starts are dropped.
+            Event::Arrive(c) if self.crashed[c as usize] && self.opts.restart_crashed => {
+                let i = c as usize;
+                self.to_arrive[i] -= 1;
+                if self.to_arrive[i] > 0 {
+                    let next = self.interarrival();
+                    self.schedule(next, Event::Arrive(c));
+                }
+                self.stats.shed += 1;
+                self.left[i] -= 1;
+            }
             Event::Start(c) | Event::Arrive(c) if self.crashed[c as usize] => {}
             Event::Arrive(c) => {
                 let i = c as usize;
@@ -621,8 +651,35 @@ where
                 self.flush_server(s)?;
             }
             Event::Crash(c) => {
-                self.crashed[c as usize] = true;
+                let i = c as usize;
+                self.crashed[i] = true;
+                self.crash_began[i] = Some(self.began[i]);
                 self.stats.crashed += 1;
+                if self.opts.restart_crashed {
+                    // Before the backup coordinator's timer, so the new process's first
+                    // requests reach the servers while the dead one's transaction waits.
+                    let half = self.opts.recovery_after.unwrap_or(200_000) / 2;
+                    let at = self.rng.range(1_000, half.max(1_001));
+                    self.schedule(at, Event::Restart(c));
+                }
+            }
+            Event::Restart(c) => {
+                let i = c as usize;
+                // Numbers about a millisecond's worth of transactions above (the real
+                // client numbers from its clock).
+                self.clients[i] = self.clients[i].restarted(1_000);
+                self.crashed[i] = false;
+                self.programs[i] = None;
+                self.tick_at[i] = 0;
+                self.stats.restarted += 1;
+                let waiting = if self.opts.open_loop_rate.is_some() {
+                    !self.backlog[i].is_empty()
+                } else {
+                    self.left[i] > 0
+                };
+                if waiting {
+                    self.schedule(0, Event::Start(c));
+                }
             }
             Event::Pause(c, d) => {
                 if !self.crashed[c as usize] {
@@ -737,14 +794,12 @@ where
             }
         }
         for (txn, Effects { reads, writes }) in effects {
-            debug_assert!(
-                self.crashed[txn.client as usize],
-                "{txn:?} committed unreported"
-            );
+            let began = self.crash_began[txn.client as usize];
+            debug_assert!(began.is_some(), "{txn:?} committed unreported");
             self.stats.recovered_commits += 1;
             self.history.push(TxnRecord {
                 client: txn.client,
-                invoked: self.began[txn.client as usize],
+                invoked: began.unwrap_or(0),
                 completed: u64::MAX,
                 reads,
                 writes,

@@ -25,6 +25,22 @@ pub struct TxnId {
     pub seq: u64,
 }
 
+/// The transactions one incarnation of a client has finished, as it names them on its
+/// requests: every one numbered in `from..below` is decided, and the decision acknowledged
+/// by every server it reached (or it was read-only and answered).
+///
+/// `from` is the incarnation's first number. A process that takes over a client id numbers
+/// its transactions above every number the id's previous holder used, but it knows nothing
+/// of that holder's transactions: a mark "everything below" would declare finished one the
+/// holder died inside, and servers would then refuse the backup coordinator's questions
+/// about it, leaving it undecided for good. So each incarnation speaks only for its own
+/// numbers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Finished {
+    pub from: u64,
+    pub below: u64,
+}
+
 /// A request on one key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
@@ -106,12 +122,10 @@ pub enum Msg {
         /// learns that the client's shots are complete (a record that never learns it
         /// stays uncleared and would be aborted unilaterally by the backup).
         cohorts: Option<Vec<ServerId>>,
-        /// Every transaction of this client numbered below is finished: decided, and the
-        /// decision acknowledged by every server it reached (or read-only and answered).
-        /// A server forgets their records and ignores their late duplicates
-        /// (`Server::forget_finished`): without it a server's memory grows with every
-        /// transaction it ever saw.
-        done_below: u64,
+        /// This client's finished transactions: a server forgets their records and ignores
+        /// their late duplicates (`Server::forget_finished`); without it a server's memory
+        /// grows with every transaction it ever saw.
+        done: Finished,
     },
     /// Server → client: a last shot without requests here arrived; `ok` false if the
     /// transaction is aborted here (its backup coordinator may have aborted it while the

@@ -81,3 +81,22 @@ fn the_baselines_hold_state_bounded_by_clients_and_keys() {
         );
     }
 }
+
+/// A crashed client's id is taken over by a new process before the recovery timeout. The
+/// new one's requests say which of its own transactions are finished, and must not make
+/// the servers treat the dead one's unfinished transaction as finished: its backup
+/// coordinator still decides it (a run that leaves it undecided, or keeps a record the
+/// marks call finished, fails). With one mark per client ("everything below") this fails
+/// at seed 0.
+#[test]
+fn a_client_id_taken_over_after_a_crash_leaves_the_dead_ones_transaction_decidable() {
+    let (total, failed) = seeds(0..400, |o| {
+        o.crash_percent = 40;
+        o.restart_crashed = true;
+        o.loss_percent = 5;
+        o.duplicate_percent = 10;
+    });
+    assert_passed(&failed);
+    assert!(total.restarted > 0, "{total:?}");
+    assert!(total.recovered_commits > 0, "{total:?}");
+}

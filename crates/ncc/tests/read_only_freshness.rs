@@ -34,7 +34,7 @@ fn execute(s: &mut Server, txn: TxnId, ts: Ts, op: Op, t_ro: Option<u64>) -> Exe
             t_ro,
             coord: 0,
             cohorts: None,
-            done_below: 0,
+            done: verso_ncc::Finished::default(),
         },
     );
     reply(s)

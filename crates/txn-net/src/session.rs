@@ -26,12 +26,10 @@
 //! is still busy with it; open a new session.
 //!
 //! Client ids: a new session numbers its transactions above any its id's previous holder
-//! used, so an id may be taken again after a session that finished its work. Not after one
-//! that died inside a transaction: the new session's first request tells the servers that
-//! everything below its numbers is finished, and a server then ignores the backup
-//! coordinator's questions about the dead one's transaction (answering them could abort a
-//! transaction another server committed), so that transaction waits undecided. Until the
-//! marks are kept per incarnation of an id, give each process an id of its own.
+//! used (from its clock), and its requests speak only for its own numbers
+//! (`verso_ncc::Finished`), so an id may be taken over even from a process that died inside
+//! a transaction: the servers' backup coordinator still decides that one. Two live
+//! sessions must not share an id.
 
 use std::io;
 use std::net::SocketAddr;

@@ -49,6 +49,10 @@ pub struct NccSimArgs {
     /// Percent of clients that pause once, for twice the recovery timeout, and go on.
     #[arg(long, default_value_t = 0, value_name = "PCT")]
     pause: u64,
+    /// A crashed client's id is taken over by a new process before the recovery timeout
+    /// (it numbers its transactions above the dead one's and knows nothing of them).
+    #[arg(long, requires = "crash")]
+    restart: bool,
     /// NCC's recovery timeout, in microseconds (at least two --delay-max).
     #[arg(long, default_value_t = 200_000, value_name = "US")]
     recovery_after: u64,
@@ -208,6 +212,7 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         o.protocol = args.protocol;
         o.crash_percent = args.crash;
         o.pause_percent = args.pause;
+        o.restart_crashed = args.restart;
         o.recovery_after = Some(args.recovery_after);
         o.workload = args.workload;
         o.trace = args.trace;
@@ -300,9 +305,9 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
     }
     if t.crashed + t.paused > 0 {
         println!(
-            "{} clients crashed, {} paused; {} transactions committed by a backup coordinator \
-             for a crashed client",
-            t.crashed, t.paused, t.recovered_commits
+            "{} clients crashed ({} restarted), {} paused; {} transactions committed by a \
+             backup coordinator for a crashed client",
+            t.crashed, t.restarted, t.paused, t.recovered_commits
         );
     }
     ExitCode::SUCCESS

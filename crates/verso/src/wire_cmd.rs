@@ -44,7 +44,10 @@ fn f1_messages() -> Vec<(&'static str, Msg)> {
                 t_ro: Some(clk - 2_000),
                 coord: 1,
                 cohorts: None,
-                done_below: 123_440,
+                done: verso_ncc::Finished {
+                    from: 123_001,
+                    below: 123_440,
+                },
             },
         ),
         (

@@ -1,9 +1,10 @@
 //! Coordinating clients that die or stop mid-transaction (issue 19 item 6, without
 //! replication yet): `verso txn-client` processes move value between keys on two NCC
-//! servers; one is killed with SIGKILL, one is stopped with SIGSTOP past the servers'
-//! recovery timer and then resumed. The servers' backup coordinators (App. D) must decide
-//! every transaction the clients left behind, and the total must be conserved. Every wait
-//! is on a condition, bounded in time.
+//! servers; one is killed with SIGKILL (and a new process takes over its id at once, and is
+//! killed too), one is stopped with SIGSTOP past the servers' recovery timer and then
+//! resumed. The servers' backup coordinators (App. D) must decide every transaction the
+//! clients left behind, and the total must be conserved. Every wait is on a condition,
+//! bounded in time.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -122,6 +123,12 @@ fn the_servers_decide_for_clients_that_die_or_stop_mid_transaction() {
     killed.signal(libc::SIGKILL);
     stopped.signal(libc::SIGSTOP);
     let at_stop = stopped.committed.load(Ordering::SeqCst);
+    // A new process takes over the killed one's id at once, before the recovery timer,
+    // and is killed in its turn: its requests must not make the servers take the first
+    // one's unfinished transaction for finished (it would stay undecided for good).
+    let successor = TransferClient::start(exe, &servers, 1);
+    successor.wait_for(30, "the successor's transfers");
+    successor.signal(libc::SIGKILL);
     // The recovery timer is 1 s: within a few, nothing either left is undecided.
     wait_until(
         Duration::from_secs(20),
@@ -153,6 +160,7 @@ fn the_servers_decide_for_clients_that_die_or_stop_mid_transaction() {
     let balances = auditor.get(&(0..KEYS).collect::<Vec<_>>()).expect("a read");
     assert!(balances.iter().any(|&(_, v)| v != START), "{balances:?}");
     drop(killed);
+    drop(successor);
     drop(stopped);
     cluster.shutdown().expect("the servers stop");
 }

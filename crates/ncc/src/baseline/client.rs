@@ -15,7 +15,7 @@ use crate::decisions::Decisions;
 use super::{BMsg, Flavor, Version};
 use crate::client::{own_write, shard_of, ClientEvent, ClientStats, Outcome};
 use crate::protocol::TxnClient;
-use crate::types::{ClientId, Key, Op, ServerId, Ts, TxnId, Value};
+use crate::types::{ClientId, Finished, Key, Op, ServerId, Ts, TxnId, Value};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Phase {
@@ -75,6 +75,8 @@ pub struct BaselineClient {
     servers: u32,
     flavor: Flavor,
     last_clk: u64,
+    /// This incarnation's first sequence number ([`Finished::from`]).
+    first_seq: u64,
     next_seq: u64,
     /// d2PL-wound-wait: the running transaction's priority, its first attempt's timestamp.
     priority: Option<Ts>,
@@ -94,9 +96,12 @@ pub struct BaselineClient {
 impl BaselineClient {
     /// Numbers its transactions from `seq` on (1 by default): a process that takes over a
     /// client id once used by another starts above every number that one used, since the
-    /// servers ignore what they have already finished for the id.
+    /// servers ignore what they have already finished for the id. Its requests then say
+    /// it finished numbers from `seq` on only ([`Finished`]), so a transaction the
+    /// previous holder left undecided is still decided by its backup coordinator.
     pub fn with_first_seq(mut self, seq: u64) -> Self {
-        self.next_seq = seq.max(1);
+        self.first_seq = seq.max(1);
+        self.next_seq = self.first_seq;
         self
     }
 
@@ -106,6 +111,7 @@ impl BaselineClient {
             servers,
             flavor,
             last_clk: 0,
+            first_seq: 1,
             next_seq: 1,
             priority: None,
             retry_above: None,
@@ -157,16 +163,23 @@ impl BaselineClient {
         self.send_shot(now, ops, last);
     }
 
-    /// Every transaction numbered below is finished: decided and acknowledged everywhere.
-    fn done_below(&self) -> u64 {
+    /// This incarnation's finished transactions: decided and acknowledged everywhere (as
+    /// NCC's client's).
+    fn done(&self) -> Finished {
         let current = self.current.as_ref().map_or(self.next_seq, |a| a.txn.seq);
-        self.decides
+        let below = self
+            .decides
             .oldest()
-            .map_or(current, |t| t.seq.min(current))
+            .map_or(current, |t| t.seq.min(current));
+        debug_assert!(below >= self.first_seq);
+        Finished {
+            from: self.first_seq,
+            below,
+        }
     }
 
     fn send_shot(&mut self, now: u64, ops: Vec<Op>, last: bool) {
-        let done_below = self.done_below();
+        let done = self.done();
         let flavor = self.flavor;
         let servers = self.servers;
         let a = self.current.as_mut().expect("an attempt");
@@ -208,7 +221,7 @@ impl BaselineClient {
                 ts: a.ts,
                 shot: a.shots,
                 ops,
-                done_below,
+                done,
             };
             a.round.insert(s, msg.clone());
             self.out.push((s, msg));
@@ -244,7 +257,7 @@ impl BaselineClient {
 
     /// Sends prepare to every server with a read or a write of the attempt.
     fn prepare(&mut self, now: u64) {
-        let done_below = self.done_below();
+        let done = self.done();
         let flavor = self.flavor;
         let servers = self.servers;
         let a = self.current.as_mut().expect("an attempt");
@@ -277,7 +290,7 @@ impl BaselineClient {
                 reads,
                 writes,
                 execute,
-                done_below,
+                done,
             };
             a.round.insert(s, msg.clone());
             self.out.push((s, msg));
@@ -472,6 +485,14 @@ impl TxnClient for BaselineClient {
 
     fn stats(&self) -> ClientStats {
         self.stats
+    }
+
+    fn restarted(&self, gap: u64) -> Self {
+        let first = self.next_seq + gap;
+        let mut c = BaselineClient::new(self.id, self.servers, self.flavor).with_first_seq(first);
+        c.resend_after = self.resend_after;
+        c.backoff = self.backoff;
+        c
     }
 }
 

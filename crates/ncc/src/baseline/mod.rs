@@ -21,7 +21,7 @@ mod server;
 pub use client::BaselineClient;
 pub use server::BaselineServer;
 
-use crate::types::{Key, Op, Ts, TxnId, Value};
+use crate::types::{Finished, Key, Op, Ts, TxnId, Value};
 
 /// Which baseline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -69,9 +69,8 @@ pub enum BMsg {
         ts: Ts,
         shot: u32,
         ops: Vec<Op>,
-        /// The client's transactions numbered below are finished (as NCC's
-        /// `Msg::Execute::done_below`).
-        done_below: u64,
+        /// The client's finished transactions (as NCC's `Msg::Execute::done`).
+        done: Finished,
     },
     /// Server → client: every request of the shot done (`ok`), with each read's value and
     /// version in the shot's order; or the transaction is aborted here.
@@ -92,7 +91,7 @@ pub enum BMsg {
         writes: Vec<(Key, Value)>,
         execute: Vec<Key>,
         /// As on `Execute` (TAPIR-CC's one-shot transactions send no `Execute`).
-        done_below: u64,
+        done: Finished,
     },
     /// Server → client: the vote; for TAPIR-CC the reads of `execute`, and on a refusal
     /// the smallest timestamp that could pass (its RETRY).

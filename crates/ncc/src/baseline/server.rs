@@ -5,7 +5,7 @@
 //! the cached reply, a decision applies once, and a decided transaction is remembered
 //! (aborted ones too), so a late or duplicated request of an aborted attempt cannot take
 //! a lock that nobody would release. Decided transactions are forgotten once their client
-//! says it finished them (`done_below` on its requests, as NCC's server does), and a key
+//! says it finished them (`done` on its requests, as NCC's server does), and a key
 //! holds only its newest version (validation compares version numbers, and only the newest
 //! one's timestamp is read); older values are kept aside only while the history is kept.
 
@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::{BMsg, Flavor, Version};
 use crate::protocol::TxnServer;
-use crate::types::{ClientId, Key, Op, Ts, TxnId, Value};
+use crate::types::{ClientId, Finished, Key, Op, Ts, TxnId, Value};
 
 #[derive(Clone, Debug)]
 struct KeyState {
@@ -129,7 +129,7 @@ pub struct BaselineServer {
     violation: Option<String>,
     out: Vec<(ClientId, BMsg)>,
     /// Per client, the sequence number below which it has finished every transaction.
-    finished_below: crate::finished::FinishedMarks,
+    finished: crate::finished::FinishedMarks,
     /// Keep superseded values for `committed_versions` (a history checker's).
     keep_history: bool,
 }
@@ -143,7 +143,7 @@ impl BaselineServer {
             runnable: VecDeque::new(),
             violation: None,
             out: Vec::new(),
-            finished_below: Default::default(),
+            finished: Default::default(),
             keep_history: true,
         }
     }
@@ -154,17 +154,16 @@ impl BaselineServer {
         self
     }
 
-    /// Forgets `client`'s decided transactions below `done_below` (it finished them).
-    fn forget_finished(&mut self, client: ClientId, done_below: u64) {
+    /// Forgets `client`'s decided transactions in `done` (it finished them).
+    fn forget_finished(&mut self, client: ClientId, done: Finished) {
         let decided = |t: &TxnState| matches!(t.status, Status::Committed | Status::Aborted);
-        self.finished_below
-            .forget(&mut self.txns, client, done_below, decided);
+        self.finished.forget(&mut self.txns, client, done, decided);
     }
 
     /// Whether `txn` is one its client finished and this server forgot: a message about
     /// it is a late duplicate.
     fn is_forgotten(&self, txn: TxnId) -> bool {
-        !self.txns.contains_key(&txn) && self.finished_below.finished(txn)
+        !self.txns.contains_key(&txn) && self.finished.finished(txn)
     }
 
     fn key(&mut self, k: Key) -> &mut KeyState {
@@ -566,14 +565,8 @@ impl TxnServer for BaselineServer {
     type Msg = BMsg;
 
     fn on_message(&mut self, _now: u64, msg: BMsg) {
-        if let BMsg::Execute {
-            txn, done_below, ..
-        }
-        | BMsg::Prepare {
-            txn, done_below, ..
-        } = &msg
-        {
-            self.forget_finished(txn.client, *done_below);
+        if let BMsg::Execute { txn, done, .. } | BMsg::Prepare { txn, done, .. } = &msg {
+            self.forget_finished(txn.client, *done);
         }
         if self.is_forgotten(msg.txn()) {
             return;

@@ -12,7 +12,7 @@
 //! checked against the bytes left before anything is reserved.
 
 use super::DecodeError;
-use crate::types::{Op, Ts, TxnId};
+use crate::types::{Finished, Op, Ts, TxnId};
 
 /// The smallest binary encodings, for the count checks: a list of `n` items needs at least
 /// `n * min` bytes, so a forged count cannot reserve more than the input could fill.
@@ -41,6 +41,10 @@ pub(super) trait Sink {
     fn txn(&mut self, t: TxnId) {
         self.u32(t.client);
         self.u64(t.seq);
+    }
+    fn finished(&mut self, f: Finished) {
+        self.u64(f.from);
+        self.u64(f.below);
     }
     fn op(&mut self, op: &Op) {
         match *op {
@@ -117,6 +121,12 @@ pub(super) trait Source {
         Ok(TxnId {
             client: self.u32()?,
             seq: self.u64()?,
+        })
+    }
+    fn finished(&mut self) -> Result<Finished, DecodeError> {
+        Ok(Finished {
+            from: self.u64()?,
+            below: self.u64()?,
         })
     }
     fn op(&mut self) -> Result<Op, DecodeError> {

@@ -116,7 +116,7 @@ fn put_msg<S: Sink>(msg: &Msg, w: &mut S) {
             t_ro,
             coord,
             cohorts,
-            done_below,
+            done,
         } => {
             w.u8(0);
             w.txn(*txn);
@@ -125,7 +125,7 @@ fn put_msg<S: Sink>(msg: &Msg, w: &mut S) {
             w.ops(ops);
             w.opt_u64(*t_ro);
             w.u32(*coord);
-            w.u64(*done_below);
+            w.finished(*done);
             match cohorts {
                 None => w.u8(0),
                 Some(c) => {
@@ -236,7 +236,7 @@ fn get_msg<R: Source>(r: &mut R) -> Result<Msg, DecodeError> {
             let ops = r.ops()?;
             let t_ro = r.opt_u64()?;
             let coord = r.u32()?;
-            let done_below = r.u64()?;
+            let done = r.finished()?;
             let cohorts = match r.u8()? {
                 0 => None,
                 1 => Some(r.u32s()?),
@@ -250,7 +250,7 @@ fn get_msg<R: Source>(r: &mut R) -> Result<Msg, DecodeError> {
                 t_ro,
                 coord,
                 cohorts,
-                done_below,
+                done,
             }
         }
         1 => Msg::LastShotAck {
@@ -343,14 +343,14 @@ fn put_bmsg<S: Sink>(msg: &BMsg, w: &mut S) {
             ts,
             shot,
             ops,
-            done_below,
+            done,
         } => {
             w.u8(0);
             w.txn(*txn);
             w.ts(*ts);
             w.u32(*shot);
             w.ops(ops);
-            w.u64(*done_below);
+            w.finished(*done);
         }
         BMsg::ExecReply {
             txn,
@@ -370,12 +370,12 @@ fn put_bmsg<S: Sink>(msg: &BMsg, w: &mut S) {
             reads,
             writes,
             execute,
-            done_below,
+            done,
         } => {
             w.u8(2);
             w.txn(*txn);
             w.ts(*ts);
-            w.u64(*done_below);
+            w.finished(*done);
             w.pairs(reads);
             w.pairs(writes);
             w.len(execute.len());
@@ -418,7 +418,7 @@ fn get_bmsg<R: Source>(r: &mut R) -> Result<BMsg, DecodeError> {
             ts: r.ts()?,
             shot: r.u32()?,
             ops: r.ops()?,
-            done_below: r.u64()?,
+            done: r.finished()?,
         },
         1 => BMsg::ExecReply {
             txn: r.txn()?,
@@ -429,7 +429,7 @@ fn get_bmsg<R: Source>(r: &mut R) -> Result<BMsg, DecodeError> {
         2 => {
             let txn = r.txn()?;
             let ts = r.ts()?;
-            let done_below = r.u64()?;
+            let done = r.finished()?;
             let reads = r.pairs()?;
             let writes = r.pairs()?;
             let execute = r.u64s()?;
@@ -439,7 +439,7 @@ fn get_bmsg<R: Source>(r: &mut R) -> Result<BMsg, DecodeError> {
                 reads,
                 writes,
                 execute,
-                done_below,
+                done,
             }
         }
         3 => BMsg::PrepareReply {
@@ -465,11 +465,14 @@ fn get_bmsg<R: Source>(r: &mut R) -> Result<BMsg, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{Op, Ts, TxnId};
+    use crate::types::{Finished, Op, Ts, TxnId};
     use proptest::prelude::*;
 
     fn ts() -> impl Strategy<Value = Ts> {
         (any::<u64>(), any::<u32>()).prop_map(|(clk, cid)| Ts { clk, cid })
+    }
+    fn finished() -> impl Strategy<Value = Finished> {
+        (any::<u64>(), any::<u64>()).prop_map(|(from, below)| Finished { from, below })
     }
     fn txn() -> impl Strategy<Value = TxnId> {
         (any::<u32>(), any::<u64>()).prop_map(|(client, seq)| TxnId { client, seq })
@@ -507,9 +510,9 @@ mod tests {
                 proptest::option::of(any::<u64>()),
                 any::<u32>(),
                 proptest::option::of(proptest::collection::vec(any::<u32>(), 0..4)),
-                any::<u64>(),
+                finished(),
             )
-                .prop_map(|(txn, ts, shot, ops, t_ro, coord, cohorts, done_below)| {
+                .prop_map(|(txn, ts, shot, ops, t_ro, coord, cohorts, done)| {
                     Msg::Execute {
                         txn,
                         ts,
@@ -518,7 +521,7 @@ mod tests {
                         t_ro,
                         coord,
                         cohorts,
-                        done_below,
+                        done,
                     }
                 }),
             (txn(), any::<bool>()).prop_map(|(txn, ok)| Msg::LastShotAck { txn, ok }),
@@ -565,14 +568,14 @@ mod tests {
                 ts(),
                 any::<u32>(),
                 proptest::collection::vec(op(), 0..6),
-                any::<u64>(),
+                finished(),
             )
-                .prop_map(|(txn, ts, shot, ops, done_below)| BMsg::Execute {
+                .prop_map(|(txn, ts, shot, ops, done)| BMsg::Execute {
                     txn,
                     ts,
                     shot,
                     ops,
-                    done_below
+                    done
                 }),
             (txn(), any::<u32>(), any::<bool>(), reads()).prop_map(|(txn, shot, ok, reads)| {
                 BMsg::ExecReply {
@@ -588,16 +591,16 @@ mod tests {
                 pairs(),
                 pairs(),
                 proptest::collection::vec(any::<u64>(), 0..4),
-                any::<u64>(),
+                finished(),
             )
-                .prop_map(|(txn, ts, reads, writes, execute, done_below)| {
+                .prop_map(|(txn, ts, reads, writes, execute, done)| {
                     BMsg::Prepare {
                         txn,
                         ts,
                         reads,
                         writes,
                         execute,
-                        done_below,
+                        done,
                     }
                 }),
             (txn(), any::<bool>(), reads(), proptest::option::of(ts())).prop_map(
