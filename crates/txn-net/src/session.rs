@@ -29,7 +29,11 @@
 //! used (from its clock), and its requests speak only for its own numbers
 //! (`verso_ncc::Finished`), so an id may be taken over even from a process that died inside
 //! a transaction: the servers' backup coordinator still decides that one. Two live
-//! sessions must not share an id.
+//! sessions must not share an id. A new holder's timestamps `(clock, id)` start again from
+//! its own clock; they could equal one of the previous holder's only if it starts within
+//! the previous holder's clock lead over it (`t_Δ`, §5.3: microseconds on one machine, the
+//! clock skew between machines), so on different machines wait out the skew before taking
+//! an id over.
 
 use std::io;
 use std::net::SocketAddr;
