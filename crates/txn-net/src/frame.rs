@@ -17,6 +17,7 @@
 use std::io::{self, BufRead, Read, Write};
 
 use verso_ncc::wire::{parse_decimal, push_decimal, Encoding, Wire};
+use verso_ncc::{Effects, TxnId};
 
 /// The largest frame accepted: far above one transaction's messages (a few hundred bytes)
 /// and a dump chunk ([`DUMP_CHUNK_KEYS`]), far below what would hurt to buffer.
@@ -24,6 +25,9 @@ pub const MAX_FRAME: usize = 4 << 20;
 
 /// Keys per [`Frame::Dump`] chunk.
 pub const DUMP_CHUNK_KEYS: usize = 4096;
+
+/// Transactions per [`Frame::Effects`] chunk (each a few pairs of 16 bytes).
+pub const DUMP_CHUNK_TXNS: usize = 1024;
 
 /// The most protocol clients one client connection may speak for.
 pub const MAX_CLIENTS_PER_CONNECTION: u32 = 1 << 16;
@@ -62,6 +66,10 @@ pub enum Frame {
     },
     /// Control → server: exit.
     Shutdown,
+    /// Server → control, within a dump while the history is kept: committed read-write
+    /// transactions that still have a record here, with what they read and wrote here. A
+    /// checker adds those no client reported (their client died) to the history.
+    Effects(Vec<(TxnId, Effects)>),
 }
 
 /// Why bytes are not a frame.
@@ -126,6 +134,21 @@ impl Frame {
                 }
             }
             Frame::Shutdown => out.push(5),
+            Frame::Effects(txns) => {
+                out.push(6);
+                u32_(out, txns.len() as u32);
+                for (txn, e) in txns {
+                    u32_(out, txn.client);
+                    u64_(out, txn.seq);
+                    for pairs in [&e.reads, &e.writes] {
+                        u32_(out, pairs.len() as u32);
+                        for &(k, v) in pairs {
+                            u64_(out, k);
+                            u64_(out, v);
+                        }
+                    }
+                }
+            }
         }
         let len = (out.len() - start - 4) as u32;
         out[start..start + 4].copy_from_slice(&len.to_le_bytes());
@@ -202,6 +225,28 @@ impl Frame {
                 Frame::DumpEnd { undecided, broken }
             }
             5 => Frame::Shutdown,
+            6 => {
+                let n = u32_(&mut r)? as usize;
+                // Each transaction takes at least 20 bytes: a forged count allocates nothing.
+                if n.saturating_mul(20) > r.len() {
+                    return Err(FrameError("a transaction count larger than the frame"));
+                }
+                let mut txns = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let client = u32_(&mut r)?;
+                    let seq = u64_(&mut r)?;
+                    let mut pairs = || -> Result<Vec<(u64, u64)>, FrameError> {
+                        let m = u32_(&mut r)? as usize;
+                        if m.saturating_mul(16) > r.len() {
+                            return Err(FrameError("a pair count larger than the frame"));
+                        }
+                        (0..m).map(|_| Ok((u64_(&mut r)?, u64_(&mut r)?))).collect()
+                    };
+                    let (reads, writes) = (pairs()?, pairs()?);
+                    txns.push((TxnId { client, seq }, Effects { reads, writes }));
+                }
+                Frame::Effects(txns)
+            }
             _ => return Err(FrameError("unknown frame kind")),
         };
         if !r.is_empty() {
@@ -454,6 +499,23 @@ mod tests {
             (any::<u32>(), proptest::option::of(".{0,20}"))
                 .prop_map(|(undecided, broken)| Frame::DumpEnd { undecided, broken }),
             Just(Frame::Shutdown),
+            proptest::collection::vec(
+                (
+                    any::<u32>(),
+                    any::<u64>(),
+                    proptest::collection::vec(any::<(u64, u64)>(), 0..3),
+                    proptest::collection::vec(any::<(u64, u64)>(), 0..3),
+                ),
+                0..3
+            )
+            .prop_map(|txns| Frame::Effects(
+                txns.into_iter()
+                    .map(|(client, seq, reads, writes)| (
+                        TxnId { client, seq },
+                        Effects { reads, writes }
+                    ))
+                    .collect()
+            )),
         ]
     }
 

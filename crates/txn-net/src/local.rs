@@ -16,6 +16,7 @@ use crate::frame::{read_frame, write_frame, Frame, Hello};
 use crate::server::{serve, ServerConfig};
 use crate::Protocol;
 use verso_ncc::wire::Encoding;
+use verso_ncc::{Effects, TxnId};
 
 /// How long a server may take to start and say where it listens.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -35,6 +36,10 @@ pub struct Dump {
     pub undecided: u64,
     /// Servers whose protocol invariants do not hold, with the reason.
     pub broken: Vec<(usize, String)>,
+    /// Committed read-write transactions the servers still hold records of, with what each
+    /// read and wrote at each server (one entry per server; only while the history is
+    /// kept): what a checker needs of transactions whose client died before reporting.
+    pub effects: Vec<(TxnId, Effects)>,
 }
 
 impl LocalCluster {
@@ -123,6 +128,7 @@ impl LocalCluster {
             loop {
                 match read_frame(&mut r, Encoding::Binary, &mut buf)? {
                     Some(Frame::Dump(keys)) => dump.versions.extend(keys),
+                    Some(Frame::Effects(txns)) => dump.effects.extend(txns),
                     Some(Frame::DumpEnd { undecided, broken }) => {
                         dump.undecided += u64::from(undecided);
                         if let Some(why) = broken {

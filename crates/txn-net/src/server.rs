@@ -16,7 +16,9 @@ use std::time::Duration;
 use verso_ncc::wire::{Encoding, Wire};
 use verso_ncc::TxnServer;
 
-use crate::frame::{detect, read_frame, write_frame, write_msg, Frame, Hello, DUMP_CHUNK_KEYS};
+use crate::frame::{
+    detect, read_frame, write_frame, write_msg, Frame, Hello, DUMP_CHUNK_KEYS, DUMP_CHUNK_TXNS,
+};
 use crate::{now_us, Protocol};
 
 /// How a server is started.
@@ -205,7 +207,9 @@ where
             },
             Frame::DumpRequest => self.dump(conn),
             Frame::Shutdown => self.shutdown = true,
-            Frame::Hello(_) | Frame::Dump(_) | Frame::DumpEnd { .. } => self.drop_conn(conn),
+            Frame::Hello(_) | Frame::Dump(_) | Frame::Effects(_) | Frame::DumpEnd { .. } => {
+                self.drop_conn(conn)
+            }
         }
     }
 
@@ -218,9 +222,19 @@ where
 
     fn dump(&mut self, conn: u64) {
         let versions = self.server.committed_versions();
+        let effects = if self.history_kept {
+            self.server.committed_effects()
+        } else {
+            Vec::new()
+        };
         let frames = versions
             .chunks(DUMP_CHUNK_KEYS)
             .map(|c| Frame::Dump(c.to_vec()))
+            .chain(
+                effects
+                    .chunks(DUMP_CHUNK_TXNS)
+                    .map(|c| Frame::Effects(c.to_vec())),
+            )
             .chain(std::iter::once(Frame::DumpEnd {
                 undecided: self.server.undecided().len() as u32,
                 broken: self.server.check_invariants().err().or_else(|| {

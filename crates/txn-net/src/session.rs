@@ -134,8 +134,14 @@ impl Session {
     /// Reads `keys` in one read-only transaction (NCC: one round, no commit message) and
     /// returns their values in order (0 for a key never written).
     pub fn get(&mut self, keys: &[Key]) -> io::Result<Vec<(Key, Value)>> {
+        Ok(self.read(keys)?.reads)
+    }
+
+    /// Reads `keys` in one read-only transaction, with its outcome (which attempt
+    /// committed, and where).
+    pub fn read(&mut self, keys: &[Key]) -> io::Result<Outcome> {
         let ops = keys.iter().map(|&k| Op::Read(k)).collect();
-        Ok(self.run(ops, true, &mut |_| unreachable_shot())?.reads)
+        self.run(ops, true, &mut |_| unreachable_shot())
     }
 
     /// Writes every pair in one transaction.

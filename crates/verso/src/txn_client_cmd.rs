@@ -1,7 +1,8 @@
 //! `verso txn-client`: transactions against `verso txn-server` processes from the command
 //! line, through `verso_txn_net::session` (the coordinator in this process): read keys,
-//! write keys, or move value between keys as two-shot transfers (what the multi-process
-//! fault tests run and kill).
+//! write keys, move value between keys as two-shot transfers, or write unique values and
+//! report every transaction for a history check (what the multi-process fault tests run
+//! and kill).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -44,6 +45,13 @@ pub struct TxnClientArgs {
     /// Seeds the transfers' choice of keys and amounts.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run this many transactions (0: until killed) over keys 0..--keys for a history
+    /// check: a quarter read two keys, the rest read two keys and then write both with
+    /// values no other transaction writes. Prints `begin T` before each (T: wall-clock
+    /// microseconds) and, once it commits, `txn SEQ INVOKED COMPLETED r:K=V,.. w:K=V,..`.
+    /// Unique among clients while --client is below 4096.
+    #[arg(long, conflicts_with = "transfers")]
+    reported: Option<u64>,
 }
 
 fn parse_pair(s: &str) -> Result<(u64, u64), String> {
@@ -76,6 +84,9 @@ fn run_inner(args: &TxnClientArgs) -> std::io::Result<()> {
         for (k, v) in s.get(&args.get)? {
             writeln!(out, "{k} {v}")?;
         }
+    }
+    if let Some(count) = args.reported {
+        reported(&mut s, args, count, &mut out)?;
     }
     if let Some(count) = args.transfers {
         if args.keys < 2 {
@@ -113,6 +124,66 @@ fn run_inner(args: &TxnClientArgs) -> std::io::Result<()> {
             writeln!(out, "committed {done}")?;
             out.flush()?;
         }
+    }
+    Ok(())
+}
+
+/// `--reported`: transactions over unique values, each reported for a history check.
+fn reported(
+    s: &mut Session,
+    args: &TxnClientArgs,
+    count: u64,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    if args.keys < 2 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "--keys: at least 2",
+        ));
+    }
+    let mut rng = args.seed.max(1);
+    let mut below = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    // Values unique across clients (the id in the top 12 bits) and across processes that
+    // take one id in turn (each starts from its clock, which runs ahead of its writes).
+    let mut next_value =
+        (u64::from(args.client) << 52) | (verso_txn_net::now_us() & ((1 << 52) - 1));
+    let pairs = |v: &[(u64, u64)]| {
+        v.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut done = 0u64;
+    while count == 0 || done < count {
+        let a = below(args.keys);
+        let b = (a + 1 + below(args.keys - 1)) % args.keys;
+        let invoked = verso_txn_net::now_us();
+        writeln!(out, "begin {invoked}")?;
+        out.flush()?;
+        let outcome = if below(4) == 0 {
+            s.read(&[a, b])?
+        } else {
+            let (va, vb) = (next_value, next_value + 1);
+            next_value += 2;
+            s.transact(vec![Op::Read(a), Op::Read(b)], |_| {
+                (vec![Op::Write(a, va), Op::Write(b, vb)], true)
+            })?
+        };
+        let completed = verso_txn_net::now_us();
+        writeln!(
+            out,
+            "txn {} {invoked} {completed} r:{} w:{}",
+            outcome.txn.seq,
+            pairs(&outcome.reads),
+            pairs(&outcome.writes())
+        )?;
+        out.flush()?;
+        done += 1;
     }
     Ok(())
 }

@@ -1,19 +1,25 @@
 //! Coordinating clients that die or stop mid-transaction (issue 19 item 6, without
-//! replication yet): `verso txn-client` processes move value between keys on two NCC
-//! servers; one is killed with SIGKILL (and a new process takes over its id at once, and is
-//! killed too), one is stopped with SIGSTOP past the servers' recovery timer and then
-//! resumed. The servers' backup coordinators (App. D) must decide every transaction the
-//! clients left behind, and the total must be conserved. Every wait is on a condition,
-//! bounded in time.
+//! replication yet): `verso txn-client` processes on two NCC servers; one is killed with
+//! SIGKILL (and a new process takes over its id at once, and is killed too), one is stopped
+//! with SIGSTOP past the servers' recovery timer and then resumed. The servers' backup
+//! coordinators (App. D) must decide every transaction the clients left behind. In the
+//! first test the clients move value between keys, and the total must be conserved; in the
+//! second they write unique values and report every transaction, and the history, with
+//! what the servers committed for the dead, must be strictly serializable. Every wait is
+//! on a condition, bounded in time.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use verso_ncc::check::{strictly_serializable, TxnRecord};
 use verso_ncc::wire::Encoding;
+use verso_ncc::{Effects, Ts, TxnId};
 use verso_txn_net::local::LocalCluster;
 use verso_txn_net::session::Session;
 use verso_txn_net::Protocol;
@@ -21,14 +27,24 @@ use verso_txn_net::Protocol;
 const KEYS: u64 = 6;
 const START: u64 = 1_000_000;
 
-/// A transfer client process and its count of commits so far (read from its stdout).
-struct TransferClient {
+/// A client process, its count of commits so far and every line it printed (read from
+/// its stdout as it goes, so a killed one leaves what it printed before).
+struct ClientProcess {
     child: Child,
     committed: Arc<AtomicU64>,
+    lines: Arc<Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
-impl TransferClient {
-    fn start(exe: &Path, servers: &str, client: u32) -> TransferClient {
+/// The transfer clients of the first test.
+type TransferClient = ClientProcess;
+
+impl ClientProcess {
+    fn start(exe: &Path, servers: &str, client: u32) -> ClientProcess {
+        ClientProcess::start_with(exe, servers, client, &["--transfers", "0"])
+    }
+
+    fn start_with(exe: &Path, servers: &str, client: u32, work: &[&str]) -> ClientProcess {
         let mut child = Command::new(exe)
             .args(["txn-client", "--servers", servers, "--protocol", "ncc"])
             .args([
@@ -37,22 +53,42 @@ impl TransferClient {
                 "--seed",
                 &client.to_string(),
             ])
-            .args(["--transfers", "0", "--keys", &KEYS.to_string()])
+            .args(work)
+            .args(["--keys", &KEYS.to_string()])
             .stdout(Stdio::piped())
             .spawn()
             .expect("a client process starts");
         let committed = Arc::new(AtomicU64::new(0));
+        let lines = Arc::new(Mutex::new(Vec::new()));
         let stdout = child.stdout.take().expect("piped");
-        let count = committed.clone();
-        std::thread::spawn(move || {
+        let (count, all) = (committed.clone(), lines.clone());
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { return };
                 if let Some(n) = line.strip_prefix("committed ") {
                     count.store(n.parse().unwrap_or(0), Ordering::SeqCst);
+                } else if line.starts_with("txn ") {
+                    count.fetch_add(1, Ordering::SeqCst);
                 }
+                all.lock().expect("not poisoned").push(line);
             }
         });
-        TransferClient { child, committed }
+        ClientProcess {
+            child,
+            committed,
+            lines,
+            reader: Some(reader),
+        }
+    }
+
+    /// Every line it printed, once it has exited (killed or done) and its output is read
+    /// to the end.
+    fn finish(mut self) -> Vec<String> {
+        self.child.wait().expect("the client process is waited for");
+        if let Some(reader) = self.reader.take() {
+            reader.join().expect("the reader thread");
+        }
+        std::mem::take(&mut *self.lines.lock().expect("not poisoned"))
     }
 
     /// Waits until it has committed `n` in all.
@@ -70,7 +106,7 @@ impl TransferClient {
     }
 }
 
-impl Drop for TransferClient {
+impl Drop for ClientProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -162,5 +198,131 @@ fn the_servers_decide_for_clients_that_die_or_stop_mid_transaction() {
     drop(killed);
     drop(successor);
     drop(stopped);
+    cluster.shutdown().expect("the servers stop");
+}
+
+/// One reported transaction, parsed from a `txn SEQ INVOKED COMPLETED r:.. w:..` line.
+fn parse_txn(client: u32, line: &str) -> (u64, TxnRecord) {
+    let f: Vec<&str> = line.split(' ').collect();
+    assert_eq!(f.len(), 6, "{line}");
+    let pairs = |s: &str, tag: &str| -> Vec<(u64, u64)> {
+        let s = s.strip_prefix(tag).expect("tagged");
+        s.split(',')
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let (k, v) = p.split_once('=').expect("K=V");
+                (k.parse().expect("key"), v.parse().expect("value"))
+            })
+            .collect()
+    };
+    let record = TxnRecord {
+        client,
+        invoked: f[2].parse().expect("invoked"),
+        completed: f[3].parse().expect("completed"),
+        reads: pairs(f[4], "r:"),
+        writes: pairs(f[5], "w:"),
+        commit_ts: Ts::default(),
+    };
+    (f[1].parse().expect("seq"), record)
+}
+
+/// Client processes, one killed (its id then taken over by a new process, killed too), one
+/// stopped past the recovery timer and resumed, one left alone, run transactions over
+/// unique values and report each. After the faults the servers decide what the dead left,
+/// and the history (the reported transactions, plus the committed ones no client reported,
+/// from the servers' records, as begun at their client's earliest unfinished begin and
+/// never returned) is strictly serializable against the servers' version orders.
+#[test]
+fn the_history_with_clients_killed_and_stopped_is_strictly_serializable() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+    let protocol = Protocol::parse("ncc").expect("known");
+    let cluster = LocalCluster::start(exe, 2, protocol, true).expect("servers start");
+    let servers = cluster
+        .addrs
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let work = ["--reported", "0"];
+    let killed = ClientProcess::start_with(exe, &servers, 1, &work);
+    let stopped = ClientProcess::start_with(exe, &servers, 2, &work);
+    let steady = ClientProcess::start_with(exe, &servers, 3, &["--reported", "150"]);
+    killed.wait_for(40, "the first client's transactions");
+    stopped.wait_for(40, "the second client's transactions");
+    killed.signal(libc::SIGKILL);
+    stopped.signal(libc::SIGSTOP);
+    let at_stop = stopped.committed.load(Ordering::SeqCst);
+    let successor = ClientProcess::start_with(exe, &servers, 1, &work);
+    successor.wait_for(40, "the successor's transactions");
+    successor.signal(libc::SIGKILL);
+    wait_until(Duration::from_secs(20), "recovery", || {
+        undecided(&cluster) == 0
+    });
+    stopped.signal(libc::SIGCONT);
+    stopped.wait_for(at_stop + 40, "the resumed client's transactions");
+    stopped.signal(libc::SIGKILL);
+    steady.wait_for(150, "the steady client's transactions");
+    wait_until(
+        Duration::from_secs(20),
+        "recovery after the last kill",
+        || undecided(&cluster) == 0,
+    );
+    let dump = cluster.dump().expect("the servers answer a dump");
+    assert!(dump.broken.is_empty(), "{:?}", dump.broken);
+
+    let mut history = Vec::new();
+    let mut reported = BTreeSet::new();
+    // Per client, the earliest begin a process printed without the transaction's report.
+    let mut unfinished: BTreeMap<u32, u64> = BTreeMap::new();
+    for (client, process) in [(1, killed), (2, stopped), (3, steady), (1, successor)] {
+        let lines = process.finish();
+        let mut open = None;
+        for line in &lines {
+            if let Some(t) = line.strip_prefix("begin ") {
+                open = Some(t.parse::<u64>().expect("a time"));
+            } else if line.starts_with("txn ") {
+                let (seq, record) = parse_txn(client, line);
+                reported.insert(TxnId { client, seq });
+                history.push(record);
+                open = None;
+            }
+        }
+        if let Some(t) = open {
+            let e = unfinished.entry(client).or_insert(t);
+            *e = (*e).min(t);
+        }
+    }
+    let reported_count = history.len();
+    // The servers' records, merged per transaction over the servers.
+    let mut recovered: BTreeMap<TxnId, Effects> = BTreeMap::new();
+    for (txn, e) in &dump.effects {
+        if reported.contains(txn) {
+            continue;
+        }
+        let all = recovered.entry(*txn).or_default();
+        all.reads.extend(e.reads.iter().copied());
+        all.writes.extend(e.writes.iter().copied());
+    }
+    for (txn, e) in recovered {
+        let invoked = *unfinished
+            .get(&txn.client)
+            .unwrap_or_else(|| panic!("{txn:?} committed, unreported, with no begin open"));
+        history.push(TxnRecord {
+            client: txn.client,
+            invoked,
+            completed: u64::MAX,
+            reads: e.reads,
+            writes: e.writes,
+            commit_ts: Ts::default(),
+        });
+    }
+    eprintln!(
+        "{reported_count} reported transactions, {} committed for dead clients",
+        history.len() - reported_count
+    );
+    assert!(reported_count > 200, "{reported_count}");
+    if let Err(e) = strictly_serializable(&history, &dump.versions) {
+        panic!("not strictly serializable: {e}");
+    }
     cluster.shutdown().expect("the servers stop");
 }
