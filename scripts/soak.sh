@@ -28,6 +28,9 @@ cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 500)) --seed "
 # Clients crashing and pausing, with a recovery timeout short enough to race live clients.
 cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 500)) --seed "$RANDOM$RANDOM" \
   --crash 25 --pause 25 --recovery-after 5000
+# ... and a crashed client's id taken over by a new process before the recovery timeout.
+cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 500)) --seed "$RANDOM$RANDOM" \
+  --crash 25 --pause 25 --recovery-after 5000 --restart
 # Each server behind a modelled replication log that fails over and crashes whole (VSR-Sync).
 cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 300)) --seed "$RANDOM$RANDOM" \
   --replicated sync --group-failovers 3 --group-total-crashes 1 --crash 10 --pause 10
