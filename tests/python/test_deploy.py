@@ -20,7 +20,7 @@ import redis
 import yaml
 from redis.cluster import RedisCluster, key_slot
 
-from test_sharding import port_free
+from test_sharding import base_port, port_free
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSO = os.environ.get("VERSO_BIN", str(ROOT / "target" / "release" / "verso"))
@@ -55,7 +55,7 @@ def test_the_example_cluster_runs_on_loopback():
 
     rng = random.Random()
     for _ in range(200):
-        base = rng.randrange(20000, 50000, 100)
+        base = base_port(rng)
         ports = [base + d for d in range(0, 20)] + [base + 1000 + d for d in range(0, 20)]
         if all(port_free(p) for p in ports):
             break

@@ -23,6 +23,18 @@ ROOT = Path(__file__).resolve().parents[2]
 VERSO = os.environ.get("VERSO_BIN", str(ROOT / "target" / "release" / "verso"))
 
 
+def base_port(rng):
+    """A random base for a cluster's ports (base + 10 * group + replica, and the peer ports
+    1,000 above), below the kernel's ephemeral range: a port in that range may be taken by
+    any outgoing connection between the check that it is free and the server's bind."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return rng.randrange(10000, max(10100, low - 1100), 100)
+
+
 def port_free(p):
     with socket.socket() as s:
         try:
@@ -36,7 +48,7 @@ class LocalCluster:
     def __init__(self, groups, replicas, on_exit="stop", durability="lazy"):
         rng = random.Random()
         for _ in range(200):
-            base = rng.randrange(20000, 50000, 100)
+            base = base_port(rng)
             ports = [base + 10 * g + r for g in range(groups) for r in range(replicas)]
             peers = [p + 1000 for p in ports] if replicas > 1 else []
             if all(port_free(p) for p in ports + peers):
@@ -62,8 +74,13 @@ class LocalCluster:
             if line.startswith("clients:"):
                 break
         if not self.summary or not self.summary[-1].startswith("clients:"):
+            # The nodes' logs go with the directory: say what they said first.
+            logs = "".join(
+                f"\n--- {log.name} (last lines):\n" + "".join(log.read_text(errors="replace").splitlines(True)[-15:])
+                for log in sorted(Path(self.dir).glob("g*r*.log"))
+            )
             self.stop()
-            raise RuntimeError("cluster did not start: " + "".join(self.summary))
+            raise RuntimeError("cluster did not start: " + "".join(self.summary) + logs)
         # Replicated groups: wait until each group has a primary (a write succeeds).
         for g in range(groups):
             self.wait_writable(g)
