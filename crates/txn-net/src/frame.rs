@@ -172,6 +172,15 @@ impl Frame {
         let u64_ = |r: &mut &[u8]| -> Result<u64, FrameError> {
             Ok(u64::from_le_bytes(take(r, 8)?.try_into().expect("8 bytes")))
         };
+        // A count of entries of at least `each` bytes, refused if the frame cannot hold
+        // them: a forged count allocates nothing.
+        let count = |r: &mut &[u8], each: usize, what: &'static str| {
+            let n = u32_(r)? as usize;
+            if n.saturating_mul(each) > r.len() {
+                return Err(FrameError(what));
+            }
+            Ok(n)
+        };
         let frame = match u8_(&mut r)? {
             0 => Frame::Hello(match u8_(&mut r)? {
                 0 => {
@@ -192,18 +201,11 @@ impl Frame {
             }
             2 => Frame::DumpRequest,
             3 => {
-                let n = u32_(&mut r)? as usize;
-                // Each key takes at least 12 bytes: a forged count allocates nothing.
-                if n.saturating_mul(12) > r.len() {
-                    return Err(FrameError("a key count larger than the frame"));
-                }
+                let n = count(&mut r, 12, "a key count larger than the frame")?;
                 let mut keys = Vec::with_capacity(n);
                 for _ in 0..n {
                     let k = u64_(&mut r)?;
-                    let m = u32_(&mut r)? as usize;
-                    if m.saturating_mul(8) > r.len() {
-                        return Err(FrameError("a version count larger than the frame"));
-                    }
+                    let m = count(&mut r, 8, "a version count larger than the frame")?;
                     let values = (0..m).map(|_| u64_(&mut r)).collect::<Result<_, _>>()?;
                     keys.push((k, values));
                 }
@@ -226,20 +228,13 @@ impl Frame {
             }
             5 => Frame::Shutdown,
             6 => {
-                let n = u32_(&mut r)? as usize;
-                // Each transaction takes at least 20 bytes: a forged count allocates nothing.
-                if n.saturating_mul(20) > r.len() {
-                    return Err(FrameError("a transaction count larger than the frame"));
-                }
+                let n = count(&mut r, 20, "a transaction count larger than the frame")?;
                 let mut txns = Vec::with_capacity(n);
                 for _ in 0..n {
                     let client = u32_(&mut r)?;
                     let seq = u64_(&mut r)?;
                     let mut pairs = || -> Result<Vec<(u64, u64)>, FrameError> {
-                        let m = u32_(&mut r)? as usize;
-                        if m.saturating_mul(16) > r.len() {
-                            return Err(FrameError("a pair count larger than the frame"));
-                        }
+                        let m = count(&mut r, 16, "a pair count larger than the frame")?;
                         (0..m).map(|_| Ok((u64_(&mut r)?, u64_(&mut r)?))).collect()
                     };
                     let (reads, writes) = (pairs()?, pairs()?);

@@ -134,17 +134,23 @@ fn undecided(cluster: &LocalCluster) -> u64 {
     cluster.dump().expect("the servers answer a dump").undecided
 }
 
-#[test]
-fn the_servers_decide_for_clients_that_die_or_stop_mid_transaction() {
-    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+/// Two NCC servers on loopback, with their addresses as `--servers` takes them.
+fn ncc_servers(exe: &Path, keep_history: bool) -> (Protocol, LocalCluster, String) {
     let protocol = Protocol::parse("ncc").expect("known");
-    let cluster = LocalCluster::start(exe, 2, protocol, false).expect("servers start");
+    let cluster = LocalCluster::start(exe, 2, protocol, keep_history).expect("servers start");
     let servers = cluster
         .addrs
         .iter()
         .map(|a| a.to_string())
         .collect::<Vec<_>>()
         .join(",");
+    (protocol, cluster, servers)
+}
+
+#[test]
+fn the_servers_decide_for_clients_that_die_or_stop_mid_transaction() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+    let (protocol, cluster, servers) = ncc_servers(exe, false);
     let mut auditor =
         Session::connect(&cluster.addrs, protocol, 0, Encoding::Binary).expect("connect");
     let initial: Vec<(u64, u64)> = (0..KEYS).map(|k| (k, START)).collect();
@@ -235,14 +241,7 @@ fn parse_txn(client: u32, line: &str) -> (u64, TxnRecord) {
 #[test]
 fn the_history_with_clients_killed_and_stopped_is_strictly_serializable() {
     let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
-    let protocol = Protocol::parse("ncc").expect("known");
-    let cluster = LocalCluster::start(exe, 2, protocol, true).expect("servers start");
-    let servers = cluster
-        .addrs
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
+    let (_, cluster, servers) = ncc_servers(exe, true);
     let work = ["--reported", "0"];
     let killed = ClientProcess::start_with(exe, &servers, 1, &work);
     let stopped = ClientProcess::start_with(exe, &servers, 2, &work);
