@@ -10,6 +10,8 @@
 # To measure a change: build the commit before it in a worktree
 #   git worktree add /tmp/base <commit> && (cd /tmp/base && cargo build --release -p verso)
 #   bench/before-after.sh /tmp/base/target/release/verso target/release/verso 3 5
+#
+# CONFIGS (optional) replaces the configurations: one "name|verso bench arguments" per line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 2 ]; then
@@ -33,6 +35,9 @@ configs=(
   "TPC-C 1 warehouse, 1 thread|tpcc --warehouses 1 --threads 1"
   "TPC-C 2 warehouses, 2 threads|tpcc --warehouses 2 --threads 2"
 )
+if [ -n "${CONFIGS:-}" ]; then
+  mapfile -t configs < <(printf '%s\n' "$CONFIGS" | grep -v '^[[:space:]]*$')
+fi
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 out=$(mktemp)

@@ -57,7 +57,7 @@ pub use options::{
     VALUE_SIZE_MAX_DEFAULT,
 };
 pub use range::Range;
-pub use replicated::{write_set_bytes, CommitSink, ReplicatedWrite};
+pub use replicated::{write_set_bytes, ClearFilter, CommitSink, ReplicatedWrite};
 pub use timestamp::{tsc_is_invariant, TRANSACTIONS_ACTIVE_MAX};
 pub use txn::{CommitTs, KeyVersion, Savepoint, Txn};
 /// The durability layer, for its fault-injecting storage and format constants.

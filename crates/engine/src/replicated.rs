@@ -15,6 +15,13 @@
 //!   holds while the log is in timestamp order (precision locking's commit order).
 //! - A replica that becomes primary continues above every timestamp it applied
 //!   ([`Db::raise_timestamp_floor`]).
+//! - A commit that emptied a table ([`crate::Txn::clear`]: FLUSHALL) reaches the sink as
+//!   one *clear* of it ([`ReplicatedWrite::clear`]) ahead of its writes. The log carries
+//!   the clear instead of the deletions it covers ([`ClearFilter`]), so its size does not
+//!   grow with the table; each backup expands it against its own copy, which at that point
+//!   of the log is the primary's at the commit (precision locking validated the whole
+//!   table as read, and the log is in commit order), and reports the keys it deleted for
+//!   its undo records ([`Db::apply_replicated_with`]).
 
 use std::ops::Bound;
 use std::ptr::NonNull;
@@ -36,13 +43,55 @@ pub struct ReplicatedWrite<'a> {
     pub value: Option<&'a [u8]>,
 }
 
+impl<'a> ReplicatedWrite<'a> {
+    /// The clear of `table`: every key it holds at this point of the log goes. Encoded as
+    /// a write to the empty table name, which no table has, keyed by the table's name.
+    pub fn clear(table: &'a str) -> ReplicatedWrite<'a> {
+        ReplicatedWrite {
+            table: "",
+            key: table.as_bytes(),
+            value: None,
+        }
+    }
+
+    /// The table this write clears, if it is a clear.
+    pub fn cleared_table(&self) -> Option<&'a str> {
+        if self.table.is_empty() {
+            std::str::from_utf8(self.key).ok()
+        } else {
+            None
+        }
+    }
+}
+
+/// Which of a commit's writes, in the order the sink gets them, the replicated log carries:
+/// the clears, and every write except a deletion in a table the commit cleared (the clear
+/// covers it). A covered deletion is still installed on the primary, and undone by key.
+#[derive(Default)]
+pub struct ClearFilter<'a> {
+    cleared: Vec<&'a str>,
+}
+
+impl<'a> ClearFilter<'a> {
+    /// Whether the log carries `w` (call it on the commit's writes in order).
+    pub fn logged(&mut self, w: &ReplicatedWrite<'a>) -> bool {
+        if let Some(t) = w.cleared_table() {
+            self.cleared.push(t);
+            return true;
+        }
+        w.value.is_some() || !self.cleared.contains(&w.table)
+    }
+}
+
 /// Receives a primary's commits, in commit-timestamp order (module docs).
 pub trait CommitSink: Send + Sync {
     /// Called inside the critical section that draws `cts`, so calls come in `cts` order.
     /// Returns the slot the commit fills, or `None` to refuse it (this replica does not
     /// accept writes now: the commit fails with [`Error::NotPrimary`]).
     fn reserve(&self, cts: u64) -> Option<u64>;
-    /// The validated commit's writes, holding its write locks, before it installs them.
+    /// The validated commit's writes, holding its write locks, before it installs them:
+    /// the tables it cleared first, then every write; the log takes what [`ClearFilter`]
+    /// keeps.
     fn fill(&self, slot: u64, cts: u64, writes: &mut dyn Iterator<Item = ReplicatedWrite<'_>>);
     /// The commit failed validation after reserving: the slot carries nothing.
     fn abandon(&self, slot: u64);
@@ -96,6 +145,44 @@ impl Db {
         ts: u64,
         writes: impl Iterator<Item = ReplicatedWrite<'a>>,
     ) -> Result<(), Error> {
+        self.apply_replicated_with(ts, writes, |_, _| {})
+    }
+
+    /// As [`Db::apply_replicated`], expanding each clear (module docs) into a deletion of
+    /// every key its table holds, except those the commit writes itself, and calling
+    /// `cleared(table, key)` for each: the caller's undo records need them.
+    pub fn apply_replicated_with<'a>(
+        &self,
+        ts: u64,
+        writes: impl Iterator<Item = ReplicatedWrite<'a>>,
+        mut cleared: impl FnMut(&str, &[u8]),
+    ) -> Result<(), Error> {
+        let writes: Vec<ReplicatedWrite<'a>> = writes.collect();
+        let mut expanded: Vec<(&str, Vec<u8>)> = Vec::new();
+        for t in writes.iter().filter_map(ReplicatedWrite::cleared_table) {
+            let own: std::collections::HashSet<&[u8]> = writes
+                .iter()
+                .filter(|w| w.table == t)
+                .map(|w| w.key)
+                .collect();
+            for key in self.live_keys(t)? {
+                if !own.contains(key.as_slice()) {
+                    cleared(t, &key);
+                    expanded.push((t, key));
+                }
+            }
+        }
+        let deletions = expanded.iter().map(|(t, k)| ReplicatedWrite {
+            table: t,
+            key: k,
+            value: None,
+        });
+        let writes = deletions.chain(
+            writes
+                .iter()
+                .copied()
+                .filter(|w| w.cleared_table().is_none()),
+        );
         let site = (ts as usize) % self.gc.len();
         let mut queued = Vec::new();
         let mut result = Ok(());
@@ -135,6 +222,43 @@ impl Db {
             }
         }
         result
+    }
+
+    /// Every key of `table` whose newest version is not a deletion (none if the table does
+    /// not exist yet), in key order. For a clear, on the thread that applies the log, so no
+    /// commit changes the table meanwhile.
+    fn live_keys(&self, table: &str) -> Result<Vec<Vec<u8>>, Error> {
+        const CHUNK: usize = 256;
+        let Some(id) = self.table_names().iter().position(|n| n == table) else {
+            return Ok(Vec::new());
+        };
+        let state = self.table_state_by_id(id as u32);
+        let mut keys = Vec::new();
+        let mut chunk: Vec<RecordPtr> = Vec::with_capacity(CHUNK);
+        let mut lo: Option<Vec<u8>> = None;
+        loop {
+            chunk.clear();
+            let start = lo.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            // Keeps the records found allocated while they are looked at (`gc.rs`).
+            let txn = self.begin_read_only()?;
+            let done = state
+                .index
+                .scan(start, Bound::Unbounded, Direction::Forward, 0, |r| {
+                    chunk.push(r);
+                    chunk.len() < CHUNK
+                });
+            for r in &chunk {
+                if r.get().newest().is_some_and(|v| v.value().is_some()) {
+                    keys.push(r.key().to_vec());
+                }
+            }
+            drop(txn);
+            match chunk.last() {
+                Some(last) if !done => lo = Some(last.key().to_vec()),
+                _ => break,
+            }
+        }
+        Ok(keys)
     }
 
     /// Undoes single writes: drops, for each `(table, key, ts)`, the version of `key`

@@ -46,6 +46,9 @@ pub(crate) struct WriteSet {
     /// an entry saves the entry first, in `undo`.
     marks: u32,
     undo: Vec<(u32, Entry)>,
+    /// Tables this transaction emptied ([`crate::Txn::clear`]), each once: a replicated
+    /// commit logs each as one clear instead of a tombstone per key (`replicated.rs`).
+    cleared: Vec<u32>,
 }
 
 /// Where [`WriteSet::rollback`] returns the set to.
@@ -54,6 +57,7 @@ pub(crate) struct Mark {
     entries: usize,
     bytes: usize,
     undo: usize,
+    cleared: usize,
 }
 
 // SAFETY: `prepared` holds pointers only during a commit, on the committing thread, and is
@@ -254,6 +258,19 @@ impl WriteSet {
         self.by_hash.clear();
         self.marks = 0;
         self.undo.clear();
+        self.cleared.clear();
+    }
+
+    /// Records that this transaction emptied `table` (its deletes are in the set too).
+    pub(crate) fn note_cleared(&mut self, table: u32) {
+        if !self.cleared.contains(&table) {
+            self.cleared.push(table);
+        }
+    }
+
+    /// The tables this transaction emptied, in the order it did.
+    pub(crate) fn cleared(&self) -> &[u32] {
+        &self.cleared
     }
 
     /// A savepoint: [`WriteSet::rollback`] to it undoes every put since, and
@@ -265,6 +282,7 @@ impl WriteSet {
             entries: self.entries.len(),
             bytes: self.bytes.len(),
             undo: self.undo.len(),
+            cleared: self.cleared.len(),
         }
     }
 
@@ -276,6 +294,7 @@ impl WriteSet {
             entries: 0,
             bytes: 0,
             undo: self.undo.len(),
+            cleared: 0,
         }
     }
 
@@ -312,6 +331,7 @@ impl WriteSet {
         }
         self.entries.truncate(m.entries);
         self.bytes.truncate(m.bytes);
+        self.cleared.truncate(m.cleared);
         if self.entries.len() <= LINEAR_SEARCH_MAX {
             self.by_hash.clear();
         }

@@ -72,11 +72,14 @@ pub struct EngineApp {
     checkpoints: Cell<u64>,
 }
 
+/// The undo records of `txns`' logged writes (a clear is none: the keys it deleted are
+/// listed where it was expanded, `EngineApp::install`).
 pub(crate) fn keys_of(txns: &[TxnWrites]) -> Keys {
     txns.iter()
         .flat_map(|t| {
             t.writes
                 .iter()
+                .filter(|w| !w.table.is_empty())
                 .map(|w| (w.table.clone(), w.key.clone(), t.cts))
         })
         .collect()
@@ -116,20 +119,26 @@ impl EngineApp {
         }
     }
 
-    /// Installs one operation's writes (a foreign batch, a checkpoint's tail).
-    fn install(&self, op_number: u64, txns: &[TxnWrites]) {
+    /// Installs one operation's writes (a foreign batch, a checkpoint's tail) and returns
+    /// its undo records.
+    fn install(&self, op_number: u64, txns: &[TxnWrites]) -> Keys {
+        let mut undo = keys_of(txns);
         for t in txns.iter().filter(|t| !t.writes.is_empty()) {
             let writes = t.writes.iter().map(|w| ReplicatedWrite {
                 table: &w.table,
                 key: &w.key,
                 value: w.value.as_deref(),
             });
-            if let Err(e) = self.db.apply_replicated(t.cts, writes) {
+            let cleared = |table: &str, key: &[u8]| {
+                undo.push((table.to_owned(), key.to_vec(), t.cts));
+            };
+            if let Err(e) = self.db.apply_replicated_with(t.cts, writes, cleared) {
                 // Cannot happen while the log is in timestamp order; say so loudly rather
                 // than stop the replica.
                 tracing::error!(op = op_number, error = %e, "applying a replicated commit failed");
             }
         }
+        undo
     }
 
     /// The GC floor: the durable point's timestamp, or lower while a checkpoint's data is
@@ -163,15 +172,17 @@ impl EngineApp {
 pub(crate) fn retract_unlogged(db: &Db, shared: &Replication, local: &RefCell<Local>) {
     let end = shared.close();
     let mut local = local.borrow_mut();
-    let mut txns: Vec<TxnWrites> = Vec::new();
+    let mut filled: Keys = Vec::new();
+    let mut slots_filled = 0u64;
     // Every reserved slot is filled or abandoned within its commit, which never waits for
     // anything but record locks held by other committers: this ends quickly.
     let mut step = 0u32;
     while local.next_slot < end {
         let next = &mut local.next_slot;
         for s in shared.take_ready(next, Some(end), usize::MAX) {
-            if let Slot::Filled(t) = s {
-                txns.push(t);
+            if let Slot::Filled(..) = s {
+                slots_filled += 1;
+                s.into_logged(&mut filled);
             }
         }
         if local.next_slot < end {
@@ -188,12 +199,12 @@ pub(crate) fn retract_unlogged(db: &Db, shared: &Replication, local: &RefCell<Lo
     for (_, k) in std::mem::take(&mut local.handed) {
         undo.extend(k);
     }
-    undo.extend(keys_of(&txns));
-    local.slots_retracted += txns.len() as u64;
+    undo.extend(filled);
+    local.slots_retracted += slots_filled;
     drop(local);
     if !undo.is_empty() {
         tracing::info!(
-            commits = txns.len(),
+            commits = slots_filled,
             writes = undo.len(),
             "rolling back commits that never reached the replicated log"
         );
@@ -213,24 +224,27 @@ impl App for EngineApp {
         } else {
             None
         };
-        if handed.is_none() {
-            // A foreign entry: this replica is not (or no longer) primary.
-            retract_unlogged(&self.db, &self.shared, &self.local);
-            self.install(op_number, &batch.txns);
-        }
-        if handed.is_some() {
-            self.local
-                .borrow_mut()
-                .own_ops
-                .push_back((op_number, batch.end_slot()));
-        }
+        let keys = match handed {
+            Some(keys) => {
+                self.local
+                    .borrow_mut()
+                    .own_ops
+                    .push_back((op_number, batch.end_slot()));
+                keys
+            }
+            None => {
+                // A foreign entry: this replica is not (or no longer) primary.
+                retract_unlogged(&self.db, &self.shared, &self.local);
+                self.install(op_number, &batch.txns)
+            }
+        };
         self.applied_cts = self.applied_cts.max(batch.cts_max());
         let bytes = batch.bytes();
         self.undo_bytes += bytes;
         self.undo.push_back(Applied {
             op: op_number,
             cts_through: self.applied_cts,
-            keys: handed.unwrap_or_else(|| keys_of(&batch.txns)),
+            keys,
             bytes,
         });
     }
@@ -343,7 +357,7 @@ impl App for EngineApp {
         self.durable_cts = *durable_cts;
         self.applied_cts = *durable_cts;
         for (op, txns) in tail {
-            self.install(*op, txns);
+            let keys = self.install(*op, txns);
             let cts = txns.iter().map(|t| t.cts).max().unwrap_or(0);
             self.applied_cts = self.applied_cts.max(cts);
             let bytes = 32 + txns.iter().map(TxnWrites::bytes).sum::<usize>();
@@ -351,7 +365,7 @@ impl App for EngineApp {
             self.undo.push_back(Applied {
                 op: *op,
                 cts_through: self.applied_cts,
-                keys: keys_of(txns),
+                keys,
                 bytes,
             });
         }

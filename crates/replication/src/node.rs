@@ -20,7 +20,7 @@ use crate::checkpoint::GcPin;
 use crate::config::ClusterConfig;
 use crate::disk::{self, DiskDone, DiskHandle, DiskJob};
 use crate::op::{Batch, TxnWrites};
-use crate::shared::{Replication, Slot};
+use crate::shared::Replication;
 use crate::state_transfer::{self, Incoming, Outgoing, Payload};
 use crate::status::{PeerStatus, Status};
 use crate::transport::{Transport, TransportConfig};
@@ -531,19 +531,16 @@ impl Run {
             if slots.is_empty() {
                 return;
             }
+            let mut keys = Vec::new();
             let txns: Vec<TxnWrites> = slots
                 .into_iter()
-                .map(|s| match s {
-                    Slot::Filled(t) => t,
-                    Slot::Abandoned => TxnWrites::barrier(),
-                })
+                .map(|s| s.into_logged(&mut keys))
                 .collect();
             let batch = Batch {
                 origin: self.shared.origin,
                 first_slot: first,
                 txns: Arc::new(txns),
             };
-            let keys = crate::app::keys_of(&batch.txns);
             self.local.borrow_mut().handed.insert(first, keys);
             self.seq += 1;
             self.outstanding.insert(self.seq, batch.end_slot());

@@ -18,7 +18,9 @@ pub const BATCH_BYTES: usize = 1 << 20;
 /// (`verso_vsr::Config::message_bytes_max`).
 pub const MESSAGE_OPS_BYTES: usize = 4 << 20;
 
-/// One write of a committed transaction.
+/// One write of a committed transaction, or, with an empty `table` (no table has that
+/// name), the clear of the table named by `key`, which each replica expands against its own
+/// copy (`verso_engine::ReplicatedWrite::clear`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Write {
     pub table: String,

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use verso_engine::{CommitSink, ReplicatedWrite};
+use verso_engine::{ClearFilter, CommitSink, ReplicatedWrite};
 
 use crate::op::{TxnWrites, Write};
 
@@ -22,7 +22,10 @@ const CLOSED: u64 = 1 << 63;
 
 /// A slot the node can take.
 pub(crate) enum Slot {
-    Filled(TxnWrites),
+    /// A commit's writes as the log carries them, and the deletions a clear among them
+    /// covers (`verso_engine::ClearFilter`): installed here but not logged, they are undone
+    /// by key like the others.
+    Filled(TxnWrites, Vec<(String, Vec<u8>)>),
     /// Reserved by a commit that then failed validation.
     Abandoned,
 }
@@ -30,8 +33,21 @@ pub(crate) enum Slot {
 impl Slot {
     fn bytes(&self) -> usize {
         match self {
-            Slot::Filled(t) => t.bytes(),
+            Slot::Filled(t, _) => t.bytes(),
             Slot::Abandoned => TxnWrites::barrier().bytes(),
+        }
+    }
+
+    /// What the log carries for this slot (a barrier for an abandoned one), and appends to
+    /// `undo` the versions this process installed for it.
+    pub(crate) fn into_logged(self, undo: &mut crate::app::Keys) -> TxnWrites {
+        match self {
+            Slot::Filled(t, covered) => {
+                undo.extend(crate::app::keys_of(std::slice::from_ref(&t)));
+                undo.extend(covered.into_iter().map(|(table, key)| (table, key, t.cts)));
+                t
+            }
+            Slot::Abandoned => TxnWrites::barrier(),
         }
     }
 }
@@ -380,7 +396,7 @@ impl Replication {
     /// Reserves a slot for a barrier; `None` if closed.
     pub(crate) fn reserve_barrier(&self) -> Option<u64> {
         let slot = self.reserve(0)?;
-        lock(&self.slots).insert(slot, Slot::Filled(TxnWrites::barrier()));
+        lock(&self.slots).insert(slot, Slot::Filled(TxnWrites::barrier(), Vec::new()));
         Some(slot)
     }
 
@@ -457,14 +473,21 @@ impl CommitSink for Replication {
     }
 
     fn fill(&self, slot: u64, cts: u64, writes: &mut dyn Iterator<Item = ReplicatedWrite<'_>>) {
-        let writes = writes
-            .map(|w| Write {
-                table: w.table.to_owned(),
-                key: w.key.to_vec(),
-                value: w.value.map(<[u8]>::to_vec),
-            })
-            .collect();
-        lock(&self.slots).insert(slot, Slot::Filled(TxnWrites { cts, writes }));
+        let mut logged = ClearFilter::default();
+        let (mut kept, mut covered) = (Vec::new(), Vec::new());
+        for w in writes {
+            if logged.logged(&w) {
+                kept.push(Write {
+                    table: w.table.to_owned(),
+                    key: w.key.to_vec(),
+                    value: w.value.map(<[u8]>::to_vec),
+                });
+            } else {
+                covered.push((w.table.to_owned(), w.key.to_vec()));
+            }
+        }
+        let txn = TxnWrites { cts, writes: kept };
+        lock(&self.slots).insert(slot, Slot::Filled(txn, covered));
         self.wake_node();
     }
 
@@ -557,12 +580,10 @@ mod tests {
             if slots.is_empty() {
                 break;
             }
+            let mut undo = Vec::new();
             let txns = slots
                 .into_iter()
-                .map(|s| match s {
-                    Slot::Filled(t) => t,
-                    Slot::Abandoned => TxnWrites::barrier(),
-                })
+                .map(|s| s.into_logged(&mut undo))
                 .collect::<Vec<_>>();
             batches.push(Batch {
                 origin: 7,

@@ -250,6 +250,12 @@ pub fn random_run(
         out.truncate(want);
         return Ok(out);
     }
+    if count == i64::MIN {
+        // Redis parses the count in [-LONG_MAX, LONG_MAX] and says so.
+        return Err(err(
+            "value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+        ));
+    }
     let n = count.unsigned_abs();
     if n > (i64::MAX / 2) as u64 {
         return Err(err("value is out of range"));

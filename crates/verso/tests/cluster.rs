@@ -773,3 +773,87 @@ fn a_replica_that_lost_its_disk_rejoins_by_state_transfer() {
     wait_for_primary(&ports, Duration::from_secs(30));
     wait_serves(ports[find_primary(&ports)], &model, Duration::from_secs(10));
 }
+
+/// DBSIZE as a replica serves it from its own state (`READONLY`).
+fn local_dbsize(port: u16) -> std::io::Result<i64> {
+    let mut c = Conn::open(port)?;
+    c.call(&["READONLY"])?;
+    match c.call(&["DBSIZE"])? {
+        Reply::Int(n) => Ok(n),
+        other => Err(std::io::Error::other(format!("DBSIZE: {other:?}"))),
+    }
+}
+
+/// FLUSHALL of more than one replicated commit may carry (32 MiB of deletions: 34,000 keys
+/// of 1,000 bytes here) goes through the log as one clear, which every replica expands
+/// against its own copy: it answers OK, every replica ends up empty, and a write after it
+/// survives the whole group's restart, the clear replayed from the logs and checkpoints.
+#[test]
+fn flushall_larger_than_a_replicated_commit_empties_every_replica() {
+    const KEYS: usize = 34_000;
+    const PER_MSET: usize = 250;
+    let mut g = Group::new();
+    let ports = g.ports.clone();
+    wait_for_primary(&ports, Duration::from_secs(30));
+    let primary = find_primary(&ports);
+    let mut c = Conn::open(ports[primary]).unwrap();
+    // `wait_for_primary` wrote a probe key.
+    let before = local_dbsize(ports[primary]).unwrap();
+    let pad = "k".repeat(990);
+    for batch in 0..KEYS / PER_MSET {
+        let mut args: Vec<String> = vec!["MSET".into()];
+        for i in batch * PER_MSET..(batch + 1) * PER_MSET {
+            args.push(format!("{pad}{i:08}"));
+            args.push("v".into());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        match c.call(&args).unwrap() {
+            Reply::Simple(_) => {}
+            other => panic!("MSET: {other:?}\n{}", g.log_tail()),
+        }
+    }
+    assert_eq!(local_dbsize(ports[primary]).unwrap(), before + KEYS as i64);
+    match c.call(&["FLUSHALL"]).unwrap() {
+        Reply::Simple(s) if s == "OK" => {}
+        other => panic!("FLUSHALL: {other:?}\n{}", g.log_tail()),
+    }
+    assert!(matches!(
+        c.call(&["SET", "after", "1"]).unwrap(),
+        Reply::Simple(_)
+    ));
+    match c.call(&["WAIT", "2", "20000"]).unwrap() {
+        Reply::Int(2) => {}
+        other => panic!("WAIT: {other:?}\n{}", g.log_tail()),
+    }
+    let dir = g.dir.path().to_path_buf();
+    let dir = dir.as_path();
+    // Only `after` is left, or `after` and the probe `wait_for_primary` writes.
+    let only = |port: u16, keys: i64, within: Duration| {
+        let deadline = Instant::now() + within;
+        loop {
+            match local_dbsize(port) {
+                Ok(n) if n == keys => return,
+                other => assert!(
+                    Instant::now() < deadline,
+                    "replica on port {port}: DBSIZE {other:?}, want {keys}\n{}",
+                    log_tails(dir, REPLICAS, 15)
+                ),
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    for &port in &ports {
+        only(port, 1, Duration::from_secs(30));
+    }
+    for id in 0..REPLICAS {
+        g.kill(id);
+    }
+    for id in 0..REPLICAS {
+        g.start(id);
+    }
+    wait_for_primary(&ports, Duration::from_secs(60));
+    let primary = find_primary(&ports);
+    only(ports[primary], 2, Duration::from_secs(30));
+    let mut c = Conn::open(ports[primary]).unwrap();
+    assert!(matches!(c.call(&["GET", "after"]).unwrap(), Reply::Bulk(Some(v)) if v == b"1"));
+}

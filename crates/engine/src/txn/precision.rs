@@ -28,7 +28,7 @@ impl Txn<'_> {
         result.map(CommitTs)
     }
 
-    /// `ws` as the commit sink takes it: table names, not ids.
+    /// `ws` as the commit sink takes it: table names, not ids; the tables it cleared first.
     fn replicated_writes<'a>(
         &self,
         ws: &'a crate::write_set::WriteSet,
@@ -37,11 +37,15 @@ impl Txn<'_> {
         Self: 'a,
     {
         let db = self.db;
-        ws.entries().iter().map(move |e| crate::ReplicatedWrite {
+        let clears = ws
+            .cleared()
+            .iter()
+            .map(move |&t| crate::ReplicatedWrite::clear(&db.table_state_by_id(t).name));
+        clears.chain(ws.entries().iter().map(move |e| crate::ReplicatedWrite {
             table: &db.table_state_by_id(e.table).name,
             key: ws.key(e),
             value: ws.value(e),
-        })
+        }))
     }
 
     /// A replicated commit's write set must fit the replicated log's messages.
@@ -50,7 +54,10 @@ impl Txn<'_> {
             return Ok(());
         };
         let max = sink.write_set_bytes_max();
-        let bytes = crate::replicated::write_set_bytes(self.replicated_writes(ws));
+        let mut logged = crate::ClearFilter::default();
+        let bytes = crate::replicated::write_set_bytes(
+            self.replicated_writes(ws).filter(|w| logged.logged(w)),
+        );
         if bytes > max {
             return Err(Error::TransactionTooLarge { bytes, max });
         }
