@@ -157,6 +157,16 @@ impl Db {
         writes: impl Iterator<Item = ReplicatedWrite<'a>>,
         mut cleared: impl FnMut(&str, &[u8]),
     ) -> Result<(), Error> {
+        let mut writes = writes.peekable();
+        // A commit's clears come first (`CommitSink::fill`); most commits have none and
+        // are installed as they stream in.
+        if writes
+            .peek()
+            .and_then(ReplicatedWrite::cleared_table)
+            .is_none()
+        {
+            return self.install_replicated(ts, writes);
+        }
         let writes: Vec<ReplicatedWrite<'a>> = writes.collect();
         let mut expanded: Vec<(&str, Vec<u8>)> = Vec::new();
         for t in writes.iter().filter_map(ReplicatedWrite::cleared_table) {
@@ -177,12 +187,19 @@ impl Db {
             key: k,
             value: None,
         });
-        let writes = deletions.chain(
-            writes
-                .iter()
-                .copied()
-                .filter(|w| w.cleared_table().is_none()),
-        );
+        let rest = writes
+            .iter()
+            .copied()
+            .filter(|w| w.cleared_table().is_none());
+        self.install_replicated(ts, deletions.chain(rest))
+    }
+
+    /// Installs writes (no clears) at `ts`, as [`Db::apply_replicated`] describes.
+    fn install_replicated<'a>(
+        &self,
+        ts: u64,
+        writes: impl Iterator<Item = ReplicatedWrite<'a>>,
+    ) -> Result<(), Error> {
         let site = (ts as usize) % self.gc.len();
         let mut queued = Vec::new();
         let mut result = Ok(());
