@@ -245,37 +245,55 @@ impl Db {
     /// not exist yet), in key order. For a clear, on the thread that applies the log, so no
     /// commit changes the table meanwhile.
     fn live_keys(&self, table: &str) -> Result<Vec<Vec<u8>>, Error> {
-        const CHUNK: usize = 256;
         let Some(id) = self.table_names().iter().position(|n| n == table) else {
             return Ok(Vec::new());
         };
-        let state = self.table_state_by_id(id as u32);
         let mut keys = Vec::new();
+        self.scan_table_chunked(id as u32, |r, _| {
+            if r.get().newest().is_some_and(|v| v.value().is_some()) {
+                keys.push(r.key().to_vec());
+            }
+            Ok::<(), Error>(())
+        })?;
+        Ok(keys)
+    }
+
+    /// Calls `f(record, walk word)` for every record of table `id`, in key order, a chunk
+    /// at a time, each under a short read-only transaction begun before its scan: the
+    /// records found stay allocated while `f` looks at them, even if they leave the index
+    /// meanwhile (`gc.rs`). Stops at `f`'s first error and returns it.
+    fn scan_table_chunked<E>(
+        &self,
+        id: u32,
+        mut f: impl FnMut(RecordPtr, &crate::sync::AtomicU64) -> Result<(), E>,
+    ) -> Result<(), E> {
+        const CHUNK: usize = 64;
+        let state = self.table_state_by_id(id);
         let mut chunk: Vec<RecordPtr> = Vec::with_capacity(CHUNK);
         let mut lo: Option<Vec<u8>> = None;
         loop {
             chunk.clear();
             let start = lo.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-            // Keeps the records found allocated while they are looked at (`gc.rs`).
-            let txn = self.begin_read_only()?;
+            let Ok(txn) = self.begin_read_only() else {
+                return Ok(()); // cannot happen: read-only transactions always begin
+            };
+            // Stamp 0: reads invisibly (no gap stamps for writers to validate against).
             let done = state
                 .index
                 .scan(start, Bound::Unbounded, Direction::Forward, 0, |r| {
                     chunk.push(r);
                     chunk.len() < CHUNK
                 });
-            for r in &chunk {
-                if r.get().newest().is_some_and(|v| v.value().is_some()) {
-                    keys.push(r.key().to_vec());
-                }
+            let walk = txn.walk_word();
+            for &r in &chunk {
+                f(r, walk)?;
             }
             drop(txn);
             match chunk.last() {
                 Some(last) if !done => lo = Some(last.key().to_vec()),
-                _ => break,
+                _ => return Ok(()),
             }
         }
-        Ok(keys)
     }
 
     /// Undoes single writes: drops, for each `(table, key, ts)`, the version of `key`
@@ -346,43 +364,17 @@ impl Db {
         ts: u64,
         mut f: impl FnMut(&str, &[u8], u64, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        const CHUNK: usize = 64;
-        let tables = self.table_names();
-        let mut chunk: Vec<RecordPtr> = Vec::with_capacity(CHUNK);
-        for (id, name) in tables.iter().enumerate() {
-            let state = self.table_state_by_id(id as u32);
-            let mut lo: Option<Vec<u8>> = None;
-            loop {
-                chunk.clear();
-                let start = lo.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-                // Begun before the scan: the records found stay allocated while it is
-                // active, even if they leave the index meanwhile.
-                let Ok(txn) = self.begin_read_only() else {
-                    return Ok(()); // cannot happen: read-only transactions always begin
-                };
-                // Stamp 0: reads invisibly (no gap stamps for writers to validate against).
-                let done = state
-                    .index
-                    .scan(start, Bound::Unbounded, Direction::Forward, 0, |r| {
-                        chunk.push(r);
-                        chunk.len() < CHUNK
-                    });
-                let walk = txn.walk_word();
-                for r in &chunk {
-                    // Newest strictly below `ts + 1`; waits out a commit stamping below it.
-                    let Some(v) = r.get().read_snapshot(ts.saturating_add(1), walk) else {
-                        continue;
-                    };
-                    if let Some(value) = v.value() {
-                        f(name, r.key(), v.ts(), value)?;
-                    }
+        for (id, name) in self.table_names().iter().enumerate() {
+            self.scan_table_chunked(id as u32, |r, walk| {
+                // Newest strictly below `ts + 1`; waits out a commit stamping below it.
+                match r.get().read_snapshot(ts.saturating_add(1), walk) {
+                    Some(v) => match v.value() {
+                        Some(value) => f(name, r.key(), v.ts(), value),
+                        None => Ok(()),
+                    },
+                    None => Ok(()),
                 }
-                drop(txn);
-                match chunk.last() {
-                    Some(last) if !done => lo = Some(last.key().to_vec()),
-                    _ => break,
-                }
-            }
+            })?;
         }
         Ok(())
     }
