@@ -21,6 +21,8 @@ cargo run --release --quiet -p verso -- sim vsr --seeds $((secs * 500)) --seed "
   --slow-checkpoints
 # Sharding's slot moves under the simulator: about 500 seeds a second on this machine.
 cargo run --release --quiet -p verso -- sim cluster --seeds $((secs * 500)) --seed "$RANDOM$RANDOM"
+# ... with every data group three real Lazy VSR replicas (about 100 seeds a second).
+cargo run --release --quiet -p verso -- sim cluster --seeds $((secs * 100)) --seed "$RANDOM$RANDOM" --replicated
 # NCC's transactions under the simulator (about 1,500 seeds a second), contended and lossy too.
 cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 1000)) --seed "$RANDOM$RANDOM"
 cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 500)) --seed "$RANDOM$RANDOM" \

@@ -12,11 +12,13 @@
 //!   that nothing acknowledged is lost beyond a total crash's non-synchronous suffix, and
 //!   that every move finishes once faults stop.
 //!
-//! What is abstract here, and why: each group is one logical state machine over its log
-//! (what its Lazy VSR group agrees on), with records either synchronous (on a majority's
-//! disks before they count; never lost) or lazy (lost in a total crash of the group if no
-//! synchronous record follows them). The data of a group is a map folded from its log. The
-//! real system puts the same state machines behind `verso-vsr` groups and the engine.
+//! What is abstract here, and why: by default each group is one logical state machine over
+//! its log (what its Lazy VSR group agrees on), with records either synchronous (on a
+//! majority's disks before they count; never lost) or lazy (lost in a total crash of the
+//! group if no synchronous record follows them). The data of a group is a map folded from
+//! its log. With [`sim::SimOptions::replicated`] each data group is three real
+//! `verso_vsr` replicas instead, with the same state machines on the primary, as the real
+//! system runs them behind `verso-vsr` groups and the engine.
 
 pub mod lazen;
 pub mod sim;

@@ -45,7 +45,7 @@ pub fn key_slot(key: &[u8]) -> Slot {
 }
 
 /// A set of slots (2 KiB bitmap).
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SlotSet {
     words: Box<[u64; SLOTS / 64]>,
 }

@@ -25,6 +25,10 @@ pub struct ClusterSimArgs {
     /// Operations per client.
     #[arg(long, default_value_t = 80)]
     ops: usize,
+    /// Every data group as three real Lazy VSR replicas (crashes, restarts and cut-off
+    /// replicas inside groups, read leases), instead of one abstract log per group.
+    #[arg(long)]
+    replicated: bool,
     /// Worker threads. Default: the number of cores.
     #[arg(long)]
     threads: Option<usize>,
@@ -55,10 +59,15 @@ pub fn run(args: &ClusterSimArgs) -> ExitCode {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
     println!(
-        "verso sim cluster: seeds {}..{}, {} groups, {} clients x {} ops",
+        "verso sim cluster: seeds {}..{}, {} groups{}, {} clients x {} ops",
         args.seed,
         args.seed + args.seeds,
         args.groups,
+        if args.replicated {
+            " of 3 Lazy VSR replicas"
+        } else {
+            ""
+        },
         args.clients,
         args.ops
     );
@@ -69,6 +78,7 @@ pub fn run(args: &ClusterSimArgs) -> ExitCode {
         opts.clients = args.clients;
         opts.ops_per_client = args.ops;
         opts.mistakes = mistakes;
+        opts.replicated = args.replicated;
         Sim::new(opts).run()
     };
     let t = match crate::sim_cmd::run_seeds(args.seed, args.seeds, threads, one, SimStats::add) {

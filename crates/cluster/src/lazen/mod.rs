@@ -69,7 +69,7 @@ pub enum ConfigRecord {
 }
 
 /// A record in a data group's log.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum GroupRecord {
     /// A client's write (lazy: acknowledged once committed, lost in a total crash unless a
     /// synchronous record follows). `None` deletes. `tag` identifies the write for checkers.

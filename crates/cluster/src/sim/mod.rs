@@ -2,6 +2,11 @@
 //! clients that follow redirects, driven by one seeded random stream (TigerBeetle's VOPR
 //! style: one seed, one run, replayable).
 //!
+//! Each data group is either one abstract state machine over its log (below), or, with
+//! `SimOptions::replicated`, three real Lazy VSR replicas with their own network and disks
+//! (`vsr_group.rs`, which lists what that mode adds). The configuration group is always
+//! abstract.
+//!
 //! Faults, until `faults_until`: messages between groups are lost, duplicated and delayed
 //! (so reordered), and two nodes are partitioned for a while; clients' requests and answers
 //! are lost and delayed too (a read is sent again; a write whose answer is lost counts as
@@ -24,13 +29,20 @@
 //!   completes within a bounded time.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap};
 
 use crate::lazen::{
     Action, Config, ConfigRecord, Group, GroupId, GroupRecord, Message, Mistakes, Node, Reply,
     Request,
 };
 use crate::slot::{key_slot, Slot, SlotSet, SLOTS};
+
+mod checks;
+mod clients;
+mod vsr_group;
+use checks::KeyModel;
+use clients::{Client, Waiting};
+use vsr_group::{VsrEvent, VsrGroup};
 
 /// What one run does.
 #[derive(Clone, Debug)]
@@ -45,6 +57,12 @@ pub struct SimOptions {
     /// Faults happen before this virtual time (ms); afterwards the run must settle.
     pub faults_until: u64,
     pub mistakes: Mistakes,
+    /// Data groups of three real Lazy VSR replicas each, instead of abstract logs.
+    pub replicated: bool,
+    /// A replication mistake every replica makes (with `replicated`), to show that the
+    /// checks here catch replication bugs too.
+    #[doc(hidden)]
+    pub vsr_mistake: Option<verso_vsr::Mistake>,
 }
 
 impl SimOptions {
@@ -57,6 +75,8 @@ impl SimOptions {
             ops_per_client: 80,
             faults_until: 2_000,
             mistakes: Mistakes::default(),
+            replicated: false,
+            vsr_mistake: None,
         }
     }
 }
@@ -150,6 +170,8 @@ enum Event {
     },
     Fault,
     StartMove,
+    /// Inside a replicated data group.
+    Vsr(VsrEvent),
 }
 
 struct Rng(u64);
@@ -180,63 +202,9 @@ struct SimGroup {
     commit_at: u64,
     /// Appended by this life and not committed yet, oldest first.
     pending: std::collections::VecDeque<GroupRecord>,
+    /// The real replicas (`SimOptions::replicated`), which then replace the fields above.
+    vsr: Option<VsrGroup>,
 }
-
-/// Per key: the writes (tag → acknowledged?) and which acknowledged ones a total crash may
-/// have dropped.
-#[derive(Default)]
-struct KeyModel {
-    issued: BTreeSet<u64>,
-    /// Writes committed (at some group), whether or not their client heard so.
-    acked: BTreeSet<u64>,
-    /// Committed writes a total crash dropped from the lazy suffix of a group's log.
-    lost: BTreeSet<u64>,
-    /// The writes that delete the key.
-    deletes: BTreeSet<u64>,
-    /// The newest value a read returned (0: none yet).
-    seen_max: u64,
-}
-
-impl KeyModel {
-    /// The newest write a read must see (0: none).
-    fn floor(&self) -> u64 {
-        self.acked
-            .iter()
-            .rev()
-            .find(|t| !self.lost.contains(t))
-            .copied()
-            .unwrap_or(0)
-    }
-}
-
-#[derive(Clone, Debug)]
-enum Waiting {
-    /// Ready to send the next operation.
-    Idle,
-    /// `attempt` is on its way, or its answer is.
-    Answer { attempt: u64 },
-    /// `attempt`, a write, was appended; its commit's acknowledgement is awaited.
-    Commit { attempt: u64 },
-}
-
-/// How long a client waits for an answer or an acknowledgement (virtual ms).
-const CLIENT_TIMEOUT_MS: u64 = 60;
-
-struct Client {
-    keys: Vec<Vec<u8>>,
-    map: Vec<Option<GroupId>>,
-    ops_left: usize,
-    /// The current operation and how often it has been retried.
-    op: Option<(Request, u32)>,
-    asking: Option<GroupId>,
-    waiting: Waiting,
-    /// Numbers the client's sends, so late answers to earlier ones are ignored.
-    attempt: u64,
-}
-
-/// Retries of one operation before a client gives up (counted against progress once
-/// faults have stopped).
-const RETRIES_MAX: u32 = 5_000;
 
 pub struct Sim {
     opts: SimOptions,
@@ -313,6 +281,9 @@ impl Sim {
                 slots: slots.clone(),
                 group: g,
             });
+            let vsr = opts
+                .replicated
+                .then(|| VsrGroup::new(opts.seed, opts.vsr_mistake, g, &slots));
             let log = vec![(GroupRecord::Own { slots }, true)];
             let records: Vec<GroupRecord> = log.iter().map(|(r, _)| r.clone()).collect();
             groups.push(SimGroup {
@@ -321,6 +292,7 @@ impl Sim {
                 life: 0,
                 pending: std::collections::VecDeque::new(),
                 commit_at: 0,
+                vsr,
             });
         }
         let config = Config::recover(&config_log);
@@ -351,6 +323,9 @@ impl Sim {
             sim.schedule(TICK_MS, Event::Tick(Node::Group(g)));
         }
         sim.schedule(TICK_MS, Event::Tick(Node::Config));
+        if sim.opts.replicated {
+            sim.schedule(1, Event::Vsr(VsrEvent::Tick));
+        }
         for c in 0..sim.clients.len() {
             sim.schedule(1 + c as u64, Event::Client(c));
         }
@@ -398,7 +373,14 @@ impl Sim {
             }
             if self.now > deadline {
                 let clients: Vec<usize> = self.clients.iter().map(|c| c.ops_left).collect();
-                let groups: Vec<String> = self.groups.iter().map(|g| g.node.describe()).collect();
+                let groups: Vec<String> = self
+                    .groups
+                    .iter()
+                    .map(|g| match &g.vsr {
+                        Some(v) => v.describe(),
+                        None => g.node.describe(),
+                    })
+                    .collect();
                 return Err(Violation {
                     at_ms: self.now,
                     what: format!(
@@ -426,6 +408,7 @@ impl Sim {
                 .clients
                 .iter()
                 .all(|c| c.ops_left == 0 && c.op.is_none())
+            && (0..self.opts.groups).all(|g| self.serving_node(g).is_some())
     }
 
     fn step(&mut self, e: Event) {
@@ -435,6 +418,7 @@ impl Sim {
                     self.config.on_message(&msg);
                     self.flush_config();
                 }
+                Node::Group(g) if self.opts.replicated => self.vsr_deliver(g, from, &msg),
                 Node::Group(g) => {
                     self.groups[usize::from(g)].node.on_message(from, &msg);
                     self.flush_group(g);
@@ -474,6 +458,7 @@ impl Sim {
                         self.config.tick();
                         self.flush_config();
                     }
+                    Node::Group(g) if self.opts.replicated => self.vsr_tick_hosts(g),
                     Node::Group(g) => {
                         self.groups[usize::from(g)].node.tick();
                         self.flush_group(g);
@@ -504,6 +489,7 @@ impl Sim {
                     self.schedule(next, Event::Fault);
                 }
             }
+            Event::Vsr(e) => self.vsr_step(e),
             Event::StartMove => {
                 self.start_move();
                 if self.faulty() {
@@ -602,6 +588,14 @@ impl Sim {
     fn fault(&mut self) {
         let groups = u64::from(self.opts.groups);
         match self.rng.below(100) {
+            0..=34 if self.opts.replicated => {
+                let g = self.rng.below(groups) as GroupId;
+                self.replica_fault(g);
+            }
+            35..=54 if self.opts.replicated => {
+                let g = self.rng.below(groups) as GroupId;
+                self.total_crash(g);
+            }
             0..=34 => {
                 let g = self.rng.below(groups) as GroupId;
                 self.restart_group(g, false);
@@ -628,7 +622,11 @@ impl Sim {
             }
             70..=72 => {
                 for g in 0..self.opts.groups {
-                    self.restart_group(g, true);
+                    if self.opts.replicated {
+                        self.total_crash(g);
+                    } else {
+                        self.restart_group(g, true);
+                    }
                 }
             }
             73..=84 => {
@@ -732,306 +730,21 @@ impl Sim {
             self.send_to_client(client, attempt, group, Reply::Appended, true);
         }
     }
-
-    /// Sends an answer to a client over the (lossy, slow) network.
-    fn send_to_client(
-        &mut self,
-        client: usize,
-        attempt: u64,
-        group: GroupId,
-        reply: Reply,
-        committed: bool,
-    ) {
-        if self.faulty() && self.rng.chance(30) {
-            return; // lost: the client times out
-        }
-        let delay = 1 + self.rng.below(if self.faulty() { 10 } else { 2 });
-        self.schedule(
-            delay,
-            Event::Answer {
-                client,
-                attempt,
-                group,
-                reply,
-                committed,
-            },
-        );
-    }
-
-    /// A request reaches `group`: its answer is checked where it is given, then sent.
-    fn serve(&mut self, c: usize, attempt: u64, g: GroupId, asking: bool, req: &Request) {
-        let reply = self.groups[usize::from(g)].node.request(req, asking);
-        self.flush_group(g);
-        match (&reply, req) {
-            (Reply::Value(v), Request::Get(key)) => {
-                let v = v.clone();
-                self.check_read(key, v.as_deref(), g);
-            }
-            (Reply::Appended, Request::Put { tag, .. }) => {
-                self.awaited.insert((g, *tag), (c, attempt));
-            }
-            _ => {}
-        }
-        self.send_to_client(c, attempt, g, reply, false);
-    }
-
-    fn finish_op(&mut self, c: usize, completed: bool) {
-        let cl = &mut self.clients[c];
-        cl.waiting = Waiting::Idle;
-        cl.op = None;
-        cl.ops_left -= 1;
-        if completed {
-            self.stats.ops_done += 1;
-        }
-        self.schedule(1, Event::Client(c));
-    }
-
-    fn answer(&mut self, c: usize, attempt: u64, _from: GroupId, reply: Reply, committed: bool) {
-        let current = match self.clients[c].waiting {
-            Waiting::Answer { attempt: a } | Waiting::Commit { attempt: a } => a == attempt,
-            Waiting::Idle => false,
-        };
-        if !current {
-            return; // a late answer to an attempt given up on
-        }
-        let slot = match &self.clients[c].op {
-            Some((Request::Get(k) | Request::Put { key: k, .. }, _)) => key_slot(k),
-            None => return,
-        };
-        match reply {
-            Reply::Value(_) => self.finish_op(c, true),
-            Reply::Appended if committed => self.finish_op(c, true),
-            Reply::Appended => self.clients[c].waiting = Waiting::Commit { attempt },
-            Reply::Moved(to) => {
-                self.stats.redirects += 1;
-                self.clients[c].map[usize::from(slot)] = Some(to);
-                self.clients[c].waiting = Waiting::Idle;
-                self.retry(c, 1);
-            }
-            Reply::Ask(to) => {
-                self.stats.redirects += 1;
-                self.clients[c].asking = Some(to);
-                self.clients[c].waiting = Waiting::Idle;
-                self.retry(c, 1);
-            }
-            Reply::TryAgain => {
-                self.stats.try_agains += 1;
-                self.refresh_map(c);
-                self.clients[c].waiting = Waiting::Idle;
-                self.retry(c, 5);
-            }
-        }
-    }
-
-    /// No answer in time: a read is sent again; a write may or may not have taken effect
-    /// (indeterminate, as for a real client whose reply was lost), and the client moves on.
-    fn timeout(&mut self, c: usize, attempt: u64) {
-        let current = match self.clients[c].waiting {
-            Waiting::Answer { attempt: a } | Waiting::Commit { attempt: a } => a == attempt,
-            Waiting::Idle => false,
-        };
-        if !current {
-            return;
-        }
-        match &self.clients[c].op {
-            Some((Request::Get(_), _)) => {
-                self.clients[c].waiting = Waiting::Idle;
-                self.retry(c, 1);
-            }
-            _ => self.finish_op(c, false),
-        }
-    }
-
-    fn client_step(&mut self, c: usize) {
-        if !matches!(self.clients[c].waiting, Waiting::Idle) {
-            return;
-        }
-        if self.clients[c].op.is_none() {
-            if self.clients[c].ops_left == 0 {
-                return;
-            }
-            let key = {
-                let cl = &self.clients[c];
-                cl.keys[self.rng.below(cl.keys.len() as u64) as usize].clone()
-            };
-            let req = if self.rng.chance(600) {
-                let tag = self.next_tag;
-                self.next_tag += 1;
-                // One write in four deletes the key.
-                let delete = self.rng.chance(250);
-                let m = self.keys.get_mut(&key).expect("known");
-                m.issued.insert(tag);
-                if delete {
-                    m.deletes.insert(tag);
-                }
-                Request::Put {
-                    key,
-                    value: (!delete).then(|| tag.to_string().into_bytes()),
-                    tag,
-                }
-            } else if self.rng.chance(300) {
-                // Another client's key, perhaps while its owner's write is in flight: a
-                // read must never see a write that has not committed.
-                let i = self.rng.below(self.keys.len() as u64) as usize;
-                Request::Get(self.keys.keys().nth(i).expect("in range").clone())
-            } else {
-                Request::Get(key)
-            };
-            self.clients[c].op = Some((req, 0));
-            self.clients[c].asking = None;
-        }
-        let (req, tries) = self.clients[c].op.clone().expect("an operation");
-        if tries > RETRIES_MAX {
-            if !self.faulty() {
-                self.fail(format!("client {c} gave up on {req:?} after {tries} tries"));
-            }
-            self.clients[c].op = None;
-            self.clients[c].ops_left -= 1;
-            self.schedule(1, Event::Client(c));
-            return;
-        }
-        let key = match &req {
-            Request::Get(k) | Request::Put { key: k, .. } => k.clone(),
-        };
-        let slot = key_slot(&key);
-        let target = match self.clients[c].asking.take() {
-            Some(g) => Some((g, true)),
-            None => {
-                if self.clients[c].map[usize::from(slot)].is_none() {
-                    self.refresh_map(c);
-                }
-                self.clients[c].map[usize::from(slot)].map(|g| (g, false))
-            }
-        };
-        let Some((g, asking)) = target else {
-            self.retry(c, 5);
-            return;
-        };
-        let cl = &mut self.clients[c];
-        cl.attempt += 1;
-        let attempt = cl.attempt;
-        cl.waiting = Waiting::Answer { attempt };
-        self.schedule(CLIENT_TIMEOUT_MS, Event::Timeout { client: c, attempt });
-        if self.faulty() && self.rng.chance(30) {
-            return; // the request is lost
-        }
-        let delay = 1 + self.rng.below(if self.faulty() { 10 } else { 2 });
-        self.schedule(
-            delay,
-            Event::Request {
-                client: c,
-                attempt,
-                group: g,
-                asking,
-                req,
-            },
-        );
-    }
-
-    fn retry(&mut self, c: usize, delay: u64) {
-        if let Some((_, tries)) = &mut self.clients[c].op {
-            *tries += 1;
-        }
-        self.schedule(delay, Event::Client(c));
-    }
-
-    /// The client asks for the slot map (as CLUSTER SLOTS), served by the configuration
-    /// group's committed state.
-    fn refresh_map(&mut self, c: usize) {
-        for s in 0..SLOTS as Slot {
-            self.clients[c].map[usize::from(s)] = self.config.owner(s);
-        }
-    }
-
-    fn check_read(&mut self, key: &[u8], value: Option<&[u8]>, group: GroupId) {
-        let seen: u64 = match value {
-            None => 0,
-            Some(v) => match std::str::from_utf8(v).ok().and_then(|t| t.parse().ok()) {
-                Some(t) => t,
-                None => {
-                    self.fail(format!("key {:?} holds a value never written", lossy(key)));
-                    return;
-                }
-            },
-        };
-        let m = self.keys.get_mut(key).expect("a known key");
-        let floor = m.floor();
-        let why = if seen == 0 {
-            // Absent: nothing committed and kept, or the newest such write deletes it.
-            (floor != 0 && !m.deletes.contains(&floor)).then(|| {
-                format!("nothing, where the newest write it must see ({floor}) is a value")
-            })
-        } else if !m.acked.contains(&seen) || m.deletes.contains(&seen) {
-            Some(format!("{seen}, a value no commit wrote"))
-        } else if seen < floor {
-            Some(format!(
-                "{seen}, older than its newest write it must see ({floor})"
-            ))
-        } else if seen < m.seen_max && !m.lost.contains(&m.seen_max) {
-            // Reads never go back, unless a total crash dropped what an earlier one saw.
-            Some(format!(
-                "{seen}, older than {} which an earlier read saw",
-                m.seen_max
-            ))
-        } else {
-            m.seen_max = m.seen_max.max(seen);
-            None
-        };
-        if let Some(why) = why {
-            self.fail(format!(
-                "group {group} answered {why}, for key {:?}",
-                lossy(key)
-            ));
-        }
-    }
-
-    fn check_exclusive(&mut self) {
-        for i in 0..self.slots.len() {
-            let slot = self.slots[i];
-            let serving: Vec<GroupId> = self
-                .groups
-                .iter()
-                .filter(|g| g.node.serves(slot))
-                .map(|g| g.node.id())
-                .collect();
-            if serving.len() > 1 {
-                self.fail(format!("slot {slot} served by groups {serving:?} at once"));
-                return;
-            }
-        }
-    }
-
-    /// Once settled: every key is served by the group the map names, with a value a read
-    /// may return.
-    fn check_final(&mut self) {
-        let keys: Vec<Vec<u8>> = self.keys.keys().cloned().collect();
-        for key in keys {
-            let slot = key_slot(&key);
-            let Some(owner) = self.config.owner(slot) else {
-                self.fail(format!("slot {slot} has no owner"));
-                return;
-            };
-            let g = &self.groups[usize::from(owner)].node;
-            if !g.serves(slot) {
-                self.fail(format!("slot {slot}'s owner {owner} does not serve it"));
-                return;
-            }
-            let v = g.peek(&key).cloned();
-            self.check_read(&key, v.as_deref(), owner);
-        }
-    }
 }
 
-fn lossy(key: &[u8]) -> String {
-    String::from_utf8_lossy(key).into_owned()
-}
-
-/// Runs `seeds` seeds from `first`; the first violation, with its seed, if any.
-pub fn run_seeds(first: u64, seeds: u64, mistakes: Mistakes) -> Result<SimStats, (u64, Violation)> {
+/// Runs `seeds` seeds from `first` (with real VSR replicas in each data group if
+/// `replicated`); the first violation, with its seed, if any.
+pub fn run_seeds(
+    first: u64,
+    seeds: u64,
+    mistakes: Mistakes,
+    replicated: bool,
+) -> Result<SimStats, (u64, Violation)> {
     let mut total = SimStats::default();
     for seed in first..first + seeds {
         let mut opts = SimOptions::new(seed);
         opts.mistakes = mistakes;
+        opts.replicated = replicated;
         total.add(&Sim::new(opts).run().map_err(|v| (seed, v))?);
     }
     Ok(total)

@@ -1,0 +1,814 @@
+//! Data groups made of real Lazy VSR replicas (`SimOptions::replicated`).
+//!
+//! Each data group is three [`verso_vsr::Replica`]s with their own network, disks that lose
+//! unsynced writes in a crash (a prefix kept, the last append maybe torn), crashes and
+//! restarts of one replica or of all three, and replicas cut off from their peers. The
+//! group's log holds Lazen's [`GroupRecord`]s; the replicated application ([`RecordApp`])
+//! is the list of records applied, which is all a new primary needs to rebuild its part in
+//! moves and its data ([`Group::recover`]).
+//!
+//! Lazen's [`Group`] runs on a replica that leads (its *host*), as the server runs it on
+//! the primary: it submits each record as a request (synchronous ones with `sync`, so the
+//! reply waits for a majority's disks) and acts on a record only once the replies of it and
+//! of every record before it came back: commits are acted on in log order. A replica that
+//! becomes primary hosts once its view's first entry has committed and is durable (then
+//! every earlier entry is on a majority's disks too: an entry is written after those before
+//! it); it answers reads only while it holds its read lease, so a deposed primary that has
+//! not heard of its successor never serves.
+//!
+//! What this mode checks beyond the abstract groups of `mod.rs`:
+//! - **no record that counted is lost**: when a replica starts hosting, every record a host
+//!   of the group acted on must still be in its log. A client write may be missing only if
+//!   every replica of the group crashed at once after it counted (Lazy VSR's lost suffix);
+//!   a transfer record never;
+//! - **one lease at a time**: no two replicas of a group hold a read lease at once;
+//! - and the checks of `mod.rs`, with a group's service being its lease holder's.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use verso_vsr::{
+    Action as VsrAction, Address, App, ClientId, Config as VsrConfig, DiskWrite, Durable,
+    Message as VsrMessage, MessageOf, Mistake, Replica, Request as VsrRequest, Role, ViewNum,
+};
+
+use super::{Event, Sim};
+use crate::lazen::{Group, GroupId, GroupRecord, Message, Node, Reply, Request};
+use crate::slot::SlotSet;
+
+/// Replicas per data group.
+const REPLICAS: u8 = 3;
+/// How often replicas' timers are looked at (virtual ms).
+const REPLICA_TICK_MS: u64 = 5;
+
+/// A record as the group's log carries it: `uid` names it across failovers, so the
+/// simulator can tell whether a record that counted is still in a new primary's log.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct LoggedRecord {
+    uid: u64,
+    record: GroupRecord,
+}
+
+/// The replicated application: every record applied, with its operation number, in log
+/// order. Operation 0 is the bootstrap (`Own`), which no rollback reaches.
+#[derive(Clone, Debug)]
+pub(super) struct RecordApp {
+    applied: Vec<(u64, LoggedRecord)>,
+}
+
+impl RecordApp {
+    fn bootstrap(slots: &SlotSet) -> RecordApp {
+        RecordApp {
+            applied: vec![(
+                0,
+                LoggedRecord {
+                    uid: 0,
+                    record: GroupRecord::Own {
+                        slots: slots.clone(),
+                    },
+                },
+            )],
+        }
+    }
+}
+
+impl App for RecordApp {
+    type Op = LoggedRecord;
+    type Reply = ();
+    type Snapshot = Vec<(u64, LoggedRecord)>;
+
+    fn apply(&mut self, op_number: u64, op: &LoggedRecord) {
+        self.applied.push((op_number, op.clone()));
+    }
+
+    fn undo_to(&mut self, op_number: u64) {
+        while self.applied.last().is_some_and(|(op, _)| *op > op_number) {
+            self.applied.pop();
+        }
+    }
+
+    fn forget_undo(&mut self, _op_number: u64) {}
+
+    fn snapshot(&self) -> Self::Snapshot {
+        self.applied.clone()
+    }
+
+    fn restore(&mut self, snapshot: &Self::Snapshot) {
+        self.applied = snapshot.clone();
+    }
+}
+
+type Msg = MessageOf<RecordApp>;
+type Write = DiskWrite<LoggedRecord, (), Vec<(u64, LoggedRecord)>>;
+
+/// Lazen's group state machine on the replica that leads.
+struct Host {
+    view: ViewNum,
+    /// A fresh client identity per host, so its request numbers start at 1.
+    client: ClientId,
+    node: Group,
+    seq: u64,
+    /// Submitted and not yet acted on, oldest first, with whether the reply came.
+    pending: VecDeque<(u64, LoggedRecord, bool)>,
+}
+
+/// One replica with its disk.
+struct ReplicaNode {
+    replica: Option<Replica<RecordApp>>,
+    /// Bumped by each crash: disk completions of an earlier life are dropped.
+    incarnation: u64,
+    durable: Durable<LoggedRecord, (), Vec<(u64, LoggedRecord)>>,
+    /// Writes issued and not yet durable, oldest first.
+    unsynced: VecDeque<Write>,
+    /// Syncs asked for, oldest first: each makes the writes before it durable.
+    syncs: VecDeque<(u64, usize)>,
+    /// Writes issued since the last crash, and how many of them are durable.
+    issued: usize,
+    made_durable: usize,
+    /// When the last scheduled sync completes (syncs complete in order).
+    sync_at: u64,
+    /// Messages to and from the other replicas are lost until then.
+    cut_off_until: u64,
+    host: Option<Host>,
+}
+
+/// One data group of real replicas.
+pub(super) struct VsrGroup {
+    nodes: Vec<ReplicaNode>,
+    bootstrap: SlotSet,
+    /// Every record a host of this group acted on, by uid, with when it first counted.
+    counted: BTreeMap<u64, (GroupRecord, u64)>,
+    /// When every replica of the group last crashed at once.
+    total_crash_at: Option<u64>,
+    /// Whether a replica has hosted yet (the first host is not a failover).
+    hosted: bool,
+    next_uid: u64,
+    next_client: ClientId,
+}
+
+/// Events of the replicas inside data groups.
+#[derive(Debug)]
+pub(super) enum VsrEvent {
+    Deliver {
+        group: GroupId,
+        to: u8,
+        from: u8,
+        incarnation: u64,
+        msg: Box<Msg>,
+    },
+    SyncDone {
+        group: GroupId,
+        replica: u8,
+        incarnation: u64,
+    },
+    Restart {
+        group: GroupId,
+        replica: u8,
+    },
+    Tick,
+}
+
+fn replica_config(seed: u64, mistake: Option<Mistake>, group: GroupId, replica: u8) -> VsrConfig {
+    let mut c = VsrConfig::new(REPLICAS);
+    // Times scaled to the simulator's (a client waits 60 ms for an answer).
+    c.heartbeat_interval = 10;
+    c.view_change_timeout = 120;
+    c.view_change_jitter = 60;
+    c.election_timeout = 80;
+    c.catch_up_timeout = 30;
+    // Each run draws its read lease: shorter than the view-change timeout, or longer (a
+    // backup that times out then waits for its promise to end).
+    c.lease = 30 + (seed.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40) % 221;
+    // The log stays small in a run: no checkpoints.
+    c.checkpoint_interval = 0;
+    c.seed = seed
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .wrapping_add(u64::from(group) * 16 + u64::from(replica));
+    c.mistake = mistake;
+    c
+}
+
+impl VsrGroup {
+    pub(super) fn new(
+        seed: u64,
+        mistake: Option<Mistake>,
+        group: GroupId,
+        slots: &SlotSet,
+    ) -> VsrGroup {
+        let nodes = (0..REPLICAS)
+            .map(|r| ReplicaNode {
+                replica: Some(Replica::new(
+                    r,
+                    replica_config(seed, mistake, group, r),
+                    RecordApp::bootstrap(slots),
+                    0,
+                )),
+                incarnation: 0,
+                durable: Durable::default(),
+                unsynced: VecDeque::new(),
+                syncs: VecDeque::new(),
+                issued: 0,
+                made_durable: 0,
+                sync_at: 0,
+                cut_off_until: 0,
+                host: None,
+            })
+            .collect();
+        VsrGroup {
+            nodes,
+            bootstrap: slots.clone(),
+            counted: BTreeMap::new(),
+            total_crash_at: None,
+            hosted: false,
+            next_uid: 1,
+            next_client: 1,
+        }
+    }
+
+    /// The replica whose host holds the read lease at `now` (at most one: checked).
+    fn lease_holder(&self, now: u64) -> Option<usize> {
+        self.nodes.iter().position(|n| {
+            n.host.is_some() && n.replica.as_ref().is_some_and(|r| holds_lease(r, now))
+        })
+    }
+
+    /// Where a message for the group goes: the lease holder, or else the host in the
+    /// newest view.
+    fn leader(&self, now: u64) -> Option<usize> {
+        self.lease_holder(now).or_else(|| {
+            (0..self.nodes.len())
+                .filter(|&i| self.nodes[i].host.is_some())
+                .max_by_key(|&i| self.nodes[i].host.as_ref().map(|h| h.view))
+        })
+    }
+
+    /// The Lazen state of the group's lease holder (for the final check).
+    pub(super) fn serving_node(&self, now: u64) -> Option<&Group> {
+        self.lease_holder(now)
+            .and_then(|i| self.nodes[i].host.as_ref())
+            .map(|h| &h.node)
+    }
+
+    pub(super) fn describe(&self) -> String {
+        let replicas: Vec<String> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| match &n.replica {
+                None => format!("r{i} down"),
+                Some(r) => format!(
+                    "r{i} {:?} view {:?} op_max {} commit {:?} dp {}{}",
+                    r.role(),
+                    r.view(),
+                    r.op_max().op,
+                    r.commit().map(|c| c.op),
+                    r.dp().op,
+                    n.host
+                        .as_ref()
+                        .map_or(String::new(), |h| format!(" hosting {}", h.node.describe()))
+                ),
+            })
+            .collect();
+        replicas.join(" / ")
+    }
+}
+
+fn holds_lease(r: &Replica<RecordApp>, now: u64) -> bool {
+    r.role() == Role::Primary && r.lease_read(now).is_some()
+}
+
+impl Sim {
+    fn vsr(&self, g: GroupId) -> &VsrGroup {
+        self.groups[usize::from(g)]
+            .vsr
+            .as_ref()
+            .expect("a replicated group")
+    }
+
+    fn vsr_mut(&mut self, g: GroupId) -> &mut VsrGroup {
+        self.groups[usize::from(g)]
+            .vsr
+            .as_mut()
+            .expect("a replicated group")
+    }
+
+    pub(super) fn vsr_step(&mut self, e: VsrEvent) {
+        match e {
+            VsrEvent::Deliver {
+                group,
+                to,
+                from,
+                incarnation,
+                msg,
+            } => {
+                let now = self.now;
+                let node = &mut self.vsr_mut(group).nodes[usize::from(to)];
+                if node.incarnation != incarnation {
+                    return; // sent to a life that crashed since
+                }
+                let Some(r) = node.replica.as_mut() else {
+                    return;
+                };
+                r.handle_message(now, Address::Replica(from), *msg);
+                self.pump(group, to);
+            }
+            VsrEvent::SyncDone {
+                group,
+                replica,
+                incarnation,
+            } => {
+                let now = self.now;
+                let node = &mut self.vsr_mut(group).nodes[usize::from(replica)];
+                if node.incarnation != incarnation {
+                    return;
+                }
+                let Some((id, mark)) = node.syncs.pop_front() else {
+                    return;
+                };
+                let mut checkpoints = Vec::new();
+                while node.made_durable < mark {
+                    let w = node.unsynced.pop_front().expect("an issued write");
+                    node.durable.apply(&w, None);
+                    if let DiskWrite::Checkpoint(s) = &w {
+                        checkpoints.push(s.ap);
+                    }
+                    node.made_durable += 1;
+                }
+                let Some(r) = node.replica.as_mut() else {
+                    return;
+                };
+                r.handle_synced(now, id);
+                for ap in checkpoints {
+                    r.handle_checkpoint_durable(now, ap);
+                }
+                self.pump(group, replica);
+            }
+            VsrEvent::Restart { group, replica } => self.restart_replica(group, replica),
+            VsrEvent::Tick => {
+                for g in 0..self.opts.groups {
+                    for r in 0..REPLICAS {
+                        let now = self.now;
+                        let node = &mut self.vsr_mut(g).nodes[usize::from(r)];
+                        if let Some(rep) = node.replica.as_mut() {
+                            if rep.poll_timeout() <= now {
+                                rep.handle_timeout(now);
+                                self.pump(g, r);
+                            }
+                        }
+                    }
+                    self.check_one_lease(g);
+                }
+                self.schedule(REPLICA_TICK_MS, Event::Vsr(VsrEvent::Tick));
+            }
+        }
+    }
+
+    /// Carries out what replica `r` of group `g` asked for, then lets its host (if it
+    /// leads) act on what committed, until nothing is left to do.
+    fn pump(&mut self, g: GroupId, r: u8) {
+        loop {
+            let mut replies = Vec::new();
+            loop {
+                let now = self.now;
+                let node = &mut self.vsr_mut(g).nodes[usize::from(r)];
+                let Some(rep) = node.replica.as_mut() else {
+                    return;
+                };
+                let Some(action) = rep.poll_action() else {
+                    break;
+                };
+                match action {
+                    VsrAction::Send {
+                        to: Address::Replica(to),
+                        message,
+                    } => self.replica_send(g, r, to, message),
+                    VsrAction::Send {
+                        to: Address::Client(c),
+                        message,
+                    } => replies.push((c, message)),
+                    VsrAction::Write(w) => {
+                        node.unsynced.push_back(w);
+                        node.issued += 1;
+                    }
+                    VsrAction::Sync { id } => {
+                        let mark = node.issued;
+                        node.syncs.push_back((id, mark));
+                        // A slow disk under faults: more of the lazy suffix is in flight when
+                        // a whole group crashes.
+                        let delay = 1 + self.rng.below(if self.faulty() { 30 } else { 2 });
+                        let node = &mut self.vsr_mut(g).nodes[usize::from(r)];
+                        let at = (now + delay).max(node.sync_at);
+                        node.sync_at = at;
+                        let incarnation = node.incarnation;
+                        self.schedule(
+                            at - now,
+                            Event::Vsr(VsrEvent::SyncDone {
+                                group: g,
+                                replica: r,
+                                incarnation,
+                            }),
+                        );
+                    }
+                }
+            }
+            let node = &mut self.vsr_mut(g).nodes[usize::from(r)];
+            if let Some(host) = node.host.as_mut() {
+                for (c, m) in replies {
+                    if let VsrMessage::Reply { client, seq, .. } = m {
+                        if client == c && client == host.client {
+                            if let Some(p) = host.pending.iter_mut().find(|p| p.0 == seq) {
+                                p.2 = true;
+                            }
+                        }
+                    }
+                }
+            }
+            self.check_host(g, r);
+            if !self.host_acts(g, r) {
+                return;
+            }
+        }
+    }
+
+    fn replica_send(&mut self, g: GroupId, from: u8, to: u8, msg: Msg) {
+        let faulty = self.faulty();
+        let now = self.now;
+        let vg = self.vsr(g);
+        if vg.nodes[usize::from(from)].cut_off_until > now
+            || vg.nodes[usize::from(to)].cut_off_until > now
+        {
+            return;
+        }
+        if faulty && self.rng.chance(40) {
+            return;
+        }
+        let copies = if faulty && self.rng.chance(20) { 2 } else { 1 };
+        let incarnation = self.vsr(g).nodes[usize::from(to)].incarnation;
+        for _ in 0..copies {
+            let delay = 1 + self.rng.below(if faulty { 6 } else { 2 });
+            self.schedule(
+                delay,
+                Event::Vsr(VsrEvent::Deliver {
+                    group: g,
+                    to,
+                    from,
+                    incarnation,
+                    msg: Box::new(msg.clone()),
+                }),
+            );
+        }
+    }
+
+    /// Drops a host whose replica no longer leads its view; starts one on a replica that
+    /// leads and whose view's first entry is committed and durable.
+    fn check_host(&mut self, g: GroupId, r: u8) {
+        let node = &self.vsr(g).nodes[usize::from(r)];
+        let Some(rep) = node.replica.as_ref() else {
+            return;
+        };
+        let leads = rep.role() == Role::Primary;
+        if let Some(h) = &node.host {
+            if !leads || rep.view() != h.view {
+                self.drop_host(g, r);
+            }
+            return;
+        }
+        let op_max = rep.op_max();
+        if !leads || rep.commit() != Some(op_max) || rep.dp() < op_max {
+            return;
+        }
+        let view = rep.view();
+        let log: Vec<LoggedRecord> = rep.app().applied.iter().map(|(_, l)| l.clone()).collect();
+        self.start_host(g, r, view, log);
+    }
+
+    fn drop_host(&mut self, g: GroupId, r: u8) {
+        self.vsr_mut(g).nodes[usize::from(r)].host = None;
+        // Clients waiting for a write's commit through this host time out (indeterminate),
+        // as a real client whose connection to a deposed primary ends.
+        self.awaited.retain(|(group, _), _| *group != g);
+    }
+
+    /// Replica `r` starts hosting over `log`, the group's records as of its view's start.
+    fn start_host(&mut self, g: GroupId, r: u8, view: ViewNum, log: Vec<LoggedRecord>) {
+        let uids: BTreeSet<u64> = log.iter().map(|l| l.uid).collect();
+        // What counted and is gone: only client writes, only after a total crash.
+        let gone: Vec<(u64, GroupRecord, u64)> = self
+            .vsr(g)
+            .counted
+            .iter()
+            .filter(|(uid, _)| !uids.contains(uid))
+            .map(|(uid, (rec, at))| (*uid, rec.clone(), *at))
+            .collect();
+        let total_crash_at = self.vsr(g).total_crash_at;
+        for (uid, rec, at) in gone {
+            self.vsr_mut(g).counted.remove(&uid);
+            match rec {
+                GroupRecord::Put { key, tag, .. } => {
+                    if total_crash_at.is_none_or(|t| t < at) {
+                        self.fail(format!(
+                            "group {g} lost write {tag} (counted at {at} ms) without a total \
+                             crash since"
+                        ));
+                    }
+                    self.stats.writes_lost_to_total_crashes += 1;
+                    self.keys
+                        .get_mut(&key)
+                        .expect("a known key")
+                        .lost
+                        .insert(tag);
+                }
+                other => self.fail(format!(
+                    "group {g} lost {other:?}, which counted at {at} ms (a move record must \
+                     never be lost)"
+                )),
+            }
+        }
+        // What committed without a host acting on it (its host was deposed first) counts
+        // now: the new host's data holds it.
+        let survived: Vec<LoggedRecord> = log
+            .iter()
+            .filter(|l| l.uid != 0 && !self.vsr(g).counted.contains_key(&l.uid))
+            .cloned()
+            .collect();
+        for l in survived {
+            self.stats.survived_failovers += 1;
+            self.count(g, &l);
+        }
+        let records: Vec<GroupRecord> = log.into_iter().map(|l| l.record).collect();
+        let node = Group::recover(g, self.opts.mistakes, &records);
+        let vg = self.vsr_mut(g);
+        if vg.hosted {
+            self.stats.failovers += 1;
+        }
+        let vg = self.vsr_mut(g);
+        vg.hosted = true;
+        let client = vg.next_client;
+        vg.next_client += 1;
+        vg.nodes[usize::from(r)].host = Some(Host {
+            view,
+            client,
+            node,
+            seq: 0,
+            pending: VecDeque::new(),
+        });
+    }
+
+    /// A record of group `g` counts (a host acted on it): a write is acknowledged.
+    fn count(&mut self, g: GroupId, l: &LoggedRecord) {
+        let now = self.now;
+        let first = self
+            .vsr_mut(g)
+            .counted
+            .insert(l.uid, (l.record.clone(), now))
+            .is_none();
+        if first {
+            if let GroupRecord::Put { key, tag, .. } = &l.record {
+                self.acked(g, key.clone(), *tag);
+            }
+        }
+    }
+
+    /// The host on replica `r` acts on the records whose replies came (in log order), then
+    /// submits what it appended and sends what it must. Whether it submitted anything (the
+    /// replica then has work).
+    fn host_acts(&mut self, g: GroupId, r: u8) -> bool {
+        let ready: Vec<LoggedRecord> = {
+            let Some(host) = self.vsr_mut(g).nodes[usize::from(r)].host.as_mut() else {
+                return false;
+            };
+            let mut ready = Vec::new();
+            while host.pending.front().is_some_and(|p| p.2) {
+                let (_, l, _) = host.pending.pop_front().expect("checked");
+                ready.push(l);
+            }
+            ready
+        };
+        for l in &ready {
+            self.count(g, l);
+            if let Some(host) = self.vsr_mut(g).nodes[usize::from(r)].host.as_mut() {
+                host.node.committed(&l.record);
+            }
+        }
+        self.host_flush(g, r)
+    }
+
+    /// Submits the host's appends to its replica and sends its messages. Whether it
+    /// submitted anything.
+    fn host_flush(&mut self, g: GroupId, r: u8) -> bool {
+        let lazy = self.opts.mistakes.lazy_transfers;
+        let now = self.now;
+        let actions = match self.vsr_mut(g).nodes[usize::from(r)].host.as_mut() {
+            Some(h) => h.node.drain(),
+            None => return false,
+        };
+        let mut submitted = false;
+        for a in actions {
+            match a {
+                crate::lazen::Action::Append(record) => {
+                    let vg = self.vsr_mut(g);
+                    let uid = vg.next_uid;
+                    vg.next_uid += 1;
+                    let node = &mut vg.nodes[usize::from(r)];
+                    let (Some(host), Some(rep)) = (node.host.as_mut(), node.replica.as_mut())
+                    else {
+                        continue;
+                    };
+                    host.seq += 1;
+                    let sync = record.synchronous(lazy);
+                    let op = LoggedRecord { uid, record };
+                    host.pending.push_back((host.seq, op.clone(), false));
+                    let request = VsrRequest {
+                        client: host.client,
+                        seq: host.seq,
+                        op,
+                        sync,
+                    };
+                    let ev = rep.view();
+                    rep.handle_message(
+                        now,
+                        Address::Client(host.client),
+                        VsrMessage::Request { request, ev },
+                    );
+                    submitted = true;
+                }
+                crate::lazen::Action::Send(to, msg) => self.send(Node::Group(g), to, msg),
+            }
+        }
+        submitted
+    }
+
+    fn check_one_lease(&mut self, g: GroupId) {
+        let now = self.now;
+        let holders: Vec<usize> = (0..usize::from(REPLICAS))
+            .filter(|&i| {
+                self.vsr(g).nodes[i]
+                    .replica
+                    .as_ref()
+                    .is_some_and(|r| holds_lease(r, now))
+            })
+            .collect();
+        if holders.len() > 1 {
+            self.fail(format!(
+                "replicas {holders:?} of group {g} hold a read lease at once"
+            ));
+        }
+    }
+
+    /// A message from another group or the configuration group reaches group `g`.
+    pub(super) fn vsr_deliver(&mut self, g: GroupId, from: Node, msg: &Message) {
+        let Some(i) = self.vsr(g).leader(self.now) else {
+            return; // no primary: the sender asks again
+        };
+        let r = i as u8;
+        if let Some(h) = self.vsr_mut(g).nodes[i].host.as_mut() {
+            h.node.on_message(from, msg);
+        }
+        if self.host_flush(g, r) {
+            self.pump(g, r);
+        }
+    }
+
+    pub(super) fn vsr_tick_hosts(&mut self, g: GroupId) {
+        for r in 0..REPLICAS {
+            if let Some(h) = self.vsr_mut(g).nodes[usize::from(r)].host.as_mut() {
+                h.node.tick();
+                if self.host_flush(g, r) {
+                    self.pump(g, r);
+                }
+            }
+        }
+    }
+
+    /// A client's request reaches group `g`: the client reaches the primary it knows of,
+    /// now and then a replica that does not lead (or no longer does).
+    pub(super) fn vsr_request(&mut self, g: GroupId, req: &Request, asking: bool) -> Reply {
+        let now = self.now;
+        let pick = if self.faulty() && self.rng.chance(100) {
+            Some(self.rng.below(u64::from(REPLICAS)) as usize)
+        } else {
+            self.vsr(g).leader(now)
+        };
+        let Some(i) = pick else {
+            return Reply::TryAgain; // no primary yet: the cluster is down for this group
+        };
+        let node = &self.vsr(g).nodes[i];
+        let (Some(rep), Some(_)) = (node.replica.as_ref(), node.host.as_ref()) else {
+            return Reply::TryAgain;
+        };
+        // A read is answered from the primary's own state only under its lease.
+        if matches!(req, Request::Get(_)) && !holds_lease(rep, now) {
+            return Reply::TryAgain;
+        }
+        let reply = match self.vsr_mut(g).nodes[i].host.as_mut() {
+            Some(h) => h.node.request(req, asking),
+            None => return Reply::TryAgain,
+        };
+        if self.host_flush(g, i as u8) {
+            self.pump(g, i as u8);
+        }
+        reply
+    }
+
+    /// Replica `r` of group `g` crashes: its disk keeps a random prefix of what was not
+    /// synced, the last append maybe torn.
+    pub(super) fn crash_replica(&mut self, g: GroupId, r: u8) {
+        if self.vsr(g).nodes[usize::from(r)].replica.is_none() {
+            return;
+        }
+        if self.vsr(g).nodes[usize::from(r)].host.is_some() {
+            self.drop_host(g, r);
+        }
+        let keep_draw = self.rng.next();
+        let torn_draw = self.rng.next();
+        let node = &mut self.vsr_mut(g).nodes[usize::from(r)];
+        node.replica = None;
+        node.incarnation += 1;
+        let writes: Vec<Write> = node.unsynced.drain(..).collect();
+        let keep = (keep_draw % (writes.len() as u64 + 1)) as usize;
+        for (i, w) in writes.iter().take(keep).enumerate() {
+            let part = match w {
+                DiskWrite::Append(es) if i + 1 == keep => {
+                    Some((torn_draw % (es.len() as u64 + 1)) as usize)
+                }
+                _ => None,
+            };
+            node.durable.apply(w, part);
+        }
+        node.syncs.clear();
+        node.issued = 0;
+        node.made_durable = 0;
+        node.sync_at = 0;
+    }
+
+    fn restart_replica(&mut self, g: GroupId, r: u8) {
+        let now = self.now;
+        let (seed, mistake) = (self.opts.seed, self.opts.vsr_mistake);
+        let vg = self.vsr_mut(g);
+        let app = RecordApp::bootstrap(&vg.bootstrap);
+        let node = &mut vg.nodes[usize::from(r)];
+        if node.replica.is_some() {
+            return;
+        }
+        node.replica = Some(Replica::recover(
+            r,
+            replica_config(seed, mistake, g, r),
+            app,
+            &node.durable,
+            now,
+        ));
+        self.pump(g, r);
+    }
+
+    /// Whether some replica of `g` is down or has not recovered from a crash yet.
+    fn impaired(&self, g: GroupId) -> bool {
+        self.vsr(g)
+            .nodes
+            .iter()
+            .any(|n| n.replica.as_ref().is_none_or(|r| r.is_amnesiac()))
+    }
+
+    /// A fault inside group `g`: one replica (often the primary) crashes and restarts
+    /// later, or is cut off from its peers for a while. Never a second replica while one
+    /// is down or recovering: that would be a total crash, which `total_crash` is.
+    pub(super) fn replica_fault(&mut self, g: GroupId) {
+        let now = self.now;
+        let r = if self.rng.chance(500) {
+            self.vsr(g)
+                .leader(now)
+                .map_or_else(|| self.rng.below(u64::from(REPLICAS)) as u8, |i| i as u8)
+        } else {
+            self.rng.below(u64::from(REPLICAS)) as u8
+        };
+        if self.rng.chance(500) && !self.impaired(g) {
+            self.crash_replica(g, r);
+            let after = 20 + self.rng.below(300);
+            self.schedule(
+                after,
+                Event::Vsr(VsrEvent::Restart {
+                    group: g,
+                    replica: r,
+                }),
+            );
+        } else {
+            let until = now + 30 + self.rng.below(300);
+            self.vsr_mut(g).nodes[usize::from(r)].cut_off_until = until;
+        }
+    }
+
+    /// Every replica of `g` crashes at once; each restarts a little later.
+    pub(super) fn total_crash(&mut self, g: GroupId) {
+        self.stats.total_crashes += 1;
+        self.vsr_mut(g).total_crash_at = Some(self.now);
+        for r in 0..REPLICAS {
+            self.crash_replica(g, r);
+            let after = 20 + self.rng.below(200);
+            self.schedule(
+                after,
+                Event::Vsr(VsrEvent::Restart {
+                    group: g,
+                    replica: r,
+                }),
+            );
+        }
+    }
+}
