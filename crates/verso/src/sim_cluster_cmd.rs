@@ -29,6 +29,9 @@ pub struct ClusterSimArgs {
     /// replicas inside groups, read leases), instead of one abstract log per group.
     #[arg(long)]
     replicated: bool,
+    /// Print what happens in the run (with --seeds 1; replicated runs say the most).
+    #[arg(long)]
+    trace: bool,
     /// Worker threads. Default: the number of cores.
     #[arg(long)]
     threads: Option<usize>,
@@ -79,6 +82,7 @@ pub fn run(args: &ClusterSimArgs) -> ExitCode {
         opts.ops_per_client = args.ops;
         opts.mistakes = mistakes;
         opts.replicated = args.replicated;
+        opts.trace = args.trace;
         Sim::new(opts).run()
     };
     let t = match crate::sim_cmd::run_seeds(args.seed, args.seeds, threads, one, SimStats::add) {

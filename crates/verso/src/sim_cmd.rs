@@ -158,6 +158,9 @@ pub fn run_sim(sim: &Sim) -> ExitCode {
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
+                // A seed that panics stops the progress line, so the scope ends and passes
+                // the panic on (instead of waiting forever for a seed that never finishes).
+                let _stop_on_panic = StopOnPanic(&stop);
                 while !stop.load(Ordering::Relaxed) {
                     let seed = next.fetch_add(1, Ordering::Relaxed);
                     if seed >= end {
@@ -271,6 +274,9 @@ pub fn run_seeds<T: Default + Send, E: Send>(
     std::thread::scope(|s| {
         for _ in 0..threads.max(1) {
             s.spawn(|| {
+                // A seed that panics stops the progress line, so the scope ends and passes
+                // the panic on (instead of waiting forever for a seed that never finishes).
+                let _stop_on_panic = StopOnPanic(&stop);
                 while !stop.load(Ordering::Relaxed) {
                     let seed = next.fetch_add(1, Ordering::Relaxed);
                     if seed >= end {
@@ -295,6 +301,17 @@ pub fn run_seeds<T: Default + Send, E: Send>(
     match failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(f) => Err(f),
         None => Ok(total.into_inner().unwrap_or_else(|p| p.into_inner())),
+    }
+}
+
+/// Sets its flag if dropped while its thread panics.
+struct StopOnPanic<'a>(&'a AtomicBool);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Relaxed);
+        }
     }
 }
 

@@ -52,7 +52,7 @@ pub type Entries = Vec<(Key, Option<Value>)>;
 pub const CHUNK_ENTRIES: usize = 8;
 
 /// A record in the configuration group's log (all synchronous).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ConfigRecord {
     /// Bootstrap: `slots` belong to `group`.
     Assign { slots: SlotSet, group: GroupId },

@@ -113,7 +113,7 @@ impl Sim {
         let keys: Vec<Vec<u8>> = self.keys.keys().cloned().collect();
         for key in keys {
             let slot = key_slot(&key);
-            let Some(owner) = self.config.owner(slot) else {
+            let Some(owner) = self.slot_map().and_then(|c| c.owner(slot)) else {
                 self.fail(format!("slot {slot} has no owner"));
                 return;
             };

@@ -4,7 +4,7 @@
 
 use super::{Event, Sim};
 use crate::lazen::{GroupId, Reply, Request};
-use crate::slot::{key_slot, Slot, SLOTS};
+use crate::slot::key_slot;
 
 #[derive(Clone, Debug)]
 pub(super) enum Waiting {
@@ -71,7 +71,9 @@ impl Sim {
         req: &Request,
     ) {
         let reply = if self.opts.replicated {
-            self.vsr_request(g, req, asking)
+            let reply = self.vsr_request(g, req, asking);
+            self.trace(|| format!("client {c} at group {g}: {req:?} -> {reply:?}"));
+            reply
         } else {
             let reply = self.groups[usize::from(g)].node.request(req, asking);
             self.flush_group(g);
@@ -260,8 +262,8 @@ impl Sim {
     /// The client asks for the slot map (as CLUSTER SLOTS), served by the configuration
     /// group's committed state.
     pub(super) fn refresh_map(&mut self, c: usize) {
-        for s in 0..SLOTS as Slot {
-            self.clients[c].map[usize::from(s)] = self.config.owner(s);
+        if let Some(owners) = self.owners() {
+            self.clients[c].map = owners;
         }
     }
 }

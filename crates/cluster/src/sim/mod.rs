@@ -4,8 +4,8 @@
 //!
 //! Each data group is either one abstract state machine over its log (below), or, with
 //! `SimOptions::replicated`, three real Lazy VSR replicas with their own network and disks
-//! (`vsr_group.rs`, which lists what that mode adds). The configuration group is always
-//! abstract.
+//! (`vsr_group.rs`, which lists what that mode adds); the configuration then lives in group
+//! 0's log, as on the servers, instead of in an abstract group of its own.
 //!
 //! Faults, until `faults_until`: messages between groups are lost, duplicated and delayed
 //! (so reordered), and two nodes are partitioned for a while; clients' requests and answers
@@ -63,6 +63,8 @@ pub struct SimOptions {
     /// checks here catch replication bugs too.
     #[doc(hidden)]
     pub vsr_mistake: Option<verso_vsr::Mistake>,
+    /// Print what happens (replicated runs: crashes, hosts, records acted on, reads).
+    pub trace: bool,
 }
 
 impl SimOptions {
@@ -77,6 +79,7 @@ impl SimOptions {
             mistakes: Mistakes::default(),
             replicated: false,
             vsr_mistake: None,
+            trace: false,
         }
     }
 }
@@ -269,21 +272,24 @@ impl Sim {
             });
         }
         // Bootstrap: slots spread round-robin over the groups, all of SLOTS assigned.
-        let mut config_log = Vec::new();
         let mut group_slots = vec![SlotSet::default(); usize::from(opts.groups)];
         for s in 0..SLOTS as Slot {
             group_slots[usize::from(s) % usize::from(opts.groups)].insert(s);
         }
+        let config_log: Vec<ConfigRecord> = group_slots
+            .iter()
+            .enumerate()
+            .map(|(g, slots)| ConfigRecord::Assign {
+                slots: slots.clone(),
+                group: g as GroupId,
+            })
+            .collect();
         let mut groups = Vec::new();
         for (g, slots) in group_slots.into_iter().enumerate() {
             let g = g as GroupId;
-            config_log.push(ConfigRecord::Assign {
-                slots: slots.clone(),
-                group: g,
-            });
             let vsr = opts
                 .replicated
-                .then(|| VsrGroup::new(opts.seed, opts.vsr_mistake, g, &slots));
+                .then(|| VsrGroup::new(opts.seed, opts.vsr_mistake, g, &slots, &config_log));
             let log = vec![(GroupRecord::Own { slots }, true)];
             let records: Vec<GroupRecord> = log.iter().map(|(r, _)| r.clone()).collect();
             groups.push(SimGroup {
@@ -342,6 +348,14 @@ impl Sim {
         self.queue.push(Reverse((self.now + delay, self.seq, id)));
     }
 
+    fn trace(&self, what: impl FnOnce() -> String) {
+        if self.opts.trace {
+            // A closed pipe (`| head`) only ends the trace.
+            use std::io::Write;
+            let _ = writeln!(std::io::stdout(), "{:>6} {}", self.now, what());
+        }
+    }
+
     fn faulty(&self) -> bool {
         self.now < self.opts.faults_until
     }
@@ -386,8 +400,9 @@ impl Sim {
                     what: format!(
                         "no progress {SETTLE_MS} ms after faults stopped: {} moves in flight, \
                          operations left per client {clients:?}; {}; {}",
-                        self.config.moves_in_flight(),
-                        self.config.describe(),
+                        self.slot_map().map_or(0, Config::moves_in_flight),
+                        self.slot_map()
+                            .map_or("no configuration primary".into(), Config::describe),
                         groups.join("; ")
                     ),
                 });
@@ -403,7 +418,7 @@ impl Sim {
 
     fn finished(&self) -> bool {
         !self.faulty()
-            && self.config.moves_in_flight() == 0
+            && self.slot_map().is_some_and(|c| c.moves_in_flight() == 0)
             && self
                 .clients
                 .iter()
@@ -414,6 +429,7 @@ impl Sim {
     fn step(&mut self, e: Event) {
         match e {
             Event::Deliver { to, from, msg } => match to {
+                Node::Config if self.opts.replicated => self.vsr_config_deliver(&msg),
                 Node::Config => {
                     self.config.on_message(&msg);
                     self.flush_config();
@@ -454,6 +470,8 @@ impl Sim {
             }
             Event::Tick(node) => {
                 match node {
+                    // Group 0's host ticks the configuration it runs.
+                    Node::Config if self.opts.replicated => {}
                     Node::Config => {
                         self.config.tick();
                         self.flush_config();
@@ -565,12 +583,31 @@ impl Sim {
         }
     }
 
+    /// The committed slot map and moves: the configuration group's, or in replicated runs
+    /// group 0's lease holder's (none while it has no primary).
+    fn slot_map(&self) -> Option<&Config> {
+        if self.opts.replicated {
+            self.hosted_config()
+        } else {
+            Some(&self.config)
+        }
+    }
+
+    /// Every slot's owner in the committed map.
+    fn owners(&self) -> Option<Vec<Option<GroupId>>> {
+        let c = self.slot_map()?;
+        Some((0..SLOTS as Slot).map(|s| c.owner(s)).collect())
+    }
+
     fn start_move(&mut self) {
         // A random subset of one group's slots of interest, to another group.
         let from = self.rng.below(u64::from(self.opts.groups)) as GroupId;
+        let Some(owners) = self.owners() else {
+            return; // no configuration primary to ask
+        };
         let mut slots = SlotSet::default();
         for &s in &self.slots {
-            if self.config.owner(s) == Some(from) && self.rng.chance(500) {
+            if owners[usize::from(s)] == Some(from) && self.rng.chance(500) {
                 slots.insert(s);
             }
         }
@@ -579,10 +616,16 @@ impl Sim {
         }
         let to = (from + 1 + self.rng.below(u64::from(self.opts.groups) - 1) as GroupId)
             % self.opts.groups;
-        if self.config.start_move(slots, to).is_ok() {
+        let began = if self.opts.replicated {
+            self.vsr_start_move(slots, to)
+        } else {
+            let began = self.config.start_move(slots, to).is_ok();
+            self.flush_config();
+            began
+        };
+        if began {
             self.stats.moves_started += 1;
         }
-        self.flush_config();
     }
 
     fn fault(&mut self) {
@@ -604,6 +647,8 @@ impl Sim {
                 let g = self.rng.below(groups) as GroupId;
                 self.restart_group(g, true);
             }
+            // In replicated runs the configuration is group 0's, which fails with it.
+            55..=69 if self.opts.replicated => self.replica_fault(0),
             55..=69 => {
                 // The configuration group fails over: a random prefix of its uncommitted
                 // appends survives (and commits in the new view), the rest is lost.

@@ -7,6 +7,10 @@
 //! is the list of records applied, which is all a new primary needs to rebuild its part in
 //! moves and its data ([`Group::recover`]).
 //!
+//! As in the server, the configuration lives in the first data group's log: group 0's
+//! records are its own and the configuration's ([`LogRecord`]), and its host runs Lazen's
+//! [`Config`] beside its [`Group`].
+//!
 //! Lazen's [`Group`] runs on a replica that leads (its *host*), as the server runs it on
 //! the primary: it submits each record as a request (synchronous ones with `sync`, so the
 //! reply waits for a majority's disks) and acts on a record only once the replies of it and
@@ -32,7 +36,9 @@ use verso_vsr::{
 };
 
 use super::{Event, Sim};
-use crate::lazen::{Group, GroupId, GroupRecord, Message, Node, Reply, Request};
+use crate::lazen::{
+    Action, Config, ConfigRecord, Group, GroupId, GroupRecord, Message, Node, Reply, Request,
+};
 use crate::slot::SlotSet;
 
 /// Replicas per data group.
@@ -40,33 +46,44 @@ const REPLICAS: u8 = 3;
 /// How often replicas' timers are looked at (virtual ms).
 const REPLICA_TICK_MS: u64 = 5;
 
+/// A record of a data group's log: the group's own, or (group 0) the configuration's.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum LogRecord {
+    Data(GroupRecord),
+    Config(ConfigRecord),
+}
+
 /// A record as the group's log carries it: `uid` names it across failovers, so the
 /// simulator can tell whether a record that counted is still in a new primary's log.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) struct LoggedRecord {
     uid: u64,
-    record: GroupRecord,
+    record: LogRecord,
 }
 
 /// The replicated application: every record applied, with its operation number, in log
-/// order. Operation 0 is the bootstrap (`Own`), which no rollback reaches.
+/// order. Operation 0 is the bootstrap (`Own`, and in group 0 the slot map's `Assign`s),
+/// which no rollback reaches.
 #[derive(Clone, Debug)]
 pub(super) struct RecordApp {
     applied: Vec<(u64, LoggedRecord)>,
 }
 
 impl RecordApp {
-    fn bootstrap(slots: &SlotSet) -> RecordApp {
+    fn bootstrap(records: &[LogRecord]) -> RecordApp {
         RecordApp {
-            applied: vec![(
-                0,
-                LoggedRecord {
-                    uid: 0,
-                    record: GroupRecord::Own {
-                        slots: slots.clone(),
-                    },
-                },
-            )],
+            applied: records
+                .iter()
+                .map(|r| {
+                    (
+                        0,
+                        LoggedRecord {
+                            uid: 0,
+                            record: r.clone(),
+                        },
+                    )
+                })
+                .collect(),
         }
     }
 }
@@ -106,6 +123,8 @@ struct Host {
     /// A fresh client identity per host, so its request numbers start at 1.
     client: ClientId,
     node: Group,
+    /// Group 0's: the slot map and the log of moves.
+    config: Option<Config>,
     seq: u64,
     /// Submitted and not yet acted on, oldest first, with whether the reply came.
     pending: VecDeque<(u64, LoggedRecord, bool)>,
@@ -134,9 +153,9 @@ struct ReplicaNode {
 /// One data group of real replicas.
 pub(super) struct VsrGroup {
     nodes: Vec<ReplicaNode>,
-    bootstrap: SlotSet,
+    bootstrap: Vec<LogRecord>,
     /// Every record a host of this group acted on, by uid, with when it first counted.
-    counted: BTreeMap<u64, (GroupRecord, u64)>,
+    counted: BTreeMap<u64, (LogRecord, u64)>,
     /// When every replica of the group last crashed at once.
     total_crash_at: Option<u64>,
     /// Whether a replica has hosted yet (the first host is not a failover).
@@ -188,18 +207,26 @@ fn replica_config(seed: u64, mistake: Option<Mistake>, group: GroupId, replica: 
 }
 
 impl VsrGroup {
+    /// Group `group`, owning `slots`; `config` is the slot map's bootstrap for group 0.
     pub(super) fn new(
         seed: u64,
         mistake: Option<Mistake>,
         group: GroupId,
         slots: &SlotSet,
+        config: &[ConfigRecord],
     ) -> VsrGroup {
+        let mut bootstrap = vec![LogRecord::Data(GroupRecord::Own {
+            slots: slots.clone(),
+        })];
+        if group == 0 {
+            bootstrap.extend(config.iter().cloned().map(LogRecord::Config));
+        }
         let nodes = (0..REPLICAS)
             .map(|r| ReplicaNode {
                 replica: Some(Replica::new(
                     r,
                     replica_config(seed, mistake, group, r),
-                    RecordApp::bootstrap(slots),
+                    RecordApp::bootstrap(&bootstrap),
                     0,
                 )),
                 incarnation: 0,
@@ -215,7 +242,7 @@ impl VsrGroup {
             .collect();
         VsrGroup {
             nodes,
-            bootstrap: slots.clone(),
+            bootstrap,
             counted: BTreeMap::new(),
             total_crash_at: None,
             hosted: false,
@@ -482,6 +509,7 @@ impl Sim {
     }
 
     fn drop_host(&mut self, g: GroupId, r: u8) {
+        self.trace(|| format!("group {g} r{r} stops hosting"));
         self.vsr_mut(g).nodes[usize::from(r)].host = None;
         // Clients waiting for a write's commit through this host time out (indeterminate),
         // as a real client whose connection to a deposed primary ends.
@@ -492,7 +520,7 @@ impl Sim {
     fn start_host(&mut self, g: GroupId, r: u8, view: ViewNum, log: Vec<LoggedRecord>) {
         let uids: BTreeSet<u64> = log.iter().map(|l| l.uid).collect();
         // What counted and is gone: only client writes, only after a total crash.
-        let gone: Vec<(u64, GroupRecord, u64)> = self
+        let gone: Vec<(u64, LogRecord, u64)> = self
             .vsr(g)
             .counted
             .iter()
@@ -503,7 +531,7 @@ impl Sim {
         for (uid, rec, at) in gone {
             self.vsr_mut(g).counted.remove(&uid);
             match rec {
-                GroupRecord::Put { key, tag, .. } => {
+                LogRecord::Data(GroupRecord::Put { key, tag, .. }) => {
                     if total_crash_at.is_none_or(|t| t < at) {
                         self.fail(format!(
                             "group {g} lost write {tag} (counted at {at} ms) without a total \
@@ -534,8 +562,22 @@ impl Sim {
             self.stats.survived_failovers += 1;
             self.count(g, &l);
         }
-        let records: Vec<GroupRecord> = log.into_iter().map(|l| l.record).collect();
+        self.trace(|| {
+            format!(
+                "group {g} r{r} hosts in view {view:?} over {} records",
+                log.len()
+            )
+        });
+        let mut records = Vec::new();
+        let mut config_records = Vec::new();
+        for l in log {
+            match l.record {
+                LogRecord::Data(r) => records.push(r),
+                LogRecord::Config(r) => config_records.push(r),
+            }
+        }
         let node = Group::recover(g, self.opts.mistakes, &records);
+        let config = (g == 0).then(|| Config::recover(&config_records));
         let vg = self.vsr_mut(g);
         if vg.hosted {
             self.stats.failovers += 1;
@@ -548,6 +590,7 @@ impl Sim {
             view,
             client,
             node,
+            config,
             seq: 0,
             pending: VecDeque::new(),
         });
@@ -562,8 +605,13 @@ impl Sim {
             .insert(l.uid, (l.record.clone(), now))
             .is_none();
         if first {
-            if let GroupRecord::Put { key, tag, .. } = &l.record {
-                self.acked(g, key.clone(), *tag);
+            self.trace(|| format!("group {g} counts #{} {:?}", l.uid, l.record));
+            match &l.record {
+                LogRecord::Data(GroupRecord::Put { key, tag, .. }) => {
+                    self.acked(g, key.clone(), *tag)
+                }
+                LogRecord::Config(ConfigRecord::Done { .. }) => self.stats.moves_done += 1,
+                _ => {}
             }
         }
     }
@@ -586,55 +634,81 @@ impl Sim {
         for l in &ready {
             self.count(g, l);
             if let Some(host) = self.vsr_mut(g).nodes[usize::from(r)].host.as_mut() {
-                host.node.committed(&l.record);
+                match &l.record {
+                    LogRecord::Data(rec) => host.node.committed(rec),
+                    LogRecord::Config(rec) => {
+                        if let Some(c) = host.config.as_mut() {
+                            c.committed(rec)
+                        }
+                    }
+                }
             }
         }
         self.host_flush(g, r)
     }
 
-    /// Submits the host's appends to its replica and sends its messages. Whether it
-    /// submitted anything.
+    /// Submits the host's appends (its group's and, in group 0, the configuration's) to its
+    /// replica and sends its messages. Whether it submitted anything.
     fn host_flush(&mut self, g: GroupId, r: u8) -> bool {
         let lazy = self.opts.mistakes.lazy_transfers;
-        let now = self.now;
-        let actions = match self.vsr_mut(g).nodes[usize::from(r)].host.as_mut() {
-            Some(h) => h.node.drain(),
-            None => return false,
-        };
-        let mut submitted = false;
-        for a in actions {
-            match a {
-                crate::lazen::Action::Append(record) => {
-                    let vg = self.vsr_mut(g);
-                    let uid = vg.next_uid;
-                    vg.next_uid += 1;
-                    let node = &mut vg.nodes[usize::from(r)];
-                    let (Some(host), Some(rep)) = (node.host.as_mut(), node.replica.as_mut())
-                    else {
-                        continue;
-                    };
-                    host.seq += 1;
-                    let sync = record.synchronous(lazy);
-                    let op = LoggedRecord { uid, record };
-                    host.pending.push_back((host.seq, op.clone(), false));
-                    let request = VsrRequest {
-                        client: host.client,
-                        seq: host.seq,
-                        op,
-                        sync,
-                    };
-                    let ev = rep.view();
-                    rep.handle_message(
-                        now,
-                        Address::Client(host.client),
-                        VsrMessage::Request { request, ev },
-                    );
-                    submitted = true;
+        let mut appends = Vec::new();
+        let mut sends = Vec::new();
+        match self.vsr_mut(g).nodes[usize::from(r)].host.as_mut() {
+            Some(h) => {
+                for a in h.node.drain() {
+                    match a {
+                        Action::Append(rec) => {
+                            let sync = rec.synchronous(lazy);
+                            appends.push((LogRecord::Data(rec), sync));
+                        }
+                        Action::Send(to, msg) => sends.push((Node::Group(g), to, msg)),
+                    }
                 }
-                crate::lazen::Action::Send(to, msg) => self.send(Node::Group(g), to, msg),
+                for a in h.config.as_mut().map(Config::drain).unwrap_or_default() {
+                    match a {
+                        // Every configuration record is synchronous.
+                        Action::Append(rec) => appends.push((LogRecord::Config(rec), true)),
+                        Action::Send(to, msg) => sends.push((Node::Config, to, msg)),
+                    }
+                }
             }
+            None => return false,
+        }
+        for (from, to, msg) in sends {
+            self.send(from, to, msg);
+        }
+        let submitted = !appends.is_empty();
+        for (record, sync) in appends {
+            self.submit(g, r, record, sync);
         }
         submitted
+    }
+
+    /// The host on replica `r` hands `record` to its replica as a request.
+    fn submit(&mut self, g: GroupId, r: u8, record: LogRecord, sync: bool) {
+        let now = self.now;
+        let vg = self.vsr_mut(g);
+        let uid = vg.next_uid;
+        vg.next_uid += 1;
+        let node = &mut vg.nodes[usize::from(r)];
+        let (Some(host), Some(rep)) = (node.host.as_mut(), node.replica.as_mut()) else {
+            return;
+        };
+        host.seq += 1;
+        let op = LoggedRecord { uid, record };
+        host.pending.push_back((host.seq, op.clone(), false));
+        let request = VsrRequest {
+            client: host.client,
+            seq: host.seq,
+            op,
+            sync,
+        };
+        let ev = rep.view();
+        rep.handle_message(
+            now,
+            Address::Client(host.client),
+            VsrMessage::Request { request, ev },
+        );
     }
 
     fn check_one_lease(&mut self, g: GroupId) {
@@ -672,6 +746,9 @@ impl Sim {
         for r in 0..REPLICAS {
             if let Some(h) = self.vsr_mut(g).nodes[usize::from(r)].host.as_mut() {
                 h.node.tick();
+                if let Some(c) = h.config.as_mut() {
+                    c.tick();
+                }
                 if self.host_flush(g, r) {
                     self.pump(g, r);
                 }
@@ -709,6 +786,47 @@ impl Sim {
         reply
     }
 
+    /// The slot map as group 0's lease holder knows it (its committed configuration).
+    pub(super) fn hosted_config(&self) -> Option<&Config> {
+        let vg = self.vsr(0);
+        vg.lease_holder(self.now)
+            .and_then(|i| vg.nodes[i].host.as_ref())
+            .and_then(|h| h.config.as_ref())
+    }
+
+    /// A message reaches the configuration: group 0's primary.
+    pub(super) fn vsr_config_deliver(&mut self, msg: &Message) {
+        let Some(i) = self.vsr(0).leader(self.now) else {
+            return;
+        };
+        if let Some(c) = self.vsr_mut(0).nodes[i]
+            .host
+            .as_mut()
+            .and_then(|h| h.config.as_mut())
+        {
+            c.on_message(msg);
+        }
+        if self.host_flush(0, i as u8) {
+            self.pump(0, i as u8);
+        }
+    }
+
+    /// An operator starts a move at group 0's primary. Whether it began.
+    pub(super) fn vsr_start_move(&mut self, slots: SlotSet, to: GroupId) -> bool {
+        let Some(i) = self.vsr(0).leader(self.now) else {
+            return false;
+        };
+        let began = self.vsr_mut(0).nodes[i]
+            .host
+            .as_mut()
+            .and_then(|h| h.config.as_mut())
+            .is_some_and(|c| c.start_move(slots, to).is_ok());
+        if self.host_flush(0, i as u8) {
+            self.pump(0, i as u8);
+        }
+        began
+    }
+
     /// Replica `r` of group `g` crashes: its disk keeps a random prefix of what was not
     /// synced, the last append maybe torn.
     pub(super) fn crash_replica(&mut self, g: GroupId, r: u8) {
@@ -720,6 +838,7 @@ impl Sim {
         }
         let keep_draw = self.rng.next();
         let torn_draw = self.rng.next();
+        self.trace(|| format!("group {g} r{r} crashes"));
         let node = &mut self.vsr_mut(g).nodes[usize::from(r)];
         node.replica = None;
         node.incarnation += 1;
@@ -749,6 +868,7 @@ impl Sim {
         if node.replica.is_some() {
             return;
         }
+        let tail = node.durable.tail();
         node.replica = Some(Replica::recover(
             r,
             replica_config(seed, mistake, g, r),
@@ -756,6 +876,7 @@ impl Sim {
             &node.durable,
             now,
         ));
+        self.trace(|| format!("group {g} r{r} restarts, disk log to {tail:?}"));
         self.pump(g, r);
     }
 
@@ -791,12 +912,14 @@ impl Sim {
             );
         } else {
             let until = now + 30 + self.rng.below(300);
+            self.trace(|| format!("group {g} r{r} cut off until {until}"));
             self.vsr_mut(g).nodes[usize::from(r)].cut_off_until = until;
         }
     }
 
     /// Every replica of `g` crashes at once; each restarts a little later.
     pub(super) fn total_crash(&mut self, g: GroupId) {
+        self.trace(|| format!("group {g} crashes whole"));
         self.stats.total_crashes += 1;
         self.vsr_mut(g).total_crash_at = Some(self.now);
         for r in 0..REPLICAS {
