@@ -1,7 +1,9 @@
 //! What every run checks: reads against the writes that committed (`KeyModel`), exclusive
 //! service after every event, and the final state once everything settled.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+use verso_check::{check_linearizable_registers, RegisterOp, RegisterOpKind};
 
 use super::Sim;
 use crate::lazen::{Group, GroupId};
@@ -38,7 +40,7 @@ impl Sim {
     pub(super) fn check_read(&mut self, key: &[u8], value: Option<&[u8]>, group: GroupId) {
         let seen: u64 = match value {
             None => 0,
-            Some(v) => match std::str::from_utf8(v).ok().and_then(|t| t.parse().ok()) {
+            Some(v) => match tag_of(v) {
                 Some(t) => t,
                 None => {
                     self.fail(format!("key {:?} holds a value never written", lossy(key)));
@@ -128,6 +130,45 @@ impl Sim {
             let v = g.peek(&key).cloned();
             self.check_read(&key, v.as_deref(), owner);
         }
+    }
+}
+
+/// The write a value names (values are their writes' tags).
+pub(super) fn tag_of(value: &[u8]) -> Option<u64> {
+    std::str::from_utf8(value).ok().and_then(|t| t.parse().ok())
+}
+
+/// Once the run is over: the clients' operations are linearizable, per key
+/// (`verso-check`), leaving out writes a total crash lost and the reads that saw them
+/// (as the replication simulator does: what was lost is not in the history that stands).
+pub(super) fn check_linearizable(sim: &mut Sim) {
+    let lost = |key: &[u8], tag: u64| sim.keys.get(key).is_some_and(|m| m.lost.contains(&tag));
+    // A read that found the key absent names no write: it is left out if a lost deletion
+    // of the key had begun by the time it returned.
+    let mut lost_delete_from: BTreeMap<&[u8], u64> = BTreeMap::new();
+    for (op, tag) in &sim.history {
+        if let (RegisterOpKind::Remove, Some(t)) = (op.kind, tag) {
+            if lost(&op.key, *t) {
+                let from = lost_delete_from.entry(&op.key).or_insert(op.start);
+                *from = (*from).min(op.start);
+            }
+        }
+    }
+    let ops: Vec<RegisterOp> = sim
+        .history
+        .iter()
+        .filter(|(op, tag)| match (op.kind, tag) {
+            (_, Some(t)) => !lost(&op.key, *t),
+            (RegisterOpKind::Get { observed: Some(t) }, None) => !lost(&op.key, t),
+            (RegisterOpKind::Get { observed: None }, None) => lost_delete_from
+                .get(op.key.as_slice())
+                .is_none_or(|&from| from > op.end),
+            _ => true,
+        })
+        .map(|(op, _)| op.clone())
+        .collect();
+    if let Err(v) = check_linearizable_registers(&ops) {
+        sim.fail(format!("the clients' history is not linearizable: {v}"));
     }
 }
 

@@ -2,6 +2,9 @@
 //! MOVED, ASK and TRYAGAIN, refreshes its slot map from the configuration group, and counts
 //! a write whose answer was lost as indeterminate (as a Redis client must).
 
+use verso_check::{RegisterOp, RegisterOpKind};
+
+use super::checks::tag_of;
 use super::{Event, Sim};
 use crate::lazen::{GroupId, Reply, Request};
 use crate::slot::key_slot;
@@ -29,6 +32,8 @@ pub(super) struct Client {
     pub(super) waiting: Waiting,
     /// Numbers the client's sends, so late answers to earlier ones are ignored.
     pub(super) attempt: u64,
+    /// When the current operation began (for the history).
+    pub(super) started: u64,
 }
 
 /// Retries of one operation before a client gives up (counted against progress once
@@ -92,6 +97,32 @@ impl Sim {
         self.send_to_client(c, attempt, g, reply, false);
     }
 
+    /// Records client `c`'s operation as done at `end`, with what a read observed.
+    fn record(&mut self, c: usize, observed: Option<Option<u64>>, end: u64) {
+        let cl = &self.clients[c];
+        let Some((req, _)) = &cl.op else {
+            return;
+        };
+        let (key, kind, tag) = match (req, observed) {
+            (Request::Get(key), Some(observed)) => (key, RegisterOpKind::Get { observed }, None),
+            (Request::Put { key, value, tag }, None) => {
+                let kind = match value {
+                    Some(_) => RegisterOpKind::Put { value: *tag },
+                    None => RegisterOpKind::Remove,
+                };
+                (key, kind, Some(*tag))
+            }
+            _ => return,
+        };
+        let op = RegisterOp {
+            key: key.clone(),
+            start: cl.started,
+            end,
+            kind,
+        };
+        self.history.push((op, tag));
+    }
+
     pub(super) fn finish_op(&mut self, c: usize, completed: bool) {
         let cl = &mut self.clients[c];
         cl.waiting = Waiting::Idle;
@@ -123,8 +154,14 @@ impl Sim {
             None => return,
         };
         match reply {
-            Reply::Value(_) => self.finish_op(c, true),
-            Reply::Appended if committed => self.finish_op(c, true),
+            Reply::Value(v) => {
+                self.record(c, Some(v.as_deref().and_then(tag_of)), self.now);
+                self.finish_op(c, true)
+            }
+            Reply::Appended if committed => {
+                self.record(c, None, self.now);
+                self.finish_op(c, true)
+            }
             Reply::Appended => self.clients[c].waiting = Waiting::Commit { attempt },
             Reply::Moved(to) => {
                 self.stats.redirects += 1;
@@ -162,7 +199,11 @@ impl Sim {
                 self.clients[c].waiting = Waiting::Idle;
                 self.retry(c, 1);
             }
-            _ => self.finish_op(c, false),
+            _ => {
+                // Indeterminate: it may take effect at any time from its start on.
+                self.record(c, None, u64::MAX);
+                self.finish_op(c, false)
+            }
         }
     }
 
@@ -203,6 +244,7 @@ impl Sim {
             };
             self.clients[c].op = Some((req, 0));
             self.clients[c].asking = None;
+            self.clients[c].started = self.now;
         }
         let (req, tries) = self.clients[c].op.clone().expect("an operation");
         if tries > RETRIES_MAX {

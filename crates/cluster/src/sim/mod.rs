@@ -25,6 +25,10 @@
 //!   held that write dropped it from the log's lazy suffix (then an older value is allowed);
 //!   never a write that did not commit; and never older than what an earlier read saw,
 //!   unless a total crash dropped that;
+//! - **linearizable per key**: at the end, the clients' history (an indeterminate write
+//!   pending from its start on) passes `verso-check`'s register check, leaving out writes a
+//!   total crash lost and the reads that saw them (a read that found the key absent, if a
+//!   lost deletion of it had begun);
 //! - **progress**: once faults stop, every move finishes and every client operation
 //!   completes within a bounded time.
 
@@ -236,6 +240,9 @@ pub struct Sim {
     partition: Option<(Node, Node, u64)>,
     pub stats: SimStats,
     violation: Option<Violation>,
+    /// Every client operation that finished (indeterminate writes end at `u64::MAX`), with
+    /// the write's tag.
+    history: Vec<(verso_check::RegisterOp, Option<u64>)>,
 }
 
 impl Sim {
@@ -269,6 +276,7 @@ impl Sim {
                 asking: None,
                 waiting: Waiting::Idle,
                 attempt: 0,
+                started: 0,
             });
         }
         // Bootstrap: slots spread round-robin over the groups, all of SLOTS assigned.
@@ -323,6 +331,7 @@ impl Sim {
             partition: None,
             stats: SimStats::default(),
             violation: None,
+            history: Vec::new(),
             opts,
         };
         for g in 0..sim.opts.groups {
@@ -409,6 +418,9 @@ impl Sim {
             }
         }
         self.check_final();
+        if self.violation.is_none() {
+            checks::check_linearizable(&mut self);
+        }
         if let Some(v) = self.violation.take() {
             return Err(v);
         }
