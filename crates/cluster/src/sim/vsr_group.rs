@@ -24,7 +24,7 @@
 //! - **no record that counted is lost**: when a replica starts hosting, every record a host
 //!   of the group acted on must still be in its log. A client write may be missing only if
 //!   every replica of the group crashed at once after it counted (Lazy VSR's lost suffix);
-//!   a transfer record never;
+//!   a transfer or configuration record never;
 //! - **one lease at a time**: no two replicas of a group hold a read lease at once;
 //! - and the checks of `mod.rs`, with a group's service being its lease holder's.
 
