@@ -17,21 +17,12 @@ base=${PORT_BASE:-7100}
 command -v redis-cli >/dev/null || { echo "error: redis-cli is missing (apt-get install redis-tools)" >&2; exit 2; }
 [ -x "$bin" ] || { echo "error: $bin is not an executable (cargo build --release)" >&2; exit 2; }
 work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# The server's own view-change timeout (500 ms), which a long FLUSHALL must not trip.
+VIEW_CHANGE_MS=${VIEW_CHANGE_MS:-500}
+# shellcheck source=bench/replica-group.sh
+source bench/replica-group.sh
+trap 'stop; rm -rf "$work"' EXIT
 
-{
-  printf 'secret = "a benchmark secret of some length"\nmode = "lazy"\n'
-  for i in 0 1 2; do
-    printf '\n[[replica]]\nid = %d\nclient = "127.0.0.1:%d"\npeer = "127.0.0.1:%d"\n' \
-      "$i" $((base + i)) $((base + 100 + i))
-  done
-} >"$work/cluster.toml"
 python3 -c '
 import sys
 w = sys.stdout.write
@@ -45,24 +36,7 @@ now() { date +%s.%N; }
 echo "| run | keys | FLUSHALL s | SET after it | WAIT 2 after it | DBSIZE per replica | view changes after the first |"
 echo "|---|---:|---:|---|---|---|---:|"
 for ((r = 1; r <= runs; r++)); do
-  rm -rf "$work"/r? "$work"/r?.log
-  pids=()
-  for i in 0 1 2; do
-    "$bin" serve --cluster "$work/cluster.toml" --replica "$i" --data-dir "$work/r$i" \
-      --threads 2 >"$work/r$i.log" 2>&1 &
-    pids+=($!)
-  done
-  primary=""
-  for _ in $(seq 300); do
-    for i in 0 1 2; do
-      if cli $((base + i)) info replication 2>/dev/null | grep -q "vsr_role:primary"; then
-        primary=$((base + i))
-      fi
-    done
-    [ -n "$primary" ] && break
-    sleep 0.1
-  done
-  [ -n "$primary" ] || { echo "error: no primary elected" >&2; exit 1; }
+  start_group "$bin" --threads 2
   cli "$primary" --pipe <"$work/load.resp" >/dev/null
   cli "$primary" wait 2 60000 >/dev/null
   start=$(now)
@@ -75,9 +49,8 @@ for ((r = 1; r <= runs; r++)); do
     sizes="$sizes $(printf 'READONLY\r\nDBSIZE\r\n' | cli $((base + i)) 2>/dev/null | tail -1)"
   done
   # The first election is one view change started by one or more replicas; count views.
-  views=$(cat "$work"/r?.log | grep -o "primary: accepting commits view=[0-9.]*" | sort -u | wc -l)
+  views=$(cat "$work"/g/r?.log | grep -o "primary: accepting commits view=[0-9.]*" | sort -u | wc -l)
   [ "$flush" = "OK" ] || took="$took ($flush)"
   echo "| $r | $keys | $took | $set_reply | $wait_reply |$sizes | $((views - 1)) |"
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  stop
 done

@@ -18,10 +18,12 @@ bins_or_build() {
 pids=()
 stop() { kill -9 "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; pids=(); }
 
-# start_group BIN: a fresh group in "$work/g" (logs "$work/g/r$id.log"); sets `primary` to
-# the primary's client port once one is elected, or exits.
+# start_group BIN [SERVE_ARGS...]: a fresh group in "$work/g" (logs "$work/g/r$id.log"),
+# each replica started with SERVE_ARGS too; sets `primary` to the primary's client port once
+# one is elected, or exits.
 start_group() {
     local bin=$1 id
+    shift
     rm -rf "$work/g"
     mkdir -p "$work/g"
     {
@@ -34,7 +36,7 @@ start_group() {
     } > "$work/g/cluster.toml"
     for id in 0 1 2; do
         "$bin" serve --cluster "$work/g/cluster.toml" --replica "$id" \
-            --data-dir "$work/g/r$id" 2> "$work/g/r$id.log" > /dev/null &
+            --data-dir "$work/g/r$id" "$@" 2> "$work/g/r$id.log" > /dev/null &
         pids+=($!)
     done
     primary=
