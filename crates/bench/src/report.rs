@@ -31,6 +31,10 @@ pub struct EngineCounters {
     pub gc_runs: u64,
     /// Bytes of versions freed.
     pub gc_bytes_freed: u64,
+    /// Record chains pruned (a record pruned twice counts twice).
+    pub gc_records_pruned: u64,
+    /// Newest versions moved from the heap into their record's inline slot.
+    pub gc_moved_inline: u64,
     /// Superseded versions still queued for collection at the end (a level, not a delta).
     pub gc_pending_at_end: u64,
 }
@@ -54,6 +58,10 @@ impl EngineCounters {
                 .saturating_sub(before.versions_installed),
             gc_runs: after.gc_runs.saturating_sub(before.gc_runs),
             gc_bytes_freed: after.gc_bytes_freed.saturating_sub(before.gc_bytes_freed),
+            gc_records_pruned: after
+                .gc_records_pruned
+                .saturating_sub(before.gc_records_pruned),
+            gc_moved_inline: after.gc_moved_inline.saturating_sub(before.gc_moved_inline),
             gc_pending_at_end: after.gc_pending,
         }
     }

@@ -20,6 +20,7 @@ use std::ops::Bound;
 use verso_index::Direction;
 
 use crate::db::Db;
+use crate::gc::GcEntry;
 use crate::index::{OrderedIndex, RecordPtr};
 use crate::record::Version;
 use crate::{Durability, Error};
@@ -218,9 +219,9 @@ impl Db {
             return;
         }
         r.lock_for_install(ts);
-        if r.install(Version::new_in(record, ts, value)) {
+        if let Some(superseded) = r.install(Version::new_in(record, ts, value)) {
             let site = (ts as usize) % self.gc.len();
-            lock(&self.gc[site]).extend(std::iter::once(record));
+            lock(&self.gc[site]).extend(std::iter::once(GcEntry::new(record, superseded)));
         }
         r.unlock(ts);
     }

@@ -35,11 +35,57 @@ pub(crate) const GC_TRIGGER_MIN: usize = 256;
 /// ... or once this many removed records wait to be freed.
 const RETIRED_TRIGGER: usize = 256;
 
+/// The version a commit superseded, as `Record::install` reports it: written at `ts`, and
+/// superseded at `by`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Superseded {
+    pub(crate) ts: u64,
+    pub(crate) by: u64,
+}
+
+impl Superseded {
+    /// Nothing known about what the record holds (a tombstone without an older version, an
+    /// install below newer versions, a record that needs another look): always pruned.
+    pub(crate) const UNKNOWN: Superseded = Superseded { ts: 0, by: 0 };
+
+    /// Whether a snapshot's readers still need the superseded version. If so, a prune could
+    /// not take it, and the versions below it were queued by their own entries.
+    fn pinned(self, snap: &GcSnapshot) -> bool {
+        self.ts < self.by && snap.visible_to_someone(self.ts, self.by)
+    }
+}
+
+/// A record queued for pruning, and what queued it.
+///
+/// Why the pair is kept: next to a long reader, nearly every write supersedes a version
+/// the reader could still read (anything written before it began), so a prune right after
+/// the write could take nothing and would only pay its cache misses; the record would then
+/// wait in `stuck` and be pruned again once the reader ended. A collection parks such an
+/// entry in `stuck` without touching the record.
+#[derive(Clone, Copy)]
+pub(crate) struct GcEntry {
+    pub(crate) record: RecordPtr,
+    pub(crate) superseded: Superseded,
+}
+
+impl GcEntry {
+    pub(crate) fn new(record: RecordPtr, superseded: Superseded) -> Self {
+        GcEntry { record, superseded }
+    }
+
+    fn unknown(record: RecordPtr) -> Self {
+        GcEntry::new(record, Superseded::UNKNOWN)
+    }
+}
+
 pub(crate) struct GcQueue {
     /// Invariant: every record with a version below its head that may become garbage, or
     /// with a tombstone at its head, has an entry here or in `stuck` (or in another site's
-    /// queue); each entry is counted in its record's `queued`.
-    entries: Vec<RecordPtr>,
+    /// queue); each entry is counted in its record's `queued`. An entry whose superseded
+    /// version is pinned (it goes to `stuck` unpruned) is only ever parked while the entry
+    /// of every version below that one is still queued somewhere too, and `stuck` gives
+    /// its entries back as `Superseded::UNKNOWN`, so the record is pruned in the end.
+    entries: Vec<GcEntry>,
     trigger: usize,
     /// Records whose last prune could take nothing: every version they keep was needed by
     /// an active transaction (typically a long reader's). Pruning them at every collection
@@ -47,7 +93,7 @@ pub(crate) struct GcQueue {
     /// transaction moves on (`stuck_low`), or until the collections since have pruned eight
     /// times as many records as wait here (a bound on how long a version needed only by a
     /// younger, finished transaction can linger). A new version re-queues a record anyway.
-    stuck: Vec<RecordPtr>,
+    stuck: Vec<GcEntry>,
     /// `low` of the snapshot the stuck records were pruned against.
     stuck_low: u64,
     /// `stuck`'s length after its last deduplication.
@@ -66,8 +112,8 @@ pub(crate) struct GcQueue {
     retired_trigger: usize,
     /// The prunes' output of one collection, and emptied batches' buffers, kept so that
     /// collections do not allocate.
-    moved_now: Vec<NonNull<Version>>,
-    spare: Vec<Vec<NonNull<Version>>>,
+    moved_now: Vec<MovedOriginal>,
+    spare: Vec<Vec<MovedOriginal>>,
 }
 
 /// Heap versions whose copies replaced them as their records' heads, in one collection.
@@ -79,7 +125,7 @@ pub(crate) struct GcQueue {
 /// between its own and `after`, and every walk in progress at the move has ended. A long
 /// reader older than the original holds back neither.
 struct MovedBatch {
-    versions: Vec<NonNull<Version>>,
+    versions: Vec<MovedOriginal>,
     /// A timestamp drawn after the copies were published.
     after: u64,
     /// (slot, odd walk counter) of each walk in progress at the move.
@@ -91,6 +137,16 @@ struct MovedBatch {
     /// usually free nothing. A younger member that ends meanwhile only delays the free
     /// until the oldest moves on, as for the stuck records.
     kept_at_low: Option<u64>,
+}
+
+/// A heap original (`Record::prune` moved a copy of it into the record's inline slot), with
+/// its timestamp kept beside it: a long reader typically holds a batch through one check,
+/// and reading the timestamp from the original would cost a cache miss per original each
+/// time the batch is looked at.
+#[derive(Clone, Copy)]
+pub(crate) struct MovedOriginal {
+    pub(crate) version: NonNull<Version>,
+    pub(crate) ts: u64,
 }
 
 /// A record removed from the index, owned by the queue that retired it.
@@ -151,7 +207,7 @@ impl Default for GcQueue {
 
 impl GcQueue {
     /// Queues records whose `install` asked for the GC (and counted the entry).
-    pub(crate) fn extend(&mut self, records: impl Iterator<Item = RecordPtr>) {
+    pub(crate) fn extend(&mut self, records: impl Iterator<Item = GcEntry>) {
         self.entries.extend(records);
     }
 
@@ -206,14 +262,34 @@ impl GcQueue {
         if !self.stuck.is_empty()
             && (snap.low > self.stuck_low || self.pruned_since_park >= 8 * self.stuck.len())
         {
-            self.entries.append(&mut self.stuck);
+            // Back as unknown: a parked entry stood for every entry of its record that
+            // `dedup` merged into it, not only for its own pair.
+            self.entries
+                .extend(self.stuck.drain(..).map(|e| GcEntry::unknown(e.record)));
             self.pruned_since_park = 0;
+        }
+        // An entry worth a prune is marked unknown, so that the one `dedup` keeps of a
+        // record is pruned if any of them was worth it.
+        for e in self.entries.iter_mut() {
+            if !e.superseded.pinned(&snap) {
+                e.superseded = Superseded::UNKNOWN;
+            }
         }
         // A hot key has many entries but needs one prune; while a long reader keeps its
         // history alive, the queue then holds one entry per record, not one per write.
         dedup(&mut self.entries);
         let mut removed = Vec::new();
         let stuck = &mut self.stuck;
+        // Pinned entries (see `GcEntry`) are parked before the walk below, so that it
+        // neither prunes nor fetches ahead records it would only find unchanged; each
+        // takes its count in `queued` with it.
+        self.entries.retain(|&e| {
+            let prune = e.superseded == Superseded::UNKNOWN;
+            if !prune {
+                stuck.push(e);
+            }
+            prune
+        });
         // A prune's first loads miss (the queue's records were written a while ago, and
         // a long reader's stuck records come back cold): fetch the records `AHEAD_RECORD`
         // entries ahead and their head versions `AHEAD_HEAD` ahead, so the misses overlap.
@@ -223,12 +299,13 @@ impl GcQueue {
         let mut kept_entries = 0;
         for i in 0..entries.len() {
             if let Some(ahead) = entries.get(i + AHEAD_RECORD) {
-                ahead.get().prefetch_for_prune();
+                ahead.record.get().prefetch_for_prune();
             }
             if let Some(ahead) = entries.get(i + AHEAD_HEAD) {
-                ahead.get().prefetch_head();
+                ahead.record.get().prefetch_head();
             }
-            let record = entries[i];
+            let entry = entries[i];
+            let record = entry.record;
             let before = (unlinked.len(), moved.len());
             let keep = match record.get().prune(record, &snap, &mut unlinked, &mut moved) {
                 Prune::Pruned(p) => {
@@ -241,7 +318,7 @@ impl GcQueue {
                     let progressed = p.bytes_freed > 0 || before != (unlinked.len(), moved.len());
                     if p.history_kept && !progressed {
                         // The entry (and its count in `queued`) moves to the stuck list.
-                        stuck.push(record);
+                        stuck.push(entry);
                         continue;
                     }
                     p.history_kept
@@ -250,7 +327,7 @@ impl GcQueue {
                 Prune::Dead => false,
             };
             if keep {
-                entries[kept_entries] = record;
+                entries[kept_entries] = entry;
                 kept_entries += 1;
             } else {
                 record.get().unqueue();
@@ -328,21 +405,38 @@ impl GcQueue {
             if !walked || batch.kept_at_low == Some(snap.low) {
                 return true;
             }
-            batch.versions.retain(|&v| {
-                // SAFETY: an original not freed yet (each is listed once).
-                let ts = unsafe { v.as_ref() }.ts();
-                if ts >= batch.after || snap.visible_to_someone(ts, batch.after) {
-                    return true;
+            // Freeing reads each original, written a while ago: fetch ahead the ones that
+            // will be freed, so that the misses overlap.
+            const AHEAD: usize = 8;
+            let after = batch.after;
+            let held = |m: &MovedOriginal| m.ts >= after || snap.visible_to_someone(m.ts, after);
+            let versions = &mut batch.versions;
+            for m in versions.iter().take(AHEAD) {
+                if !held(m) {
+                    Version::prefetch(m.version);
+                }
+            }
+            let mut kept = 0;
+            for i in 0..versions.len() {
+                if let Some(m) = versions.get(i + AHEAD).filter(|m| !held(m)) {
+                    Version::prefetch(m.version);
+                }
+                let m = versions[i];
+                if held(&m) {
+                    versions[kept] = m;
+                    kept += 1;
+                    continue;
                 }
                 // SAFETY: off its chain since before `after`, no walk that stood on it is
                 // left, and no transaction that could have read it is active: the readers
                 // were above its timestamp and below `after`, and `snap` has none there.
+                // Each original is listed once, and is dropped from the list here.
                 unsafe {
-                    bytes += v.as_ref().footprint();
-                    Version::free(v);
+                    bytes += m.version.as_ref().footprint();
+                    Version::free(m.version);
                 }
-                false
-            });
+            }
+            versions.truncate(kept);
             if batch.versions.is_empty() {
                 spare.push(std::mem::take(&mut batch.versions));
                 return false;
@@ -358,7 +452,7 @@ impl GcQueue {
         for batch in self.moved.drain(..) {
             for v in batch.versions {
                 // SAFETY: no transaction is left (`Db::drop`); each is listed once.
-                unsafe { Version::free(v) };
+                unsafe { Version::free(v.version) };
             }
         }
     }
@@ -398,12 +492,16 @@ impl GcQueue {
 }
 
 /// Leaves one entry per record, dropping the others' counts.
-fn dedup(entries: &mut Vec<RecordPtr>) {
-    entries.sort_unstable_by_key(|record| record.addr());
+/// A pinned entry survives only if every entry of its record was pinned.
+fn dedup(entries: &mut Vec<GcEntry>) {
+    entries.sort_unstable_by_key(|e| e.record.addr());
     entries.dedup_by(|dup, kept| {
-        let same = dup.addr() == kept.addr();
+        let same = dup.record.addr() == kept.record.addr();
         if same {
-            dup.get().unqueue();
+            if dup.superseded == Superseded::UNKNOWN {
+                kept.superseded = Superseded::UNKNOWN;
+            }
+            dup.record.get().unqueue();
         }
         same
     });

@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 use crate::db::Db;
 use crate::error::Error;
+use crate::gc::GcEntry;
 use crate::index::{OrderedIndex, RecordPtr};
 use crate::record::Version;
 use verso_index::Direction;
@@ -223,8 +224,8 @@ impl Db {
                 });
                 break;
             }
-            if r.install(Version::new_in(record, ts, w.value)) {
-                queued.push(record);
+            if let Some(superseded) = r.install(Version::new_in(record, ts, w.value)) {
+                queued.push(GcEntry::new(record, superseded));
             }
             r.unlock(ts);
         }

@@ -10,6 +10,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 
+use crate::gc::GcEntry;
 use crate::index::RecordPtr;
 use crate::record::Version;
 
@@ -41,7 +42,7 @@ pub(crate) struct WriteSet {
     /// Commit scratch: the record and prepared version for each entry, in lock order.
     pub(crate) prepared: Vec<(RecordPtr, std::ptr::NonNull<Version>)>,
     /// Commit scratch: records whose older versions became garbage.
-    pub(crate) superseded: Vec<RecordPtr>,
+    pub(crate) superseded: Vec<GcEntry>,
     /// Savepoints open on this set ([`WriteSet::mark`]); while any is, a put that replaces
     /// an entry saves the entry first, in `undo`.
     marks: u32,

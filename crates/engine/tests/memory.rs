@@ -360,3 +360,68 @@ fn a_long_reader_does_not_make_every_commit_collect() {
         "{pending} entries still wait for the GC after the reader ended"
     );
 }
+
+/// Next to a long reader, a write that supersedes a version the reader could read leaves
+/// nothing a prune could take: the collections park its record without visiting it (each
+/// visit is a cache miss on a record written a while ago), and prune it once the reader
+/// has ended, freeing what the reader held.
+#[test]
+fn records_pinned_by_a_long_reader_are_pruned_once_it_ends() {
+    let _serial = serial();
+    let db = Db::open(Options::default()).unwrap();
+    let t = db.table("t").unwrap();
+    const KEYS: u64 = 2_000;
+    let write_round = |db: &Db, byte: u8| {
+        for k in 0..KEYS {
+            db.run(|txn| txn.put(&t, k.to_be_bytes(), [byte; 100]))
+                .unwrap();
+        }
+    };
+    write_round(&db, 0);
+    db.collect_garbage();
+    let reader = db.begin_read_only().unwrap();
+    let before = db.stats();
+    write_round(&db, 1); // every key once: the reader may still read each 0
+    db.collect_garbage();
+    let during = db.stats();
+    assert!(
+        during.gc_runs > before.gc_runs,
+        "the queue filled and was collected"
+    );
+    assert_eq!(
+        during.gc_records_pruned - before.gc_records_pruned,
+        0,
+        "a record whose superseded version the reader may read was pruned anyway"
+    );
+    for k in (0..KEYS).step_by(97) {
+        assert_eq!(
+            reader.get(&t, k.to_be_bytes()).unwrap(),
+            Some(&[0u8; 100][..])
+        );
+    }
+    drop(reader);
+    db.collect_garbage();
+    db.collect_garbage();
+    let after = db.stats();
+    let pruned = after.gc_records_pruned - during.gc_records_pruned;
+    assert!(
+        (KEYS..=KEYS + KEYS / 10).contains(&pruned),
+        "{pruned} prunes for {KEYS} records parked once each"
+    );
+    assert!(
+        after.gc_bytes_freed - during.gc_bytes_freed >= KEYS * 100,
+        "the versions the reader held were not freed"
+    );
+    assert!(
+        after.gc_pending < 100,
+        "{} entries still wait for the GC after the reader ended",
+        after.gc_pending
+    );
+    let check = db.begin_read_only().unwrap();
+    for k in 0..KEYS {
+        assert_eq!(
+            check.get(&t, k.to_be_bytes()).unwrap(),
+            Some(&[1u8; 100][..])
+        );
+    }
+}

@@ -6,6 +6,7 @@ use std::ops::Bound;
 
 use super::Txn;
 use crate::db::TableState;
+use crate::gc::GcEntry;
 use crate::index::OrderedIndex;
 use crate::record::{Refused, Version};
 use crate::{CommitTs, ConflictReason, Error};
@@ -100,8 +101,8 @@ impl Txn<'_> {
         for &(record, version) in &prepared {
             let r = record.get();
             r.lock_for_install(cts);
-            if r.install(version) {
-                superseded.push(record);
+            if let Some(s) = r.install(version) {
+                superseded.push(GcEntry::new(record, s));
             }
             r.unlock(cts);
         }

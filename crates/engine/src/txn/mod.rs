@@ -30,6 +30,7 @@ use std::sync::atomic::Ordering as StdOrdering;
 
 use crate::db::{Db, SiteStats, Table, TableState};
 use crate::durability::DurabilityTicket;
+use crate::gc::GcEntry;
 use crate::index::{OrderedIndex, RecordPtr, TableIndex};
 use crate::range::{Range, ReadMode, Reader};
 use crate::record::{Record, Refused, Removed, Version};
@@ -557,7 +558,7 @@ impl<'db> Txn<'db> {
     /// A commit's first step, outside any lock: sorts the writes by (table, key), finds or
     /// inserts each record, and allocates each version at `ts`. Also hands out the buffer
     /// for the records the installs will queue for the GC.
-    fn prepare(&mut self, ts: u64) -> (Prepared, Vec<RecordPtr>) {
+    fn prepare(&mut self, ts: u64) -> (Prepared, Vec<GcEntry>) {
         let db = self.db;
         let reads_cell = self.read_records.borrow();
         let reads = reads_cell.as_ref();
@@ -576,7 +577,7 @@ impl<'db> Txn<'db> {
     /// versions and removes the records of inserts left empty (this commit's, or another's
     /// that failed too); queues the records whose older versions became garbage, collects
     /// this site's queue when it asks, and gives the buffers back to the write set.
-    fn settle(&mut self, mut prepared: Prepared, mut superseded: Vec<RecordPtr>, installed: bool) {
+    fn settle(&mut self, mut prepared: Prepared, mut superseded: Vec<GcEntry>, installed: bool) {
         let db = self.db;
         let site = self.slot.site as usize;
         if !installed {

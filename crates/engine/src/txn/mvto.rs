@@ -6,6 +6,7 @@ use std::ptr::NonNull;
 
 use super::{rehome, HeldRecords, Txn};
 use crate::db::Db;
+use crate::gc::GcEntry;
 use crate::index::RecordPtr;
 use crate::record::{Refused, Removed, Version};
 use crate::{CommitTs, ConflictReason, Error, Fault};
@@ -23,8 +24,8 @@ impl Txn<'_> {
             self.log_append(ts);
             for entry in prepared.iter_mut() {
                 while entry.0.get().install_stale(entry.1).map(|gc| {
-                    if gc {
-                        superseded.push(entry.0);
+                    if let Some(s) = gc {
+                        superseded.push(GcEntry::new(entry.0, s));
                     }
                 }) == Err(Removed)
                 {
@@ -39,7 +40,7 @@ impl Txn<'_> {
             &mut prepared,
             ts,
             || self.log_append(ts),
-            |record| superseded.push(record),
+            |entry| superseded.push(entry),
         );
         self.settle(prepared, superseded, result.is_ok());
         result.map_err(|reason| Error::Conflict { reason })?;
@@ -56,7 +57,7 @@ fn lock_and_install(
     prepared: &mut [(RecordPtr, NonNull<Version>)],
     ts: u64,
     before_install: impl FnOnce(),
-    mut superseded: impl FnMut(RecordPtr),
+    mut superseded: impl FnMut(GcEntry),
 ) -> Result<(), ConflictReason> {
     let mut held = HeldRecords {
         records: prepared,
@@ -78,8 +79,8 @@ fn lock_and_install(
     before_install();
     for i in 0..held.records.len() {
         let (record, version) = held.records[i];
-        if record.get().install(version) {
-            superseded(record);
+        if let Some(s) = record.get().install(version) {
+            superseded(GcEntry::new(record, s));
         }
         record.get().unlock(ts);
         held.from += 1;

@@ -6,6 +6,7 @@
 use std::ptr::NonNull;
 
 use super::{rehome, HeldRecords, Txn};
+use crate::gc::GcEntry;
 use crate::index::RecordPtr;
 use crate::record::{Refused, Version, OWNER_UNSTAMPED};
 use crate::validation::PredicateLog;
@@ -23,7 +24,7 @@ impl Txn<'_> {
         self.replication_precheck()?;
         // The commit timestamp is not known yet; `Version::set_ts` fills it in.
         let (mut prepared, mut superseded) = self.prepare(0);
-        let result = self.lock_validate_install(&mut prepared, start, |r| superseded.push(r));
+        let result = self.lock_validate_install(&mut prepared, start, |e| superseded.push(e));
         self.settle(prepared, superseded, result.is_ok());
         result.map(CommitTs)
     }
@@ -69,7 +70,7 @@ impl Txn<'_> {
         &self,
         prepared: &mut [(RecordPtr, NonNull<Version>)],
         start: u64,
-        mut superseded: impl FnMut(RecordPtr),
+        mut superseded: impl FnMut(GcEntry),
     ) -> Result<u64, Error> {
         let mut held = HeldRecords {
             records: prepared,
@@ -140,8 +141,8 @@ impl Txn<'_> {
             let (record, version) = held.records[i];
             // SAFETY: still private to this commit.
             unsafe { Version::set_ts(version, cts) };
-            if record.get().install(version) {
-                superseded(record);
+            if let Some(s) = record.get().install(version) {
+                superseded(GcEntry::new(record, s));
             }
             record.get().unlock(cts);
             held.from += 1;
