@@ -263,33 +263,27 @@ impl GcQueue {
             && (snap.low > self.stuck_low || self.pruned_since_park >= 8 * self.stuck.len())
         {
             // Back as unknown: a parked entry stood for every entry of its record that
-            // `dedup` merged into it, not only for its own pair.
+            // `dedup` merged into it (in `stuck`), not only for its own pair.
             self.entries
                 .extend(self.stuck.drain(..).map(|e| GcEntry::unknown(e.record)));
             self.pruned_since_park = 0;
         }
-        // An entry worth a prune is marked unknown, so that the one `dedup` keeps of a
-        // record is pruned if any of them was worth it.
-        for e in self.entries.iter_mut() {
-            if !e.superseded.pinned(&snap) {
-                e.superseded = Superseded::UNKNOWN;
+        let stuck = &mut self.stuck;
+        // Pinned entries (see `GcEntry`) are parked first, so that neither `dedup`'s sort
+        // nor the walk below spends time on them; each takes its count in `queued` with
+        // it. A record with entries on both sides is pruned now for the others, and once
+        // more when its parked entry comes back.
+        self.entries.retain(|&e| {
+            let pinned = e.superseded.pinned(&snap);
+            if pinned {
+                stuck.push(e);
             }
-        }
+            !pinned
+        });
         // A hot key has many entries but needs one prune; while a long reader keeps its
         // history alive, the queue then holds one entry per record, not one per write.
         dedup(&mut self.entries);
         let mut removed = Vec::new();
-        let stuck = &mut self.stuck;
-        // Pinned entries (see `GcEntry`) are parked before the walk below, so that it
-        // neither prunes nor fetches ahead records it would only find unchanged; each
-        // takes its count in `queued` with it.
-        self.entries.retain(|&e| {
-            let prune = e.superseded == Superseded::UNKNOWN;
-            if !prune {
-                stuck.push(e);
-            }
-            prune
-        });
         // A prune's first loads miss (the queue's records were written a while ago, and
         // a long reader's stuck records come back cold): fetch the records `AHEAD_RECORD`
         // entries ahead and their head versions `AHEAD_HEAD` ahead, so the misses overlap.
@@ -327,7 +321,7 @@ impl GcQueue {
                 Prune::Dead => false,
             };
             if keep {
-                entries[kept_entries] = entry;
+                entries[kept_entries] = GcEntry::unknown(record);
                 kept_entries += 1;
             } else {
                 record.get().unqueue();
@@ -492,15 +486,11 @@ impl GcQueue {
 }
 
 /// Leaves one entry per record, dropping the others' counts.
-/// A pinned entry survives only if every entry of its record was pinned.
 fn dedup(entries: &mut Vec<GcEntry>) {
     entries.sort_unstable_by_key(|e| e.record.addr());
     entries.dedup_by(|dup, kept| {
         let same = dup.record.addr() == kept.record.addr();
         if same {
-            if dup.superseded == Superseded::UNKNOWN {
-                kept.superseded = Superseded::UNKNOWN;
-            }
             dup.record.get().unqueue();
         }
         same
