@@ -376,11 +376,17 @@ impl GcQueue {
             if r.after >= low || !r.record.get().is_unqueued() {
                 return true;
             }
-            // SAFETY: out of the index since before `after` was drawn, so only transactions
-            // begun before then (all ended: the watermark is past `after`) could have found
-            // it, and no GC queue names it (`queued` is zero, and nothing queues a dead
-            // record); this queue retired it once and frees it once.
-            unsafe { r.record.destroy() };
+            let record = r.record;
+            // Masstree reads a long key's tail from the record (`IndexValue::HOLDS_KEY`): an
+            // index operation that began before now may still compare against this key.
+            verso_index::retire_after_readers(move || {
+                // SAFETY: out of the index since before `after` was drawn, so only
+                // transactions begun before then (all ended: the watermark is past `after`)
+                // could have found it, no GC queue names it (`queued` is zero, and nothing
+                // queues a dead record), and every index operation that could read its key
+                // has ended; this queue retired it once and frees it once.
+                unsafe { record.destroy() };
+            });
             false
         });
         before - self.retired.len()

@@ -99,6 +99,17 @@ unsafe impl IndexValue for RecordPtr {
         // SAFETY: by the trait's contract `bits` came from `into_bits` of a `NonNull`.
         RecordPtr(unsafe { NonNull::new_unchecked(bits as usize as *mut Record) })
     }
+
+    // A record holds its key (`Record::alloc` copies the key it is inserted under), so
+    // Masstree keeps no second copy of a long key's tail.
+    const HOLDS_KEY: bool = true;
+
+    unsafe fn key_of(bits: u64) -> *const [u8] {
+        // SAFETY: by the trait's contract `bits` name a record the index holds or held while
+        // the caller was pinned; a removed record is freed only through
+        // `verso_index::retire_after_readers` (`gc.rs`, `free_retired`), so it is alive.
+        unsafe { Record::key_at(NonNull::new_unchecked(bits as usize as *mut Record)) }
+    }
 }
 
 /// Which ordered index a `Db`'s tables use.

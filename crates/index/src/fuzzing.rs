@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use crate::{Direction, Masstree};
+use crate::{Direction, IndexValue, Masstree};
 
 /// Operations decoded from one input at most (bounds the work per input).
 pub const OPS_MAX: usize = 4096;
@@ -203,12 +203,99 @@ fn model_scan(
     v
 }
 
-/// Runs `op` on both; `value` is the value a write stores (unique per operation).
-fn apply(t: &Masstree<u64>, model: &mut BTreeMap<Vec<u8>, u64>, op: &Op, value: u64) {
+/// A value the fuzzed tree stores, built from the key it goes under and a unique id.
+pub trait FuzzValue: IndexValue {
+    fn make(key: &[u8], id: u64) -> Self;
+    fn id(self) -> u64;
+    /// Gives the value up once the tree no longer holds it.
+    fn release(self);
+}
+
+impl FuzzValue for u64 {
+    fn make(_: &[u8], id: u64) -> u64 {
+        id
+    }
+    fn id(self) -> u64 {
+        self
+    }
+    fn release(self) {}
+}
+
+/// A value that holds its entry's whole key, as the engine's records do
+/// ([`IndexValue::HOLDS_KEY`]): the tree keeps no copy of a long suffix and reads it from
+/// here. Freed through [`crate::retire_after_readers`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyedValue(std::ptr::NonNull<(Vec<u8>, u64)>);
+
+// SAFETY: the pointer names an immutable leaked box.
+unsafe impl Send for KeyedValue {}
+// SAFETY: as above.
+unsafe impl Sync for KeyedValue {}
+
+impl KeyedValue {
+    /// The key and id.
+    pub fn get(&self) -> &(Vec<u8>, u64) {
+        // SAFETY: freed only by `release`, after the tree gave the value up and every index
+        // operation that could read it has ended.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl FuzzValue for KeyedValue {
+    fn make(key: &[u8], id: u64) -> KeyedValue {
+        KeyedValue(std::ptr::NonNull::from(Box::leak(Box::new((
+            key.to_vec(),
+            id,
+        )))))
+    }
+    fn id(self) -> u64 {
+        self.get().1
+    }
+    fn release(self) {
+        let addr = self.0.as_ptr() as usize;
+        crate::retire_after_readers(move || {
+            // SAFETY: made by `Box::leak` in `make`, no longer in the tree, released once.
+            drop(unsafe { Box::from_raw(addr as *mut (Vec<u8>, u64)) });
+        });
+    }
+}
+
+// SAFETY: the bits are the box's address, non-null.
+unsafe impl IndexValue for KeyedValue {
+    fn into_bits(self) -> u64 {
+        self.0.as_ptr() as usize as u64
+    }
+    unsafe fn from_bits(bits: u64) -> Self {
+        // SAFETY: `bits` came from `into_bits` of a non-null pointer.
+        KeyedValue(unsafe { std::ptr::NonNull::new_unchecked(bits as usize as *mut _) })
+    }
+    const HOLDS_KEY: bool = true;
+    unsafe fn key_of(bits: u64) -> *const [u8] {
+        // SAFETY: by the trait's contract the box is alive (`release` frees it only through
+        // `retire_after_readers`).
+        unsafe { (*(bits as usize as *const (Vec<u8>, u64))).0.as_slice() }
+    }
+}
+
+/// Runs `op` on both; `value` is the id a write stores (unique per operation).
+fn apply<V: FuzzValue>(t: &Masstree<V>, model: &mut BTreeMap<Vec<u8>, u64>, op: &Op, value: u64) {
+    let id = |v: Option<V>| v.map(V::id);
     match op {
-        Op::Insert(k) => assert_eq!(t.insert(k, value), model.insert(k.clone(), value)),
-        Op::Get(k) => assert_eq!(t.get(k), model.get(k).copied()),
-        Op::Remove(k) => assert_eq!(t.remove(k), model.remove(k)),
+        Op::Insert(k) => {
+            let old = t.insert(k, V::make(k, value));
+            assert_eq!(id(old), model.insert(k.clone(), value));
+            if let Some(old) = old {
+                old.release();
+            }
+        }
+        Op::Get(k) => assert_eq!(id(t.get(k)), model.get(k).copied()),
+        Op::Remove(k) => {
+            let old = t.remove(k);
+            assert_eq!(id(old), model.remove(k));
+            if let Some(old) = old {
+                old.release();
+            }
+        }
         Op::GetOrInsert(k) => {
             let expect = match model.get(k) {
                 Some(&v) => (v, false),
@@ -217,7 +304,8 @@ fn apply(t: &Masstree<u64>, model: &mut BTreeMap<Vec<u8>, u64>, op: &Op, value: 
                     (value, true)
                 }
             };
-            assert_eq!(t.get_or_insert_with(k, |_| value), expect);
+            let (got, inserted) = t.get_or_insert_with(k, |_| V::make(k, value));
+            assert_eq!((got.id(), inserted), expect);
         }
         Op::Scan {
             lo,
@@ -233,7 +321,7 @@ fn apply(t: &Masstree<u64>, model: &mut BTreeMap<Vec<u8>, u64>, op: &Op, value: 
                 expect.truncate(*limit);
             }
             let got: Vec<(Vec<u8>, u64)> = if *cursor {
-                let c = t.range(lo, hi, *direction);
+                let c = t.range(lo, hi, *direction).map(|(k, v)| (k, v.id()));
                 if *limit == 0 {
                     c.collect()
                 } else {
@@ -242,7 +330,7 @@ fn apply(t: &Masstree<u64>, model: &mut BTreeMap<Vec<u8>, u64>, op: &Op, value: 
             } else {
                 let mut got = Vec::new();
                 let reached_end = t.scan(lo, hi, *direction, 0, |k, v| {
-                    got.push((k.to_vec(), v));
+                    got.push((k.to_vec(), v.id()));
                     *limit == 0 || got.len() < *limit
                 });
                 assert_eq!(reached_end, complete, "scan's return value");
@@ -257,10 +345,17 @@ fn apply(t: &Masstree<u64>, model: &mut BTreeMap<Vec<u8>, u64>, op: &Op, value: 
     }
 }
 
-/// Decodes `data` into operations, applies them to a [`Masstree<u64>`] and a `BTreeMap`, and
-/// panics at the first disagreement (with the operation printed). Any input is valid.
+/// Decodes `data` into operations, applies them to a Masstree and a `BTreeMap`, and panics at
+/// the first disagreement (with the operation printed). Any input is valid. Runs twice: with
+/// `u64` values (the tree keeps its keys' suffixes) and with [`KeyedValue`]s (it reads long
+/// suffixes from the values).
 pub fn run_ops(data: &[u8]) {
-    let t = Masstree::<u64>::new();
+    run_ops_with::<u64>(data);
+    run_ops_with::<KeyedValue>(data);
+}
+
+fn run_ops_with<V: FuzzValue>(data: &[u8]) {
+    let t = Masstree::<V>::new();
     let mut model = BTreeMap::new();
     let mut d = Decoder {
         input: Input { data, at: 0 },
@@ -274,14 +369,23 @@ pub fn run_ops(data: &[u8]) {
             apply(&t, &mut model, &op, value)
         }));
         if let Err(e) = r {
-            eprintln!("masstree_ops: operation {i} diverged: {op:?}");
+            eprintln!(
+                "masstree_ops ({}): operation {i} diverged: {op:?}",
+                std::any::type_name::<V>()
+            );
             std::panic::resume_unwind(e);
         }
         i += 1;
     }
     let all: Vec<(Vec<u8>, u64)> = model.iter().map(|(k, v)| (k.clone(), *v)).collect();
     let mut got = Vec::with_capacity(all.len());
-    t.for_each(|k, v| got.push((k.to_vec(), v)));
+    let mut held = Vec::with_capacity(all.len());
+    t.for_each(|k, v| {
+        got.push((k.to_vec(), v.id()));
+        held.push(v);
+    });
+    drop(t);
+    held.into_iter().for_each(V::release);
     assert_eq!(got, all, "final contents");
 }
 

@@ -608,3 +608,92 @@ fn layers_with_interior_nodes_fill_and_empty() {
     assert_eq!(t.remove(&stable), Some(u64::MAX));
     assert!(t.is_empty());
 }
+
+/// Layer churn with values that hold their keys (as the engine's records do): long suffixes
+/// live only in the values, removed values are freed through `retire_after_readers` while
+/// other threads may still be comparing against their keys, and every value a lookup returns
+/// must hold the key looked up. Checked linearizable by the values' ids.
+#[test]
+fn values_holding_their_keys_survive_churn() {
+    use verso_index::fuzzing::{FuzzValue, KeyedValue};
+    const THREADS: u64 = 4;
+    const OPS: u64 = 30_000;
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    for g in 0..3u8 {
+        let group = vec![b'g' + g; 8];
+        for tail in [
+            &b"abcdefghij"[..],
+            b"abcdefghijk",
+            b"abcdefgh-12345678-x",
+            b"abcdefgh-12345678-y",
+            b"abcdefgh-12345678-xyzxyzxyzxyz",
+            b"a",
+        ] {
+            let mut k = group.clone();
+            k.extend_from_slice(tail);
+            keys.push(k);
+        }
+    }
+    let t = Masstree::<KeyedValue>::new();
+    let clock = AtomicU64::new(0);
+    let history = Mutex::new(Vec::new());
+    let barrier = Barrier::new(THREADS as usize);
+    std::thread::scope(|s| {
+        for tid in 0..THREADS {
+            let (t, clock, history, barrier, keys) = (&t, &clock, &history, &barrier, &keys);
+            s.spawn(move || {
+                let mut rng = Rng(0x2468_ace0 ^ ((tid + 1) * 0x1357));
+                let mut ops = Vec::new();
+                barrier.wait();
+                for seq in 0..OPS {
+                    let k = keys[rng.below(keys.len() as u64) as usize].clone();
+                    let start = clock.fetch_add(1, Ordering::SeqCst);
+                    let kind = match rng.below(5) {
+                        0 | 1 => {
+                            let got = t.get(&k);
+                            if let Some(v) = got {
+                                assert_eq!(v.get().0, k, "a lookup returned another key's value");
+                            }
+                            RegisterOpKind::Get {
+                                observed: got.map(KeyedValue::id),
+                            }
+                        }
+                        2 => {
+                            let value = (tid << 32) | seq;
+                            if let Some(old) = t.insert(&k, KeyedValue::make(&k, value)) {
+                                old.release();
+                            }
+                            RegisterOpKind::Put { value }
+                        }
+                        _ => {
+                            if let Some(old) = t.remove(&k) {
+                                old.release();
+                            }
+                            RegisterOpKind::Remove
+                        }
+                    };
+                    let end = clock.fetch_add(1, Ordering::SeqCst);
+                    ops.push(RegisterOp {
+                        key: k,
+                        start,
+                        end,
+                        kind,
+                    });
+                }
+                history.lock().unwrap().extend(ops);
+            });
+        }
+    });
+    let ops = history.into_inner().unwrap();
+    if let Err(v) = check_linearizable_registers(&ops) {
+        panic!("not linearizable: {v}");
+    }
+    let mut left = Vec::new();
+    t.for_each(|k, v| {
+        assert_eq!(k, v.get().0.as_slice());
+        left.push(v);
+    });
+    assert_eq!(left.len(), t.len());
+    drop(t);
+    left.into_iter().for_each(KeyedValue::release);
+}

@@ -29,9 +29,9 @@ fn call_make<V>(n: &Border, stamp: u64, make: impl FnOnce(u64) -> V) -> V {
     v
 }
 
-/// The suffix of a new entry for `k` (a long one is allocated).
-fn alloc_suffix(k: &Key<'_>) -> Suf {
-    Suf::of(k.suffix())
+/// The suffix of a new entry for `k` (a long one is allocated, unless values hold keys).
+fn alloc_suffix<V: IndexValue>(k: &Key<'_>) -> Suf {
+    Suf::of_key(k, V::HOLDS_KEY)
 }
 
 /// What the locked write does when the key exists.
@@ -136,9 +136,11 @@ impl<V: IndexValue> Masstree<V> {
                         k.shift();
                         continue;
                     }
-                    // SAFETY: a live slot owns its published suffix; we hold the lock.
-                    if e.has_suffix() && !unsafe { e.suffix.is(k.suffix()) } {
-                        root = Self::make_layer(n, s, &e, &g);
+                    let held = Self::held(e.value, &k);
+                    // SAFETY: a live slot owns its published suffix (or its value holds it);
+                    // we hold the lock.
+                    if e.has_suffix() && !unsafe { e.suffix.is(k.suffix(), held) } {
+                        root = Self::make_layer(n, s, &e, &k, &g);
                         k.shift();
                         continue;
                     }
@@ -220,9 +222,9 @@ impl<V: IndexValue> Masstree<V> {
             s,
             &Entry {
                 slice: k.slice(),
-                keylenx: k.keylenx(),
+                keylenx: k.keylenx(V::HOLDS_KEY),
                 value,
-                suffix: alloc_suffix(k),
+                suffix: alloc_suffix::<V>(k),
             },
         );
         // The single publication point: release orders the slot writes before it.
@@ -233,14 +235,16 @@ impl<V: IndexValue> Masstree<V> {
 
     /// Replaces the suffix entry in slot `s` of locked `n` by a new layer holding that entry,
     /// publishing in the thesis's order (UNSTABLE, root pointer, LAYER). Unlocks `n` and
-    /// returns the new layer's root.
-    fn make_layer(n: &Border, s: usize, e: &Entry, g: &epoch::Guard) -> *mut Header {
+    /// returns the new layer's root. `k` is the key being written, which shares the entry's
+    /// slice in this layer.
+    fn make_layer(n: &Border, s: usize, e: &Entry, k: &Key<'_>, g: &epoch::Guard) -> *mut Header {
         n.header.version.mark_insert();
         // Dekker pair as in `insert_here`: the new layer inherits every stamp left on `n`.
         let stamp = n.stamp.load(Ordering::SeqCst);
         let mut old_rest = Vec::new();
-        // SAFETY: the slot is live and owns its suffix; we hold the lock.
-        unsafe { e.suffix.push_to(&mut old_rest) };
+        // SAFETY: the slot is live and owns its suffix (or its value holds it); we hold the
+        // lock.
+        unsafe { e.suffix.push_to(&mut old_rest, Self::held(e.value, k)) };
         let lk = Key::new(&old_rest);
         let lroot = Border::alloc_root(stamp);
         // SAFETY: freshly allocated, not yet shared.
@@ -249,9 +253,9 @@ impl<V: IndexValue> Masstree<V> {
             0,
             &Entry {
                 slice: lk.slice(),
-                keylenx: lk.keylenx(),
+                keylenx: lk.keylenx(V::HOLDS_KEY),
                 value: e.value,
-                suffix: alloc_suffix(&lk),
+                suffix: alloc_suffix::<V>(&lk),
             },
         );
         l.permutation
@@ -282,9 +286,9 @@ impl<V: IndexValue> Masstree<V> {
         const NEW: usize = usize::MAX;
         let new_e = Entry {
             slice: k.slice(),
-            keylenx: k.keylenx(),
+            keylenx: k.keylenx(V::HOLDS_KEY),
             value,
-            suffix: alloc_suffix(k),
+            suffix: alloc_suffix::<V>(k),
         };
         let mut es = [(new_e, NEW); WIDTH + 1];
         for i in 0..WIDTH {

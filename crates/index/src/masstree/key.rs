@@ -12,11 +12,15 @@ pub(crate) const KSUF: u8 = 64;
 /// `KSUF + n`, the remainder packed into one word of the node's suffix block (no
 /// allocation, and one miss fewer to compare it than an out-of-line suffix).
 pub(crate) const KSUF_SHORT_MAX: u8 = KSUF + 8;
+/// `keylenx` of an entry whose key continues past this slice by more than 8 bytes, when the
+/// value holds the whole key ([`super::IndexValue::HOLDS_KEY`]): the index keeps no copy of
+/// the remainder and compares against the value's key.
+pub(crate) const KSUF_IN_VALUE: u8 = KSUF_SHORT_MAX + 1;
 
-/// Whether `keylenx` says the entry has a suffix (short or long).
+/// Whether `keylenx` says the entry has a suffix (short, long, or in the value).
 #[inline]
 pub(crate) fn has_suffix(keylenx: u8) -> bool {
-    (KSUF..=KSUF_SHORT_MAX).contains(&keylenx)
+    (KSUF..=KSUF_IN_VALUE).contains(&keylenx)
 }
 /// `keylenx` of an entry whose value is the root of the next layer.
 pub(crate) const LAYER: u8 = 128;
@@ -106,12 +110,21 @@ impl<'a> Key<'a> {
     }
 
     /// The keylenx a new entry for this key gets.
+    /// Where the suffix starts in the whole key (past this layer's slice).
     #[inline]
-    pub(crate) fn keylenx(&self) -> u8 {
+    pub(crate) fn suffix_offset(&self) -> usize {
+        self.off + 8
+    }
+
+    /// The `keylenx` of an entry for this key; `held` when values of the tree hold their
+    /// key, so a long suffix is left in the value.
+    #[inline]
+    pub(crate) fn keylenx(&self, held: bool) -> u8 {
         let n = self.suffix().len();
         match n {
             0 => self.len_in_slice(),
             1..=8 => KSUF + n as u8,
+            _ if held => KSUF_IN_VALUE,
             _ => KSUF,
         }
     }

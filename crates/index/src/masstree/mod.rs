@@ -22,7 +22,8 @@
 //!   splitting; a new layer's root copies the stamp of the border node holding the slot,
 //!   after marking that node inserting.
 //! * Reclamation: key suffixes replaced or removed are retired through `crossbeam-epoch`;
-//!   every operation pins the epoch.
+//!   every operation pins the epoch. Values that hold their key ([`IndexValue::HOLDS_KEY`])
+//!   are retired the same way by their owner ([`retire_after_readers`]).
 //! * Removes (`remove.rs`): an emptied border node is unlinked (marked `DELETED`, its
 //!   range and gap stamp handed to its previous sibling, removed from the border list and
 //!   from the interior tree together with any interior nodes left without another child,
@@ -45,8 +46,10 @@
 //!   parent (they are freed when their last border node goes).
 //! * Suffixes of up to 8 bytes are packed into a word of the node's suffix block (one
 //!   allocation per node, at its first suffix, prefetched with the node); longer ones are
-//!   out of line, one allocation each (length, then bytes). masstree-beta keeps a per-node
-//!   string bag for all lengths.
+//!   out of line, one allocation each (length, then bytes), or, when the values hold their
+//!   keys (the engine's records), not stored at all: `keylenx` [`key::KSUF_IN_VALUE`] says
+//!   to compare against the value's key. masstree-beta keeps a per-node string bag for all
+//!   lengths.
 
 mod cursor;
 mod insert;
@@ -92,6 +95,32 @@ pub unsafe trait IndexValue: Copy + Send + Sync + 'static {
     /// # Safety
     /// `bits` must come from `into_bits` of this type.
     unsafe fn from_bits(bits: u64) -> Self;
+
+    /// Whether a value names an object that holds its entry's whole key. [`Masstree`] then
+    /// keeps no copy of a long key suffix (one past a layer's slice of more than 8 bytes,
+    /// which otherwise costs an allocation per key) and compares against the value's key
+    /// through [`IndexValue::key_of`]. The engine's records hold their keys, so a key is
+    /// stored once instead of twice.
+    const HOLDS_KEY: bool = false;
+
+    /// The whole key of the entry whose value is `bits`; only called when
+    /// [`IndexValue::HOLDS_KEY`].
+    ///
+    /// # Safety
+    /// `bits` come from `into_bits` of a value the index holds, or held while the caller
+    /// has been pinned. Implementors keep the object and its key alive and unchanged for
+    /// that long: its key is the entry's key, and once removed from the index the object is
+    /// freed only through [`retire_after_readers`] (or when nothing can read the index).
+    unsafe fn key_of(bits: u64) -> *const [u8] {
+        let _ = bits;
+        unreachable!("key_of is only called for values that hold their key")
+    }
+}
+
+/// Runs `free` once every index operation in progress now has ended: for objects whose
+/// keys the index reads ([`IndexValue::HOLDS_KEY`]) after they are removed from it.
+pub fn retire_after_readers(free: impl FnOnce() + Send + 'static) {
+    epoch::pin().defer(free);
 }
 
 // SAFETY: the identity round-trips.
@@ -271,6 +300,17 @@ impl<V: IndexValue> Masstree<V> {
         }
     }
 
+    /// Where the suffix of an entry with value `bits`, met while looking for `k`, is when
+    /// the value holds it.
+    #[inline]
+    pub(crate) fn held(bits: u64, k: &Key<'_>) -> node::Held {
+        node::Held {
+            bits,
+            key_of: V::key_of,
+            off: k.suffix_offset(),
+        }
+    }
+
     /// Looks `k` up in border node `n` (reached at version `v`), retrying locally until a
     /// consistent read. Returns the node it was decided in, that version, and the finding.
     fn read_in<'g>(mut n: &'g Border, mut v: u64, k: &Key<'_>) -> Option<(&'g Border, u64, Found)> {
@@ -279,6 +319,9 @@ impl<V: IndexValue> Masstree<V> {
             if is_deleted(v) {
                 return None;
             }
+            // A suffix in the value, compared only once the read validates: until then the
+            // slot may hold another entry's value, or a layer's root.
+            let mut held = None;
             if k.has_suffix() {
                 // Its miss overlaps the search instead of following it.
                 n.prefetch_suffixes();
@@ -292,12 +335,15 @@ impl<V: IndexValue> Masstree<V> {
                     let bits = n.values[s].load(Ordering::Acquire);
                     if klx == LAYER {
                         Found::Layer(bits as usize as *mut Header)
+                    } else if klx == key::KSUF_IN_VALUE {
+                        held = Some(bits);
+                        Found::Absent
                     } else if key::has_suffix(klx) {
                         // Safe even if the slot is being reused: a suffix pointer read from a
                         // slot is null or a suffix not yet reclaimed (we are pinned), and
                         // suffixes are immutable; a torn combination fails validation.
                         // SAFETY: see above.
-                        if unsafe { n.suffix(s, klx).is(k.suffix()) } {
+                        if unsafe { n.suffix(s, klx).is(k.suffix(), Self::held(bits, k)) } {
                             Found::Value(bits)
                         } else {
                             Found::Absent
@@ -315,6 +361,15 @@ impl<V: IndexValue> Masstree<V> {
                 (n, v) = Self::walk_right(n, slice);
                 continue;
             }
+            let found = match held {
+                // SAFETY: the read validated, so `bits` are this key's entry's value (an
+                // update stores a value holding the same key), and we are pinned.
+                Some(bits) => match unsafe { Suf::InValue.is(k.suffix(), Self::held(bits, k)) } {
+                    true => Found::Value(bits),
+                    false => Found::Absent,
+                },
+                None => found,
+            };
             return Some((n, v, found));
         }
     }

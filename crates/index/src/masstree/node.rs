@@ -4,7 +4,7 @@
 //! relaxed between a stable version and a re-validation (see `version.rs`). Nodes start with
 //! a common [`Header`] so a child pointer can be typed by its version's `LEAF` bit.
 
-use super::key::{has_suffix, ilen_of, slice_of, KSUF};
+use super::key::{has_suffix, ilen_of, slice_of, Key, KSUF, KSUF_IN_VALUE};
 use super::sync::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use super::version::{NodeVersion, LEAF, ROOT};
 
@@ -112,13 +112,46 @@ pub(crate) enum Suf {
     },
     /// Out of line, owned by the slot while it is live.
     Long(*mut Suffix),
+    /// Longer than 8 bytes and not stored: the value holds the whole key
+    /// ([`super::IndexValue::HOLDS_KEY`]), read through [`Held`].
+    InValue,
+}
+
+/// Reads the whole key a value names ([`super::IndexValue::key_of`]).
+pub(crate) type KeyOf = unsafe fn(u64) -> *const [u8];
+
+/// Where an [`Suf::InValue`] suffix is: the entry's value bits, the tree's key reader, and
+/// the offset of the suffix in the whole key (past the slice of the layer the entry is in).
+#[derive(Clone, Copy)]
+pub(crate) struct Held {
+    pub(crate) bits: u64,
+    pub(crate) key_of: KeyOf,
+    pub(crate) off: usize,
+}
+
+impl Held {
+    /// The suffix, or `None` if the value's key is too short to have one here (which a
+    /// consistent entry never is).
+    ///
+    /// # Safety
+    /// `bits` are a value read under the node's lock, or from a read of the node that
+    /// validated, while pinned: the object they name is not freed before the pin ends
+    /// (`IndexValue::key_of`'s contract).
+    unsafe fn suffix<'a>(self) -> Option<&'a [u8]> {
+        // SAFETY: by the caller's contract the key outlives this use.
+        let full: &'a [u8] = unsafe { &*(self.key_of)(self.bits) };
+        full.get(self.off..)
+    }
 }
 
 impl Suf {
-    /// The suffix for a new entry of a key whose remainder past this slice is `rest`,
-    /// allocating a long one.
-    pub(crate) fn of(rest: &[u8]) -> Suf {
+    /// The suffix for a new entry of key `k` (its remainder past this layer's slice), in a
+    /// tree whose values hold their keys when `held`: a long one is then left in the value,
+    /// otherwise allocated.
+    pub(crate) fn of_key(k: &Key<'_>, held: bool) -> Suf {
+        let rest = k.suffix();
         match rest.len() {
+            9.. if held => Suf::InValue,
             0 => Suf::None,
             1..=8 => Suf::Short {
                 word: slice_of(rest),
@@ -128,18 +161,20 @@ impl Suf {
         }
     }
 
-    /// Whether this suffix is `rest`.
+    /// Whether this suffix is `rest`; `held` says where an [`Suf::InValue`] one is.
     ///
     /// # Safety
     /// A long suffix's pointer is null or names a suffix not yet reclaimed (a live slot's,
-    /// read under the lock or while pinned).
+    /// read under the lock or while pinned); for an `InValue` one, as [`Held::suffix`].
     #[inline]
-    pub(crate) unsafe fn is(&self, rest: &[u8]) -> bool {
+    pub(crate) unsafe fn is(&self, rest: &[u8], held: Held) -> bool {
         match *self {
             Suf::None => rest.is_empty(),
             Suf::Short { word, len } => rest.len() == len as usize && slice_of(rest) == word,
             // SAFETY: by the caller's contract.
             Suf::Long(p) => !p.is_null() && unsafe { Suffix::bytes(p) } == rest,
+            // SAFETY: by the caller's contract.
+            Suf::InValue => (unsafe { held.suffix() }) == Some(rest),
         }
     }
 
@@ -147,12 +182,14 @@ impl Suf {
     ///
     /// # Safety
     /// As for [`Suf::is`].
-    pub(crate) unsafe fn push_to(&self, buf: &mut Vec<u8>) {
+    pub(crate) unsafe fn push_to(&self, buf: &mut Vec<u8>, held: Held) {
         match *self {
             Suf::None => {}
             Suf::Short { word, len } => buf.extend_from_slice(&word.to_be_bytes()[..len as usize]),
             // SAFETY: by the caller's contract; a null pointer is never a live slot's.
             Suf::Long(p) => buf.extend_from_slice(unsafe { Suffix::bytes(p) }),
+            // SAFETY: by the caller's contract.
+            Suf::InValue => buf.extend_from_slice(unsafe { held.suffix() }.unwrap_or(&[])),
         }
     }
 }
@@ -308,7 +345,7 @@ impl Border {
     pub(crate) fn set_suffix(&self, s: usize, suf: Suf) {
         let mut block = self.ksuf.load(Ordering::Relaxed);
         if block.is_null() {
-            if suf == Suf::None {
+            if matches!(suf, Suf::None | Suf::InValue) {
                 return;
             }
             block = Box::into_raw(Box::new(SuffixBlock {
@@ -321,7 +358,7 @@ impl Border {
         // SAFETY: a published block lives as long as its node.
         let block = unsafe { &*block };
         match suf {
-            Suf::None => {}
+            Suf::None | Suf::InValue => {}
             Suf::Short { word, .. } => block.short[s].store(word, Ordering::Relaxed),
             Suf::Long(p) => block.long[s].store(p, Ordering::Relaxed),
         }
@@ -334,6 +371,9 @@ impl Border {
     pub(crate) fn suffix(&self, s: usize, keylenx: u8) -> Suf {
         if !has_suffix(keylenx) {
             return Suf::None;
+        }
+        if keylenx == KSUF_IN_VALUE {
+            return Suf::InValue;
         }
         let block = self.ksuf.load(Ordering::Acquire);
         if block.is_null() {

@@ -64,8 +64,9 @@ impl<V: IndexValue> Masstree<V> {
                 depth += 1;
                 continue;
             }
-            // SAFETY: a live slot owns its published suffix; we hold the lock.
-            if e.has_suffix() && !unsafe { e.suffix.is(k.suffix()) } {
+            // SAFETY: a live slot owns its published suffix (or its value holds it); we hold
+            // the lock.
+            if e.has_suffix() && !unsafe { e.suffix.is(k.suffix(), Self::held(e.value, &k)) } {
                 n.header.version.unlock();
                 return None;
             }

@@ -14,7 +14,7 @@ use core::ops::Bound;
 use crossbeam_epoch as epoch;
 
 use super::key::{slice_of, LAYER, UNSTABLE};
-use super::node::{Border, Entry, Header, WIDTH};
+use super::node::{Border, Entry, Header, Held, KeyOf, WIDTH};
 use super::sync::Ordering;
 use super::version::is_deleted;
 use super::{IndexValue, Masstree};
@@ -38,6 +38,8 @@ struct Scan<'a, 'g, F> {
     visit: F,
     buf: Vec<u8>,
     g: &'g epoch::Guard,
+    /// The tree's reader of keys held by values (`IndexValue::key_of`).
+    key_of: KeyOf,
 }
 
 fn below_lo(k: &[u8], lo: Bound<&[u8]>) -> bool {
@@ -127,6 +129,7 @@ impl<V: IndexValue> Masstree<V> {
             visit: |k: &[u8], bits: u64| visit(k, unsafe { V::from_bits(bits) }),
             buf: Vec::with_capacity(64),
             g: &g,
+            key_of: V::key_of,
         };
         let root = self.root.load(Ordering::Acquire);
         let flow = match direction {
@@ -190,10 +193,16 @@ impl<F: FnMut(&[u8], u64) -> bool> Scan<'_, '_, F> {
         } else {
             8
         };
+        let held = Held {
+            bits: e.value,
+            key_of: self.key_of,
+            off: self.buf.len() + 8,
+        };
         self.buf.extend_from_slice(&bytes[..len]);
         // SAFETY: the entry came from a validated snapshot taken while pinned: the suffix
-        // was owned by a live slot then, so it is retired (if at all) after our pin.
-        unsafe { e.suffix.push_to(&mut self.buf) };
+        // (or the value holding it) was a live slot's then, so it is retired (if at all)
+        // after our pin.
+        unsafe { e.suffix.push_to(&mut self.buf, held) };
     }
 
     /// One entry of a forward walk.

@@ -6,6 +6,7 @@ use std::ops::Bound;
 use proptest::prelude::*;
 
 use super::Masstree;
+use crate::fuzzing::{FuzzValue, KeyedValue};
 use crate::Direction;
 
 fn collect(
@@ -463,4 +464,69 @@ fn interleaved_ascending_streams_fill_their_nodes() {
     let all = collect(&t, Bound::Unbounded, Bound::Unbounded, Direction::Forward);
     assert_eq!(all.len(), keys);
     assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// The model test again with values that hold their keys: long suffixes live only in the
+    /// values, so every comparison, new layer, split and scan reads them from there.
+    #[test]
+    fn values_holding_their_keys_match_btreemap(ops in proptest::collection::vec(op(), 1..400)) {
+        let t = Masstree::<KeyedValue>::new();
+        let mut m: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        let id = |v: Option<KeyedValue>| v.map(KeyedValue::id);
+        for op in ops {
+            match op {
+                Op::Get(k) => {
+                    let got = t.get(&k);
+                    if let Some(v) = got {
+                        prop_assert_eq!(&v.get().0, &k);
+                    }
+                    prop_assert_eq!(id(got), m.get(&k).copied());
+                }
+                Op::Insert(k, v) => {
+                    let old = t.insert(&k, KeyedValue::make(&k, v));
+                    prop_assert_eq!(id(old), m.insert(k, v));
+                    if let Some(old) = old {
+                        old.release();
+                    }
+                }
+                Op::GetOrInsert(k, v) => {
+                    let want = match m.get(&k) { Some(&old) => (old, false), None => { m.insert(k.clone(), v); (v, true) } };
+                    let (got, inserted) = t.get_or_insert_with(&k, |_| KeyedValue::make(&k, v));
+                    prop_assert_eq!((got.get().1, inserted), want);
+                }
+                Op::Remove(k) => {
+                    let old = t.remove(&k);
+                    prop_assert_eq!(id(old), m.remove(&k));
+                    if let Some(old) = old {
+                        old.release();
+                    }
+                }
+                Op::Scan(lo, hi, rev, limit) => {
+                    let d = if rev { Direction::Reverse } else { Direction::Forward };
+                    let (lo, hi) = (as_ref(&lo), as_ref(&hi));
+                    let mut got = Vec::new();
+                    let reached = t.scan(lo, hi, d, 0, |k, v: KeyedValue| {
+                        assert_eq!(k, v.get().0.as_slice(), "a scan built a key its value does not hold");
+                        got.push((k.to_vec(), v.get().1));
+                        got.len() < limit.max(1)
+                    });
+                    let want = model_range(&m, lo, hi, d);
+                    let cut = want.len().min(limit.max(1));
+                    prop_assert_eq!(&got[..], &want[..cut]);
+                    prop_assert_eq!(reached, want.len() < limit.max(1));
+                }
+            }
+        }
+        prop_assert_eq!(t.len(), m.len());
+        let mut all = Vec::new();
+        t.for_each(|k, v| all.push((k.to_vec(), v)));
+        drop(t);
+        let seen: Vec<(Vec<u8>, u64)> = all.iter().map(|(k, v)| (k.clone(), v.get().1)).collect();
+        for (_, v) in all {
+            v.release();
+        }
+        prop_assert_eq!(seen, m.into_iter().collect::<Vec<_>>());
+    }
 }
