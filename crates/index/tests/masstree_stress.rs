@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
 
 use verso_check::{check_linearizable_registers, RegisterOp, RegisterOpKind};
+use verso_index::fuzzing::{FuzzValue, KeyedValue};
 use verso_index::{Direction, Masstree};
 
 /// A small xorshift generator (no dependency, seeded per thread).
@@ -363,49 +364,86 @@ fn present_keys_stay_visible_through_splits() {
 /// while other threads read and write through them; checked for linearizability.
 #[test]
 fn layer_churn_is_linearizable() {
+    let tails: [&[u8]; 6] = [
+        b"",
+        b"a",
+        b"ab",
+        b"abcdefghij",
+        b"abcdefghijk",
+        b"abcdefgh-12345678-x",
+    ];
+    churn::<u64>(&tails, 0x1357_9bdf, |_, _| {});
+}
+
+/// Layer churn with values that hold their keys (as the engine's records do): long suffixes
+/// live only in the values, removed values are freed through `retire_after_readers` while
+/// other threads may still be comparing against their keys, and every value a lookup returns
+/// must hold the key looked up.
+#[test]
+fn values_holding_their_keys_survive_churn() {
+    let tails: [&[u8]; 6] = [
+        b"abcdefghij",
+        b"abcdefghijk",
+        b"abcdefgh-12345678-x",
+        b"abcdefgh-12345678-y",
+        b"abcdefgh-12345678-xyzxyzxyzxyz",
+        b"a",
+    ];
+    churn::<KeyedValue>(&tails, 0x2468_ace0, |k, v| {
+        assert_eq!(v.get().0, k, "a lookup or scan met another key's value");
+    });
+}
+
+/// Four threads get, put and remove keys made of three 8-byte group prefixes and `tails`,
+/// then the history is checked linearizable by the values' ids; `check` sees every value a
+/// lookup or the final walk returns, with its key.
+fn churn<V: FuzzValue>(tails: &[&[u8]], seed: u64, check: impl Fn(&[u8], V) + Sync) {
     const THREADS: u64 = 4;
     const OPS: u64 = 30_000;
     let mut keys: Vec<Vec<u8>> = Vec::new();
     for g in 0..3u8 {
-        let group = vec![b'g' + g; 8];
-        for tail in [
-            &b""[..],
-            b"a",
-            b"ab",
-            b"abcdefghij",
-            b"abcdefghijk",
-            b"abcdefgh-12345678-x",
-        ] {
-            let mut k = group.clone();
+        for tail in tails {
+            let mut k = vec![b'g' + g; 8];
             k.extend_from_slice(tail);
             keys.push(k);
         }
     }
-    let t = Masstree::<u64>::new();
+    let t = Masstree::<V>::new();
     let clock = AtomicU64::new(0);
     let history = Mutex::new(Vec::new());
     let barrier = Barrier::new(THREADS as usize);
     std::thread::scope(|s| {
         for tid in 0..THREADS {
-            let (t, clock, history, barrier, keys) = (&t, &clock, &history, &barrier, &keys);
+            let (t, clock, history, barrier, keys, check) =
+                (&t, &clock, &history, &barrier, &keys, &check);
             s.spawn(move || {
-                let mut rng = Rng(0x1357_9bdf ^ ((tid + 1) * 0x2468));
+                let mut rng = Rng(seed ^ ((tid + 1) * 0x2468));
                 let mut ops = Vec::new();
                 barrier.wait();
                 for seq in 0..OPS {
                     let k = keys[rng.below(keys.len() as u64) as usize].clone();
                     let start = clock.fetch_add(1, Ordering::SeqCst);
                     let kind = match rng.below(5) {
-                        0 | 1 => RegisterOpKind::Get {
-                            observed: t.get(&k),
-                        },
+                        0 | 1 => {
+                            let got = t.get(&k);
+                            if let Some(v) = got {
+                                check(&k, v);
+                            }
+                            RegisterOpKind::Get {
+                                observed: got.map(V::id),
+                            }
+                        }
                         2 => {
                             let value = (tid << 32) | seq;
-                            t.insert(&k, value);
+                            if let Some(old) = t.insert(&k, V::make(&k, value)) {
+                                old.release();
+                            }
                             RegisterOpKind::Put { value }
                         }
                         _ => {
-                            t.remove(&k);
+                            if let Some(old) = t.remove(&k) {
+                                old.release();
+                            }
                             RegisterOpKind::Remove
                         }
                     };
@@ -425,9 +463,14 @@ fn layer_churn_is_linearizable() {
     if let Err(v) = check_linearizable_registers(&ops) {
         panic!("not linearizable: {v}");
     }
-    let mut left = 0;
-    t.for_each(|_, _| left += 1);
-    assert_eq!(left, t.len());
+    let mut left = Vec::new();
+    t.for_each(|k, v| {
+        check(k, v);
+        left.push(v);
+    });
+    assert_eq!(left.len(), t.len());
+    drop(t);
+    left.into_iter().for_each(V::release);
 }
 
 /// Writers fill key ranges and empty them again, so whole subtrees of border nodes are
@@ -607,93 +650,4 @@ fn layers_with_interior_nodes_fill_and_empty() {
     assert_eq!(t.len(), 1);
     assert_eq!(t.remove(&stable), Some(u64::MAX));
     assert!(t.is_empty());
-}
-
-/// Layer churn with values that hold their keys (as the engine's records do): long suffixes
-/// live only in the values, removed values are freed through `retire_after_readers` while
-/// other threads may still be comparing against their keys, and every value a lookup returns
-/// must hold the key looked up. Checked linearizable by the values' ids.
-#[test]
-fn values_holding_their_keys_survive_churn() {
-    use verso_index::fuzzing::{FuzzValue, KeyedValue};
-    const THREADS: u64 = 4;
-    const OPS: u64 = 30_000;
-    let mut keys: Vec<Vec<u8>> = Vec::new();
-    for g in 0..3u8 {
-        let group = vec![b'g' + g; 8];
-        for tail in [
-            &b"abcdefghij"[..],
-            b"abcdefghijk",
-            b"abcdefgh-12345678-x",
-            b"abcdefgh-12345678-y",
-            b"abcdefgh-12345678-xyzxyzxyzxyz",
-            b"a",
-        ] {
-            let mut k = group.clone();
-            k.extend_from_slice(tail);
-            keys.push(k);
-        }
-    }
-    let t = Masstree::<KeyedValue>::new();
-    let clock = AtomicU64::new(0);
-    let history = Mutex::new(Vec::new());
-    let barrier = Barrier::new(THREADS as usize);
-    std::thread::scope(|s| {
-        for tid in 0..THREADS {
-            let (t, clock, history, barrier, keys) = (&t, &clock, &history, &barrier, &keys);
-            s.spawn(move || {
-                let mut rng = Rng(0x2468_ace0 ^ ((tid + 1) * 0x1357));
-                let mut ops = Vec::new();
-                barrier.wait();
-                for seq in 0..OPS {
-                    let k = keys[rng.below(keys.len() as u64) as usize].clone();
-                    let start = clock.fetch_add(1, Ordering::SeqCst);
-                    let kind = match rng.below(5) {
-                        0 | 1 => {
-                            let got = t.get(&k);
-                            if let Some(v) = got {
-                                assert_eq!(v.get().0, k, "a lookup returned another key's value");
-                            }
-                            RegisterOpKind::Get {
-                                observed: got.map(KeyedValue::id),
-                            }
-                        }
-                        2 => {
-                            let value = (tid << 32) | seq;
-                            if let Some(old) = t.insert(&k, KeyedValue::make(&k, value)) {
-                                old.release();
-                            }
-                            RegisterOpKind::Put { value }
-                        }
-                        _ => {
-                            if let Some(old) = t.remove(&k) {
-                                old.release();
-                            }
-                            RegisterOpKind::Remove
-                        }
-                    };
-                    let end = clock.fetch_add(1, Ordering::SeqCst);
-                    ops.push(RegisterOp {
-                        key: k,
-                        start,
-                        end,
-                        kind,
-                    });
-                }
-                history.lock().unwrap().extend(ops);
-            });
-        }
-    });
-    let ops = history.into_inner().unwrap();
-    if let Err(v) = check_linearizable_registers(&ops) {
-        panic!("not linearizable: {v}");
-    }
-    let mut left = Vec::new();
-    t.for_each(|k, v| {
-        assert_eq!(k, v.get().0.as_slice());
-        left.push(v);
-    });
-    assert_eq!(left.len(), t.len());
-    drop(t);
-    left.into_iter().for_each(KeyedValue::release);
 }
