@@ -372,23 +372,34 @@ impl GcQueue {
     /// queue can reach any more.
     fn free_retired(&mut self, low: u64) -> usize {
         let before = self.retired.len();
+        let mut deferred = 0;
         self.retired.retain(|r| {
             if r.after >= low || !r.record.get().is_unqueued() {
                 return true;
             }
             let record = r.record;
-            // Masstree reads a long key's tail from the record (`IndexValue::HOLDS_KEY`): an
-            // index operation that began before now may still compare against this key.
-            verso_index::retire_after_readers(move || {
-                // SAFETY: out of the index since before `after` was drawn, so only
-                // transactions begun before then (all ended: the watermark is past `after`)
-                // could have found it, no GC queue names it (`queued` is zero, and nothing
-                // queues a dead record), and every index operation that could read its key
-                // has ended; this queue retired it once and frees it once.
+            // SAFETY (of both `destroy`s below): out of the index since before `after` was
+            // drawn, so only transactions begun before then (all ended: the watermark is past
+            // `after`) could have found it, and no GC queue names it (`queued` is zero, and
+            // nothing queues a dead record); this queue retired it once and frees it once.
+            if verso_index::reads_held_key(record.key()) {
+                // Masstree reads a long key's tail from the record (`IndexValue::HOLDS_KEY`):
+                // an index operation outside any transaction (a rollback's lookup) that
+                // began before now may still compare against it.
+                deferred += 1;
+                verso_index::retire_after_readers(move || {
+                    // SAFETY: as above, and no index operation can read its key any more.
+                    unsafe { record.destroy() };
+                });
+            } else {
+                // SAFETY: as above.
                 unsafe { record.destroy() };
-            });
+            }
             false
         });
+        if deferred > 0 {
+            verso_index::flush_retired(deferred);
+        }
         before - self.retired.len()
     }
 

@@ -28,7 +28,9 @@ mod locked_btree;
 mod masstree;
 
 pub use locked_btree::LockedBTree;
-pub use masstree::{retire_after_readers, Cursor, IndexValue, Masstree, MasstreeMap};
+pub use masstree::{
+    flush_retired, reads_held_key, retire_after_readers, Cursor, IndexValue, Masstree, MasstreeMap,
+};
 
 /// Which way a scan walks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

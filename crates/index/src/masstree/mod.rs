@@ -118,9 +118,30 @@ pub unsafe trait IndexValue: Copy + Send + Sync + 'static {
 }
 
 /// Runs `free` once every index operation in progress now has ended: for objects whose
-/// keys the index reads ([`IndexValue::HOLDS_KEY`]) after they are removed from it.
+/// keys the index reads ([`IndexValue::HOLDS_KEY`]) after they are removed from it. Call
+/// [`flush_retired`] after a batch of them.
 pub fn retire_after_readers(free: impl FnOnce() + Send + 'static) {
     epoch::pin().defer(free);
+}
+
+/// Whether the index may read `key` from a value that holds it: only a key with more than
+/// 8 bytes past some layer's 8-byte slice, so longer than 16 bytes. Objects holding shorter
+/// keys can be freed without [`retire_after_readers`].
+pub fn reads_held_key(key: &[u8]) -> bool {
+    key.len() > 16
+}
+
+/// Runs the frees retired so far that no index operation can reach any more, as far as the
+/// threads pinned now allow. The epoch collector otherwise runs at most a few hundred of
+/// them per hundred-odd index operations, so the records of a burst of deletions (a
+/// FLUSHALL) would wait for later traffic; `retired` (how many were just retired) sets how
+/// many rounds to try.
+pub fn flush_retired(retired: usize) {
+    // A round advances the epoch once (if no thread is pinned in an older one) and runs up
+    // to 8 bags of 64 frees; the first two only age what was just retired.
+    for _ in 0..retired / 512 + 3 {
+        epoch::pin().flush();
+    }
 }
 
 // SAFETY: the identity round-trips.
