@@ -13,7 +13,7 @@
 //!   counters) and is freed once each of those counters has moved on.
 //!
 //! - a record left holding only a tombstone below the oldest reader dies in the prune
-//!   (`record.rs`, "Removal"): its key leaves the index with its `tslast` folded into the
+//!   (`record/mod.rs`, "Removal"): its key leaves the index with its `tslast` folded into the
 //!   gap stamp, and the record is *retired*, freed once every transaction that could have
 //!   found it has ended (the watermark passed a timestamp drawn after the removal) and no
 //!   other queue names it any more (its `queued` count is zero). Records of aborted

@@ -700,7 +700,7 @@ pub(crate) fn read_snapshot<'t>(
 
 /// MVTO read of `record` at `ts`: the version it sees (`None` if none). If the record has
 /// left the index, reads the key again through `index`, leaving `ts` on the gap or reading
-/// the record that holds the key now (`record.rs`, "Removal").
+/// the record that holds the key now (`record/mod.rs`, "Removal").
 pub(crate) fn read_visible<'t>(
     index: &'t TableIndex,
     mut record: RecordPtr,
