@@ -40,6 +40,7 @@ mod options;
 mod range;
 mod record;
 mod replicated;
+mod stamped;
 mod sync;
 mod timestamp;
 mod two_pl;
@@ -58,6 +59,7 @@ pub use options::{
 };
 pub use range::Range;
 pub use replicated::{write_set_bytes, ClearFilter, CommitSink, ReplicatedWrite};
+pub use stamped::StampedNewest;
 pub use timestamp::{tsc_is_invariant, TRANSACTIONS_ACTIVE_MAX};
 pub use txn::{CommitTs, KeyVersion, Savepoint, Txn};
 /// The durability layer, for its fault-injecting storage and format constants.

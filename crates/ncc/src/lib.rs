@@ -39,6 +39,7 @@ pub mod protocol;
 pub mod replicated;
 pub mod server;
 pub mod sim;
+pub mod store;
 mod types;
 pub mod wire;
 pub mod workload;
@@ -46,6 +47,7 @@ pub mod workload;
 pub use client::{Client, ClientEvent, ClientStats, Outcome};
 pub use protocol::{GroupFault, ProtocolKind, TxnClient, TxnServer};
 pub use server::{Mistakes, Server};
+pub use store::{MemStore, Store, Stored};
 pub use types::{
     ClientId, Effects, ExecResult, Finished, Key, Msg, Op, OpReply, RecordState, ServerId, Ts,
     TxnId, Value,

@@ -194,7 +194,7 @@ impl TxnClient for crate::Client {
     }
 }
 
-impl TxnServer for crate::Server {
+impl<S: crate::Store> TxnServer for crate::Server<S> {
     type Msg = crate::Msg;
     fn on_message(&mut self, now: u64, msg: crate::Msg) {
         crate::Server::on_message(self, now, msg);

@@ -13,7 +13,9 @@
 //! - each key's versions are in strictly increasing `t_w` order, and each version's `t_r`
 //!   is at least its `t_w` and below the next version's `t_w`;
 //! - a version's writer is undecided here exactly while it is in the list uncommitted;
-//! - a response leaves at most once per execution of its request.
+//! - a response leaves at most once per execution of its request;
+//! - a key is in memory only while something on it is in flight, and its versions up to
+//!   the first undecided one are exactly the ones installed in the store (`store.rs`).
 //!
 //! **What is forgotten.** A key keeps its versions from the oldest one something may still
 //! need (the one below an undecided version, a version an undecided request read) to the
@@ -21,8 +23,10 @@
 //! ([`Server::prune_versions`]), and kept as bare values only while the history is kept for
 //! a checker. A client names on each request the sequence number below which all its
 //! transactions are finished; their records are dropped and their late duplicates ignored
-//! ([`Server::forget_finished`]). What stays is bounded by the transactions in flight, plus
-//! one record per crashed client's last transaction and one mark per client.
+//! ([`Server::forget_finished`]). A key with nothing in flight leaves memory altogether:
+//! its newest version and `t_r` are in the [`Store`], and come back when a request needs
+//! them. What stays is bounded by the transactions in flight, plus one record per crashed
+//! client's last transaction and one mark per client.
 
 mod forget;
 mod inspect;
@@ -31,6 +35,7 @@ mod timing;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use crate::store::{MemStore, Store, Stored};
 use crate::types::{
     ClientId, ExecResult, Finished, Key, Msg, Op, OpReply, ServerId, Ts, TxnId, Value,
 };
@@ -108,13 +113,18 @@ struct RoWait {
     reply: OpReply,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+/// A key's state while something on it is in flight; otherwise the key lives only in the
+/// store (`store.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct KeyState {
+    /// Oldest first; the first is the newest decided version when the state was made (from
+    /// the store), or an older one still needed.
     versions: Vec<Version>,
     queue: VecDeque<Item>,
     ro_waiting: Vec<RoWait>,
-    /// Committed values pruned from `versions`, oldest first, while the history is kept.
-    archived: Vec<Value>,
+    /// The id of the newest version in the store: every committed version up to it is
+    /// installed, and the next one goes once it and all below it are decided.
+    installed: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -143,11 +153,18 @@ struct TxnState {
     timer: u64,
 }
 
-/// One shard's server (module docs). `Clone` and `Hash` for the model checker.
+/// One shard's server (module docs), keeping what is decided in `S` (`store.rs`). `Clone`
+/// and `Hash` for the model checker.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Server {
+pub struct Server<S = MemStore> {
     mistakes: Mistakes,
+    /// Keys with something in flight (module docs of `store.rs`); every other key is only
+    /// in `store`.
     keys: BTreeMap<Key, KeyState>,
+    store: S,
+    /// Per key, every committed value the store was given, oldest first, while the
+    /// history is kept for a checker.
+    archive: BTreeMap<Key, Vec<Value>>,
     txns: BTreeMap<TxnId, TxnState>,
     next_version: u64,
     /// The number of the newest version created here.
@@ -179,11 +196,20 @@ pub struct Server {
     keep_history: bool,
 }
 
-impl Server {
+impl Server<MemStore> {
     pub fn new(mistakes: Mistakes) -> Server {
+        Server::with_store(mistakes, MemStore::new())
+    }
+}
+
+impl<S: Store> Server<S> {
+    /// A server keeping its decided versions in `store`.
+    pub fn with_store(mistakes: Mistakes, store: S) -> Server<S> {
         Server {
             mistakes,
             keys: BTreeMap::new(),
+            store,
+            archive: BTreeMap::new(),
             txns: BTreeMap::new(),
             next_version: 1,
             latest: 0,
@@ -203,7 +229,7 @@ impl Server {
     /// Drops pruned versions for good instead of keeping their values for
     /// [`Server::committed_versions`]: a long-running server's memory is then bounded by
     /// what is in flight. [`Server::committed_versions`] then lists only the versions kept.
-    pub fn without_history(mut self) -> Server {
+    pub fn without_history(mut self) -> Server<S> {
         self.keep_history = false;
         self
     }
@@ -211,7 +237,7 @@ impl Server {
     /// Turns on client-failure handling (App. D): this server is `id`, and a read-write
     /// transaction still undecided `after` (this server's clock) since it arrived is
     /// recovered by its backup coordinator.
-    pub fn with_recovery(mut self, id: ServerId, after: u64) -> Server {
+    pub fn with_recovery(mut self, id: ServerId, after: u64) -> Server<S> {
         self.id = id;
         self.recovery_after = Some(after);
         self
@@ -429,7 +455,7 @@ impl Server {
                 reply,
                 version,
             };
-            let queue = &mut self.keys.entry(key).or_default().queue;
+            let queue = &mut self.keys.get_mut(&key).expect("run_op loaded it").queue;
             // Read-modify-write (§5.1, Appendix C): the paper puts the write's answer right
             // after its read's in the queue and sends it at once. Here it queues at the tail
             // and waits like any write for the other transactions' requests ahead (D2): the
@@ -477,11 +503,9 @@ impl Server {
     /// a write goes after the newest read (`t_w.clk = max(ts.clk, t_r.clk + 1)`, keeping
     /// the writer's cid); a read raises the version's `t_r` to `ts`.
     fn run_op(&mut self, txn: TxnId, op: Op, ts: Ts) -> (u64, OpReply) {
+        self.load_key(op.key());
         let id = self.next_version;
-        let ks = self.keys.entry(op.key()).or_default();
-        if ks.versions.is_empty() {
-            ks.versions.push(initial_version(0));
-        }
+        let ks = self.keys.get_mut(&op.key()).expect("loaded");
         let curr = ks.versions.last_mut().expect("a key has a version");
         match op {
             Op::Write(_, value) | Op::ReadWrite(_, value) => {
@@ -547,11 +571,10 @@ impl Server {
     /// committed before it began and was still the newest when read: it reads the committed
     /// state as of its start, and never waits.
     fn execute_read_only(&mut self, txn: TxnId, index: u32, key: Key, ts: Ts, t_ro: u64) {
-        let newest = self
-            .keys
-            .get(&key)
-            .and_then(|ks| ks.versions.last())
-            .map_or(0, |v| v.id);
+        let newest = match self.keys.get(&key) {
+            Some(ks) => ks.versions.last().expect("a key has a version").id,
+            None => self.store.load(key).id,
+        };
         if newest > t_ro && !self.mistakes.no_read_only_check {
             self.answer(txn, index, ExecResult::RoAbort);
             return;
@@ -573,7 +596,10 @@ impl Server {
                 writer,
                 reply,
             }),
-            _ => self.answer(txn, index, ExecResult::Done(reply)),
+            _ => {
+                self.answer(txn, index, ExecResult::Done(reply));
+                self.settle(key);
+            }
         }
     }
 
@@ -755,7 +781,7 @@ impl Server {
                 }
             }
             self.timing_control(key);
-            self.prune_versions(key);
+            self.settle(key);
         }
     }
 
@@ -790,12 +816,13 @@ impl Server {
     }
 }
 
-fn initial_version(id: u64) -> Version {
+/// A decided version as the store gave it back: committed, by nobody now in flight.
+fn stored_version(v: Stored) -> Version {
     Version {
-        id,
-        value: 0,
-        tw: Ts::default(),
-        tr: Ts::default(),
+        id: v.id,
+        value: v.value,
+        tw: v.tw,
+        tr: v.tr,
         writer: None,
         committed: true,
         read: false,

@@ -19,6 +19,7 @@ use crate::client::{Client, ClientEvent, ClientStats};
 use crate::protocol::{GroupFault, ProtocolKind, TxnClient, TxnServer};
 use crate::replicated::{Replicated, ReplicationModel, ReplicationStats};
 use crate::server::{Mistakes, Server};
+use crate::store::Store;
 use crate::types::{ClientId, Effects, Key, ServerId, Ts, TxnId};
 use crate::workload::{random_program, Program, Rng, Workload, Zipf, F1_WRITES_PER_100K};
 
@@ -95,9 +96,17 @@ pub struct SimOptions {
     /// arrival. `None`: closed loop, each client starts its next when one commits. The
     /// paper's clients are open-loop; closed-loop ones pile retries on an overloaded system.
     pub open_loop_rate: Option<u64>,
+    /// Where NCC's servers keep their decided versions (`store.rs`): `None`, a
+    /// [`crate::MemStore`] each; otherwise what this makes per server (`verso-txn-net`'s
+    /// engine store: `verso sim ncc --store engine`). Not with `replication`, whose model
+    /// copies a server's whole state.
+    pub store: Option<StoreFactory>,
     /// Print every event (for replaying one seed).
     pub trace: bool,
 }
+
+/// Makes a server's [`Store`] (`SimOptions::store`).
+pub type StoreFactory = fn(ServerId) -> Box<dyn Store>;
 
 impl SimOptions {
     pub fn new(seed: u64) -> SimOptions {
@@ -130,6 +139,7 @@ impl SimOptions {
             server_cost_us: None,
             resend_after_us: None,
             open_loop_rate: None,
+            store: None,
             trace: false,
         }
     }
@@ -309,15 +319,16 @@ pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
     let clients = 0..opts.clients;
     match opts.protocol {
         ProtocolKind::Ncc => {
-            let servers: Vec<Server> = servers
-                .map(|s| {
-                    let server = Server::new(opts.mistakes);
-                    match opts.recovery_after {
-                        Some(after) => server.with_recovery(s, after),
-                        None => server,
-                    }
-                })
-                .collect();
+            fn with_recovery<S: Store>(
+                server: Server<S>,
+                s: ServerId,
+                after: Option<u64>,
+            ) -> Server<S> {
+                match after {
+                    Some(after) => server.with_recovery(s, after),
+                    None => server,
+                }
+            }
             let clients: Vec<Client> = clients
                 .map(|c| {
                     let mut client = Client::new(c, opts.servers);
@@ -327,6 +338,26 @@ pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
                     }
                     client
                 })
+                .collect();
+            if let Some(make) = opts.store {
+                if opts.replication.is_some() {
+                    return Err("a store other than the in-memory one cannot run under the \
+                        replication model (it copies a server's whole state)"
+                        .into());
+                }
+                let servers: Vec<Server<Box<dyn Store>>> = servers
+                    .map(|s| {
+                        with_recovery(
+                            Server::with_store(opts.mistakes, make(s)),
+                            s,
+                            opts.recovery_after,
+                        )
+                    })
+                    .collect();
+                return run_with(opts, servers, clients);
+            }
+            let servers: Vec<Server> = servers
+                .map(|s| with_recovery(Server::new(opts.mistakes), s, opts.recovery_after))
                 .collect();
             match opts.replication {
                 Some(model) => run_with(opts, replicated(servers, model), clients),

@@ -12,11 +12,15 @@
 //! - [`session`]: a blocking transaction API (`get`, `put`, multi-shot `transact`) for an
 //!   application thread, its coordinator in the application's process.
 //!
-//! Not yet here (issue 19's later items): the servers keep NCC's own versions, not the
-//! engine's, and are not replicated; servers never fail in these runs (clients do:
+//! - [`engine_store`]: an NCC server's decided versions as engine versions (issue 18 item
+//!   3), run by the simulator (`tests/engine_store_sim.rs`, `verso sim ncc --store engine`).
+//!
+//! Not yet here (issue 19's later items): the server processes keep NCC's versions in
+//! memory, not in the engine, and are not replicated; servers never fail in these runs (clients do:
 //! `crates/verso/tests/txn_client_faults.rs` kills and stops them mid-transaction).
 
 pub mod client;
+pub mod engine_store;
 pub mod frame;
 pub mod load;
 pub mod local;

@@ -105,6 +105,11 @@ pub struct NccSimArgs {
     /// counts from arrival). Without it clients are closed-loop.
     #[arg(long, value_name = "TXN_PER_SEC")]
     rate: Option<u64>,
+    /// Where NCC's servers keep their decided versions: memory (a map) or engine (Verso's
+    /// engine, each committed version an engine version at its `t_w`; not with
+    /// --replicated).
+    #[arg(long, default_value = "memory", value_parser = ["memory", "engine"])]
+    store: String,
     /// TPC-C's warehouses per server (the paper runs 8).
     #[arg(long, default_value_t = 1)]
     warehouses_per_server: u32,
@@ -165,10 +170,18 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         eprintln!("error: --group-failovers and --group-total-crashes need --replicated");
         return ExitCode::from(2);
     }
+    let engine_store = args.store == "engine";
+    if engine_store && (args.protocol != ProtocolKind::Ncc || args.replicated.is_some()) {
+        eprintln!("error: --store engine needs --protocol ncc and no --replicated");
+        return ExitCode::from(2);
+    }
+    let store: Option<verso_ncc::sim::StoreFactory> =
+        engine_store.then_some(verso_txn_net::engine_store::sim_store);
     let mut mistakes = Mistakes::default();
     let mut answers_before_commit = false;
     match args.mistake.as_deref() {
         None => {}
+
         Some("answers-before-commit") if args.replicated.is_some() => answers_before_commit = true,
         Some("answers-before-commit") => {
             eprintln!("error: --mistake answers-before-commit needs --replicated");
@@ -228,6 +241,7 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         o.resend_after_us = args.resend_after_us;
         o.open_loop_rate = args.rate;
         o.tpcc_warehouses_per_server = args.warehouses_per_server;
+        o.store = store;
         run(&o)
     };
     let t = match crate::sim_cmd::run_seeds(args.seed, args.seeds, threads, one, SimStats::add) {

@@ -427,6 +427,24 @@ impl Record {
         }
     }
 
+    /// The highest timestamp that has read this record or installed a version in it.
+    pub(crate) fn read_stamp(&self) -> u64 {
+        self.tslast.load(Ordering::SeqCst)
+    }
+
+    /// Records a read at `ts` without reading (a read answered outside the engine, from a
+    /// version it keeps: `Db::raise_read_stamp`). The reader's half of the Dekker pair, as
+    /// in [`Record::read`]: `Err(Removed)` if the record died, perhaps without this stamp
+    /// folded into the gap, so the caller looks the key up again.
+    pub(crate) fn raise_read_stamp(&self, ts: u64) -> Result<(), Removed> {
+        self.tslast.fetch_max(ts, Ordering::SeqCst);
+        dekker_fence();
+        if self.owner.load(Ordering::SeqCst) == OWNER_DEAD {
+            return Err(Removed);
+        }
+        Ok(())
+    }
+
     /// The newest version (two-phase locking reads the latest committed state, under a
     /// lock that keeps it the newest).
     pub(crate) fn newest(&self) -> Option<&Version> {

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Server {
+impl<S: Store> Server<S> {
     /// What this server holds (for tests that it stays bounded).
     pub fn footprint(&self) -> crate::protocol::Footprint {
         crate::protocol::Footprint {
@@ -11,6 +11,11 @@ impl Server {
             versions: self.keys.values().map(|ks| ks.versions.len()).sum(),
             keys: self.keys.len(),
         }
+    }
+
+    /// Where its decided versions are.
+    pub fn store(&self) -> &S {
+        &self.store
     }
 
     /// Every version numbered up to this one is decided (committed or gone).
@@ -21,13 +26,25 @@ impl Server {
     }
 
     /// Every key's committed versions, oldest first, as (key, values): the version order a
-    /// checker needs. The initial version (value 0) is included.
+    /// checker needs. The initial version (value 0) is included. Without the history kept
+    /// ([`Server::without_history`]), only the keys in flight, with their versions in
+    /// memory.
     pub fn committed_versions(&self) -> Vec<(Key, Vec<Value>)> {
-        self.keys
-            .iter()
-            .map(|(&k, ks)| {
-                let live = ks.versions.iter().filter(|v| v.committed);
-                let values = ks.archived.iter().copied().chain(live.map(|v| v.value));
+        let keys: BTreeSet<Key> = self
+            .archive
+            .keys()
+            .chain(self.keys.keys())
+            .copied()
+            .collect();
+        keys.into_iter()
+            .map(|k| {
+                let archived = self.archive.get(&k).into_iter().flatten().copied();
+                let pending = self.keys.get(&k).into_iter().flat_map(|ks| {
+                    let live = ks.versions.iter();
+                    live.filter(|v| v.committed && v.id > ks.installed)
+                        .map(|v| v.value)
+                });
+                let values = std::iter::once(0).chain(archived).chain(pending);
                 (k, values.collect())
             })
             .collect()
@@ -108,6 +125,24 @@ impl Server {
         for (k, ks) in &self.keys {
             if ks.versions.is_empty() {
                 return Err(format!("key {k} has no version"));
+            }
+            if ks.queue.is_empty()
+                && ks.ro_waiting.is_empty()
+                && ks.versions.iter().all(|v| v.committed)
+            {
+                return Err(format!("key {k}: nothing in flight, but its state is kept"));
+            }
+            if ks.versions.windows(2).any(|w| w[0].id >= w[1].id) {
+                return Err(format!("key {k}: version ids out of order"));
+            }
+            let first_uninstalled = ks.versions.iter().position(|v| v.id > ks.installed);
+            if let Some(i) = first_uninstalled.filter(|&i| i > 0) {
+                if ks.versions[..i].iter().any(|v| !v.committed) || ks.versions[i].committed {
+                    return Err(format!(
+                        "key {k}: installed through {}, but {:?} is not the first undecided",
+                        ks.installed, ks.versions[i]
+                    ));
+                }
             }
             for w in ks.versions.windows(2) {
                 if w[0].tw >= w[1].tw || w[0].tr >= w[1].tw {

@@ -22,6 +22,7 @@
 //! decision, if it made one, is the one the backup reaches: a server that sees two
 //! different decisions for one transaction reports a violation (`check_invariants`).
 
+use crate::store::Store;
 use std::collections::BTreeSet;
 
 use super::{Server, Status, TxnState};
@@ -39,7 +40,7 @@ pub(super) enum Recovery {
     Retrying { waiting: BTreeSet<ServerId> },
 }
 
-impl Server {
+impl<S: Store> Server<S> {
     /// Messages to other servers, as (server, message).
     pub fn drain_peers(&mut self) -> Vec<(ServerId, Msg)> {
         std::mem::take(&mut self.peers_out)

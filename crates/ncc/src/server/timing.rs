@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Server {
+impl<S: Store> Server<S> {
     /// Response timing control on `key`'s queue (Alg 5.3): drop the decided requests at its
     /// head, then answer the first undecided one, and the reads right after it if it is a
     /// read (stepping over decided requests: an aborted write between two reads must not

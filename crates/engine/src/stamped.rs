@@ -1,0 +1,92 @@
+//! Versions whose timestamps are chosen outside the engine: an NCC server (`verso-ncc`)
+//! decides each write's timestamp itself (the refined `t_w`, moved by smart retry) and
+//! answers reads from versions it holds, so it installs committed versions at their `t_w`
+//! ([`Db::apply_replicated`], the same path a backup applies the log by) and raises a key's
+//! read stamp (`tslast`, NCC's `t_r` of the newest version) for the reads it answered
+//! ([`Db::raise_read_stamp`]). [`Db::newest_stamped`] reads both back.
+//!
+//! One caller at a time per key: these are for a single protocol thread that owns the
+//! keys it installs (NCC's server applies its inputs in order), not for transactions that
+//! race it on the same keys.
+
+use crate::db::Db;
+use crate::error::Error;
+use crate::index::OrderedIndex;
+
+/// A key's newest version and its read stamp, as [`Db::newest_stamped`] reads them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StampedNewest {
+    /// The newest version's timestamp and value (`None`: a deletion); `None` if the key has
+    /// no version.
+    pub version: Option<(u64, Option<Vec<u8>>)>,
+    /// At least every timestamp that has read the key or written it (for a key without a
+    /// record, its gap's stamp, which may be higher: a gap stamp covers its neighbours too).
+    pub read_stamp: u64,
+}
+
+impl Db {
+    /// `key`'s newest version in `table` and its read stamp. A key without a record gets
+    /// one for a moment, which takes the gap's stamp, and loses it again (the same path as
+    /// an insert that aborted): the index offers no other way to read a gap's stamp.
+    pub fn newest_stamped(&self, table: &str, key: &[u8]) -> Result<StampedNewest, Error> {
+        let table = self.table(table)?;
+        check_key(self, key)?;
+        let state = self.table_state(&table)?;
+        // Keeps every record and version it finds allocated until it is dropped (`gc.rs`).
+        let txn = self.begin_read_only()?;
+        let mut record = state.index.get_or_insert_with(key, |gap| {
+            crate::index::RecordPtr::alloc(table.id, key, gap, None)
+        });
+        loop {
+            let r = record.get();
+            let read_stamp = r.read_stamp();
+            if !r.is_removed() {
+                let version = r.newest().map(|v| (v.ts(), v.value().map(<[u8]>::to_vec)));
+                let empty = version.is_none();
+                drop(txn);
+                if empty {
+                    let site = (read_stamp as usize) % self.gc.len();
+                    self.remove_empty_records(site, std::iter::once(record));
+                }
+                return Ok(StampedNewest {
+                    version,
+                    read_stamp,
+                });
+            }
+            record = self.record_again(record);
+        }
+    }
+
+    /// Records that `key` was read at `ts` by a reader the engine did not see: raises its
+    /// record's read stamp, or its gap's if it has no record. A later install below `ts`
+    /// is then refused by the engine's transactions (MVTO aborts a write under a younger
+    /// read), and [`Db::newest_stamped`] reports it.
+    pub fn raise_read_stamp(&self, table: &str, key: &[u8], ts: u64) -> Result<(), Error> {
+        let table = self.table(table)?;
+        check_key(self, key)?;
+        let state = self.table_state(&table)?;
+        let txn = self.begin_read_only()?;
+        let mut step = 0;
+        // A record that dies after the raise may not have folded it into the gap: look
+        // again, which stamps the gap once the removal is done.
+        while let Some(record) = state.index.get_or_stamp(key, ts) {
+            if record.get().raise_read_stamp(ts).is_ok() {
+                break;
+            }
+            crate::sync::spin_step(&mut step);
+        }
+        drop(txn);
+        Ok(())
+    }
+}
+
+fn check_key(db: &Db, key: &[u8]) -> Result<(), Error> {
+    let max = db.options.key_size_max;
+    if key.len() > max {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,197 @@
+//! An NCC server's decided versions kept in Verso's engine (issue 18 item 3: "versions are
+//! engine versions"): each committed version is an engine version of the key at its `t_w`
+//! as the commit timestamp, and the `t_r` reads reached is the engine record's read stamp,
+//! so the engine's own transactions and NCC's are ordered by one clock (an engine writer
+//! below a read NCC answered aborts: `crates/engine/tests/stamped.rs`).
+//!
+//! **One timestamp encoding.** NCC's `(clk, cid)` becomes the engine's `u64` as
+//! `(clk - epoch) << 16 | cid`, the layout of the engine's own RDTSC timestamps (a clock in
+//! the high bits, the id of who took it in the low ones), and the order is the same: by
+//! `clk`, then `cid`. Limits, checked on every conversion: client ids below 2^16, and
+//! `clk - epoch` below 2^48 (with microseconds since a start-of-2026 epoch, until 2034).
+//!
+//! **Layout.** Table `ncc`; a key is its number big-endian (so the engine's order is the
+//! keys' order), a value the server's version number then the value, both little-endian
+//! (the number survives the server: `Server::decided_through` compares read-only clients'
+//! `t_ro` against it).
+
+use verso_engine::{Db, Options, ReplicatedWrite};
+use verso_ncc::{ClientId, Key, Store, Stored, Ts};
+
+/// The engine table an NCC server's keys live in.
+pub const TABLE: &str = "ncc";
+/// Low bits of an engine timestamp that hold the client id.
+pub const CID_BITS: u32 = 16;
+/// `clk - epoch` must be below this.
+pub const CLK_SPAN: u64 = 1 << (64 - CID_BITS);
+/// 2026-01-01T00:00:00Z in microseconds since the Unix epoch: the epoch for clocks that
+/// read wall time (`crate::now_us`).
+pub const WALL_EPOCH_US: u64 = 1_767_225_600_000_000;
+
+/// A timestamp the engine encoding cannot hold (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("timestamp ({clk}, {cid}) is outside the engine encoding: client ids below {}, clocks from {epoch} to {} (exclusive)", 1u64 << CID_BITS, epoch.saturating_add(CLK_SPAN))]
+pub struct OutOfRange {
+    pub clk: u64,
+    pub cid: ClientId,
+    pub epoch: u64,
+}
+
+/// NCC's `(clk, cid)` as an engine timestamp, or why it cannot be one.
+pub fn encode(ts: Ts, epoch: u64) -> Result<u64, OutOfRange> {
+    let err = OutOfRange {
+        clk: ts.clk,
+        cid: ts.cid,
+        epoch,
+    };
+    let clk = ts.clk.checked_sub(epoch).ok_or(err)?;
+    if clk >= CLK_SPAN || u64::from(ts.cid) >= 1 << CID_BITS {
+        return Err(err);
+    }
+    Ok(clk << CID_BITS | u64::from(ts.cid))
+}
+
+/// The inverse of [`encode`].
+pub fn decode(ts: u64, epoch: u64) -> Ts {
+    Ts {
+        clk: (ts >> CID_BITS) + epoch,
+        cid: (ts & ((1 << CID_BITS) - 1)) as ClientId,
+    }
+}
+
+/// An NCC server's [`Store`] in an engine `Db` (module docs).
+pub struct EngineStore {
+    db: Db,
+    epoch: u64,
+}
+
+impl EngineStore {
+    /// A store in a fresh in-memory engine, for clocks that count from `epoch`.
+    pub fn new(epoch: u64) -> Result<EngineStore, verso_engine::Error> {
+        EngineStore::in_db(Db::open(Options::default())?, epoch)
+    }
+
+    /// A store in `db` (its table [`TABLE`] is made if missing).
+    pub fn in_db(db: Db, epoch: u64) -> Result<EngineStore, verso_engine::Error> {
+        db.table(TABLE)?;
+        Ok(EngineStore { db, epoch })
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// A timestamp from the server, which got it from a client or refined it: out of range
+    /// only if a client's clock or id was, which the transport refuses first (a server
+    /// would otherwise store versions out of order).
+    fn encode(&self, ts: Ts) -> u64 {
+        match encode(ts, self.epoch) {
+            Ok(t) => t,
+            Err(e) => panic!("{e}: refuse such clients before they reach the server"),
+        }
+    }
+}
+
+fn key_bytes(key: Key) -> [u8; 8] {
+    key.to_be_bytes()
+}
+
+impl Store for EngineStore {
+    fn load(&mut self, key: Key) -> Stored {
+        // The table exists (made in `in_db`) and an 8-byte key is below every key limit.
+        let got = self
+            .db
+            .newest_stamped(TABLE, &key_bytes(key))
+            .expect("the table exists and the key is 8 bytes");
+        let tr = decode(got.read_stamp, self.epoch);
+        match got.version {
+            Some((ts, Some(bytes))) => {
+                let (id, value) = bytes.split_at(8);
+                let tw = decode(ts, self.epoch);
+                Stored {
+                    id: u64::from_le_bytes(id.try_into().expect("16-byte value")),
+                    value: u64::from_le_bytes(value.try_into().expect("16-byte value")),
+                    tw,
+                    tr: tr.max(tw),
+                }
+            }
+            // Never written (a deletion is never installed here).
+            _ => Stored {
+                tr: if got.read_stamp == 0 {
+                    Ts::default()
+                } else {
+                    tr
+                },
+                ..Stored::default()
+            },
+        }
+    }
+
+    fn install(&mut self, key: Key, version: Stored) {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&version.id.to_le_bytes());
+        bytes[8..].copy_from_slice(&version.value.to_le_bytes());
+        let key = key_bytes(key);
+        let write = ReplicatedWrite {
+            table: TABLE,
+            key: &key,
+            value: Some(&bytes),
+        };
+        let tw = self.encode(version.tw);
+        self.db
+            .apply_replicated(tw, std::iter::once(write))
+            .expect("versions are installed in t_w order");
+        if version.tr > version.tw {
+            self.raise_read(u64::from_be_bytes(key), version.tr);
+        }
+    }
+
+    fn raise_read(&mut self, key: Key, tr: Ts) {
+        if tr == Ts::default() {
+            return; // nothing read it (the initial version's t_r)
+        }
+        let tr = self.encode(tr);
+        self.db
+            .raise_read_stamp(TABLE, &key_bytes(key), tr)
+            .expect("the table exists and the key is 8 bytes");
+    }
+}
+
+/// A [`Store`] in the engine per simulated server (`verso_ncc::sim::SimOptions::store`):
+/// simulated clocks count from 0.
+pub fn sim_store(_: verso_ncc::ServerId) -> Box<dyn Store> {
+    Box::new(EngineStore::new(0).expect("an in-memory engine opens"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The encoding keeps NCC's order and is undone by `decode`.
+        #[test]
+        fn encoding_keeps_order(a in (0u64..CLK_SPAN, 0u32..1 << CID_BITS),
+                                b in (0u64..CLK_SPAN, 0u32..1 << CID_BITS),
+                                epoch in 0u64..1 << 60) {
+            let ta = Ts { clk: a.0 + epoch, cid: a.1 };
+            let tb = Ts { clk: b.0 + epoch, cid: b.1 };
+            let (ea, eb) = (encode(ta, epoch).unwrap(), encode(tb, epoch).unwrap());
+            prop_assert_eq!(ea.cmp(&eb), ta.cmp(&tb));
+            prop_assert_eq!(decode(ea, epoch), ta);
+        }
+    }
+
+    #[test]
+    fn out_of_range_timestamps_are_refused() {
+        let at = |clk, cid| Ts { clk, cid };
+        assert!(encode(at(5, 1 << CID_BITS), 0).is_err());
+        assert!(encode(at(CLK_SPAN, 0), 0).is_err());
+        assert!(encode(at(4, 0), 5).is_err());
+        assert_eq!(
+            encode(at(CLK_SPAN - 1, 0), 0),
+            Ok((CLK_SPAN - 1) << CID_BITS)
+        );
+        assert!(encode(at(WALL_EPOCH_US + 1, 7), WALL_EPOCH_US).is_ok());
+    }
+}
