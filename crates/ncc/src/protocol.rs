@@ -55,6 +55,11 @@ pub trait TxnServer {
     fn undecided(&self) -> Vec<TxnId>;
     /// A one-line account of who waits for whom (for a trace or a stuck run).
     fn describe_waits(&self) -> String;
+    /// Whether it can take `msg` (a timestamp its storage cannot hold: the transport then
+    /// drops the sender).
+    fn admits(&self, _msg: &Self::Msg) -> bool {
+        true
+    }
     /// Messages to other servers (a backup coordinator's), as (server, message).
     fn drain_peers(&mut self) -> Vec<(ServerId, Self::Msg)> {
         Vec::new()
@@ -213,6 +218,9 @@ impl<S: crate::Store> TxnServer for crate::Server<S> {
     }
     fn describe_waits(&self) -> String {
         crate::Server::describe_waits(self)
+    }
+    fn admits(&self, msg: &crate::Msg) -> bool {
+        crate::Server::admits(self, msg)
     }
     fn drain_peers(&mut self) -> Vec<(ServerId, crate::Msg)> {
         crate::Server::drain_peers(self)

@@ -20,10 +20,10 @@
 //! **What is forgotten.** A key keeps its versions from the oldest one something may still
 //! need (the one below an undecided version, a version an undecided request read) to the
 //! newest; older committed ones are dropped when a transaction on the key is decided
-//! ([`Server::prune_versions`]), and kept as bare values only while the history is kept for
+//! (`Server::prune_versions`), and kept as bare values only while the history is kept for
 //! a checker. A client names on each request the sequence number below which all its
 //! transactions are finished; their records are dropped and their late duplicates ignored
-//! ([`Server::forget_finished`]). A key with nothing in flight leaves memory altogether:
+//! (`Server::forget_finished`). A key with nothing in flight leaves memory altogether:
 //! its newest version and `t_r` are in the [`Store`], and come back when a request needs
 //! them. What stays is bounded by the transactions in flight, plus one record per crashed
 //! client's last transaction and one mark per client.

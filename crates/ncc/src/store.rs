@@ -47,6 +47,12 @@ pub trait Store {
     fn install(&mut self, key: Key, version: Stored);
     /// Reads up to `tr` have been answered from `key`'s newest installed version.
     fn raise_read(&mut self, key: Key, tr: Ts);
+    /// Whether it can hold versions and reads at `ts` (a store with a narrower timestamp
+    /// encoding says no, and the server refuses the message: [`crate::Server::admits`]).
+    fn admits(&self, ts: Ts) -> bool {
+        let _ = ts;
+        true
+    }
 }
 
 /// A [`Store`] in a map: what the simulator and the model checker run on. `Hash` and `Eq`
@@ -104,5 +110,8 @@ impl<S: Store + ?Sized> Store for Box<S> {
     }
     fn raise_read(&mut self, key: Key, tr: Ts) {
         (**self).raise_read(key, tr)
+    }
+    fn admits(&self, ts: Ts) -> bool {
+        (**self).admits(ts)
     }
 }

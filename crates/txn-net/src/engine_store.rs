@@ -82,8 +82,8 @@ impl EngineStore {
     }
 
     /// A timestamp from the server, which got it from a client or refined it: out of range
-    /// only if a client's clock or id was, which the transport refuses first (a server
-    /// would otherwise store versions out of order).
+    /// only if a client's clock or id was, which the transport refuses first
+    /// (`Store::admits`; a server would otherwise store versions out of order).
     fn encode(&self, ts: Ts) -> u64 {
         match encode(ts, self.epoch) {
             Ok(t) => t,
@@ -144,6 +144,18 @@ impl Store for EngineStore {
         if version.tr > version.tw {
             self.raise_read(u64::from_be_bytes(key), version.tr);
         }
+    }
+
+    fn admits(&self, ts: Ts) -> bool {
+        // Refinement adds 1 to a `t_r`'s clock: leave room for it.
+        encode(
+            Ts {
+                clk: ts.clk.saturating_add(1),
+                ..ts
+            },
+            self.epoch,
+        )
+        .is_ok()
     }
 
     fn raise_read(&mut self, key: Key, tr: Ts) {

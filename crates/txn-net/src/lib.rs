@@ -32,6 +32,34 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use verso_ncc::baseline::{BaselineClient, BaselineServer, Flavor};
 use verso_ncc::{Client, ClientId, ProtocolKind, Server};
 
+/// Where an NCC server keeps its decided versions (`verso txn-server --store`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StoreKind {
+    /// A map in the server process (`verso_ncc::MemStore`).
+    #[default]
+    Memory,
+    /// Verso's engine ([`engine_store::EngineStore`]): committed versions are engine
+    /// versions at their `t_w`.
+    Engine,
+}
+
+impl StoreKind {
+    pub fn parse(s: &str) -> Option<StoreKind> {
+        match s {
+            "memory" => Some(StoreKind::Memory),
+            "engine" => Some(StoreKind::Engine),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::Memory => "memory",
+            StoreKind::Engine => "engine",
+        }
+    }
+}
+
 /// The protocol a cluster runs (`--txn-protocol`, issue 19 item 4): every server and
 /// client of a run agree on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,9 +111,14 @@ impl Protocol {
         self != Protocol::Baseline(Flavor::TapirCc)
     }
 
-    fn ncc_server(id: u32, recovery_after_us: u64, keep_history: bool) -> Server {
-        let server =
-            Server::new(verso_ncc::Mistakes::default()).with_recovery(id, recovery_after_us);
+    fn ncc_server<S: verso_ncc::Store>(
+        store: S,
+        id: u32,
+        recovery_after_us: u64,
+        keep_history: bool,
+    ) -> Server<S> {
+        let server = Server::with_store(verso_ncc::Mistakes::default(), store)
+            .with_recovery(id, recovery_after_us);
         if keep_history {
             server
         } else {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::frame::{read_frame, write_frame, Frame, Hello};
 use crate::server::{serve, ServerConfig};
-use crate::Protocol;
+use crate::{Protocol, StoreKind};
 use verso_ncc::wire::Encoding;
 use verso_ncc::{Effects, TxnId};
 
@@ -51,6 +51,17 @@ impl LocalCluster {
         protocol: Protocol,
         keep_history: bool,
     ) -> io::Result<LocalCluster> {
+        LocalCluster::start_with(exe, servers, protocol, keep_history, StoreKind::Memory)
+    }
+
+    /// As [`LocalCluster::start`], NCC's servers keeping their decided versions in `store`.
+    pub fn start_with(
+        exe: &Path,
+        servers: u32,
+        protocol: Protocol,
+        keep_history: bool,
+        store: StoreKind,
+    ) -> io::Result<LocalCluster> {
         let mut cluster = LocalCluster {
             children: Vec::new(),
             addrs: Vec::new(),
@@ -61,6 +72,7 @@ impl LocalCluster {
                 .args(["--servers", &servers.to_string()])
                 .args(["--protocol", protocol.name()])
                 .args(keep_history.then_some("--keep-history"))
+                .args(["--store", store.name()])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()?;
@@ -221,17 +233,15 @@ fn peers_line(addrs: &[SocketAddr]) -> String {
 }
 
 /// The `verso txn-server` process: binds `listen` (port 0: any), prints `listening ADDR`,
-/// learns the peers (given, or a `peers A,B,...` line on standard input) and serves until
-/// shut down.
+/// learns the peers (given, or a `peers A,B,...` line on standard input; `cfg.peers` is
+/// replaced) and serves `cfg` as server `cfg.id` of `servers` until shut down.
 pub fn server_process(
-    id: u32,
-    servers: u32,
-    protocol: Protocol,
     listen: SocketAddr,
+    servers: u32,
     peers: Option<Vec<SocketAddr>>,
-    recovery_after_us: u64,
-    keep_history: bool,
+    cfg: ServerConfig,
 ) -> io::Result<()> {
+    let id = cfg.id;
     let listener = TcpListener::bind(listen)?;
     println!("listening {}", listener.local_addr()?);
     io::stdout().flush()?;
@@ -252,16 +262,7 @@ pub fn server_process(
             ),
         ));
     }
-    serve(
-        listener,
-        ServerConfig {
-            id,
-            protocol,
-            peers,
-            recovery_after_us,
-            keep_history,
-        },
-    )
+    serve(listener, ServerConfig { peers, ..cfg })
 }
 
 /// `A,B,...` as socket addresses.

@@ -16,10 +16,11 @@ use std::time::Duration;
 use verso_ncc::wire::{Encoding, Wire};
 use verso_ncc::TxnServer;
 
+use crate::engine_store::{EngineStore, WALL_EPOCH_US};
 use crate::frame::{
     detect, read_frame, write_frame, write_msg, Frame, Hello, DUMP_CHUNK_KEYS, DUMP_CHUNK_TXNS,
 };
-use crate::{now_us, Protocol};
+use crate::{now_us, Protocol, StoreKind};
 
 /// How a server is started.
 #[derive(Clone, Debug)]
@@ -36,6 +37,8 @@ pub struct ServerConfig {
     /// version order a history check needs. Off (a long-running server), a server keeps
     /// only the versions in use and a dump says it cannot be checked.
     pub keep_history: bool,
+    /// Where NCC keeps its decided versions (the baselines keep theirs in memory).
+    pub store: StoreKind,
 }
 
 /// Inputs to the protocol thread.
@@ -53,13 +56,22 @@ pub fn serve(listener: TcpListener, cfg: ServerConfig) -> io::Result<()> {
     thread::Builder::new()
         .name("txn-accept".into())
         .spawn(move || accept_loop(accept, tx))?;
-    match cfg.protocol {
-        Protocol::Ncc { .. } => run(
-            Protocol::ncc_server(cfg.id, cfg.recovery_after_us, cfg.keep_history),
+    let (id, after, keep) = (cfg.id, cfg.recovery_after_us, cfg.keep_history);
+    match (cfg.protocol, cfg.store) {
+        (Protocol::Ncc { .. }, StoreKind::Memory) => run(
+            Protocol::ncc_server(verso_ncc::MemStore::new(), id, after, keep),
             &cfg,
             rx,
         ),
-        Protocol::Baseline(flavor) => run(
+        (Protocol::Ncc { .. }, StoreKind::Engine) => {
+            let store = EngineStore::new(WALL_EPOCH_US).map_err(io::Error::other)?;
+            run(Protocol::ncc_server(store, id, after, keep), &cfg, rx)
+        }
+        (Protocol::Baseline(_), StoreKind::Engine) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--store engine is for NCC's servers (the baselines keep their versions in memory)",
+        )),
+        (Protocol::Baseline(flavor), StoreKind::Memory) => run(
             Protocol::baseline_server(flavor, cfg.keep_history),
             &cfg,
             rx,
@@ -201,6 +213,10 @@ where
     fn on_frame(&mut self, conn: u64, encoding: Encoding, frame: Frame) {
         match frame {
             Frame::Msg { bytes, .. } => match S::Msg::decode_as(encoding, &bytes) {
+                Ok(msg) if !self.server.admits(&msg) => {
+                    eprintln!("txn-server: dropping a connection: its message {msg:?} has a timestamp this server's store cannot hold");
+                    self.drop_conn(conn)
+                }
                 Ok(msg) => self.server.on_message(now_us(), msg),
                 // A message this protocol cannot read: drop the sender, as for a bad frame.
                 Err(_) => self.drop_conn(conn),

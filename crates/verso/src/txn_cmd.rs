@@ -11,7 +11,8 @@ use verso_ncc::wire::Encoding;
 use verso_ncc::workload::Workload;
 use verso_txn_net::load::{self, LoadConfig, LoadReport};
 use verso_txn_net::local::{self, LocalCluster};
-use verso_txn_net::Protocol;
+use verso_txn_net::server::ServerConfig;
+use verso_txn_net::{Protocol, StoreKind};
 
 #[derive(Args, Debug)]
 pub struct TxnServerArgs {
@@ -41,6 +42,14 @@ pub struct TxnServerArgs {
     /// use, and memory stays bounded however long the server runs.
     #[arg(long)]
     keep_history: bool,
+    /// Where NCC keeps its decided versions: memory, or engine (Verso's engine: each
+    /// committed version an engine version at its `t_w`; client ids below 65,536).
+    #[arg(long, default_value = "memory", value_parser = parse_store)]
+    store: StoreKind,
+}
+
+fn parse_store(s: &str) -> Result<StoreKind, String> {
+    StoreKind::parse(s).ok_or_else(|| format!("unknown store {s:?}; memory or engine"))
 }
 
 pub fn run_server(args: &TxnServerArgs) -> ExitCode {
@@ -51,15 +60,15 @@ pub fn run_server(args: &TxnServerArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match local::server_process(
-        args.id,
-        args.servers,
-        args.protocol,
-        args.listen,
-        peers,
-        args.recovery_after_ms * 1_000,
-        args.keep_history,
-    ) {
+    let cfg = ServerConfig {
+        id: args.id,
+        protocol: args.protocol,
+        peers: Vec::new(),
+        recovery_after_us: args.recovery_after_ms * 1_000,
+        keep_history: args.keep_history,
+        store: args.store,
+    };
+    match local::server_process(args.listen, args.servers, peers, cfg) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: txn-server {}: {e}", args.id);
@@ -113,6 +122,10 @@ pub struct BenchTxnArgs {
     /// TAPIR-CC: serializability) against the servers' committed versions.
     #[arg(long)]
     check: bool,
+    /// Where NCC's servers keep their decided versions: memory or engine (the baselines
+    /// keep theirs in memory).
+    #[arg(long, default_value = "memory", value_parser = parse_store)]
+    store: StoreKind,
     /// The baselines' first back-off after an abort, µs, doubled per attempt up to 64
     /// times (default 100). NCC never backs off.
     #[arg(long, value_name = "US")]
@@ -339,7 +352,11 @@ fn one_run(
     wire: Encoding,
     rate: u64,
 ) -> std::io::Result<(LoadReport, Option<String>)> {
-    let cluster = LocalCluster::start(exe, args.servers, protocol, args.check)?;
+    let store = match protocol {
+        Protocol::Ncc { .. } => args.store,
+        Protocol::Baseline(_) => StoreKind::Memory,
+    };
+    let cluster = LocalCluster::start_with(exe, args.servers, protocol, args.check, store)?;
     let cfg = LoadConfig {
         servers: cluster.addrs.clone(),
         protocol,

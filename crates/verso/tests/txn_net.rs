@@ -11,7 +11,7 @@ use verso_ncc::wire::Encoding;
 use verso_ncc::workload::Workload;
 use verso_txn_net::load::{self, LoadConfig};
 use verso_txn_net::local::{Dump, LocalCluster};
-use verso_txn_net::Protocol;
+use verso_txn_net::{Protocol, StoreKind};
 
 fn run(protocol: Protocol, workload: Workload, keys: u64) -> (load::LoadReport, Dump) {
     run_keeping(protocol, workload, keys, true)
@@ -23,8 +23,20 @@ fn run_keeping(
     keys: u64,
     keep_history: bool,
 ) -> (load::LoadReport, Dump) {
+    run_on(protocol, workload, keys, keep_history, StoreKind::Memory, 0).expect("the load runs")
+}
+
+fn run_on(
+    protocol: Protocol,
+    workload: Workload,
+    keys: u64,
+    keep_history: bool,
+    store: StoreKind,
+    first_client: u32,
+) -> std::io::Result<(load::LoadReport, Dump)> {
     let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
-    let cluster = LocalCluster::start(exe, 2, protocol, keep_history).expect("servers start");
+    let cluster =
+        LocalCluster::start_with(exe, 2, protocol, keep_history, store).expect("servers start");
     let mut mix = SimOptions::new(7);
     mix.workload = workload;
     mix.keys = keys;
@@ -39,14 +51,62 @@ fn run_keeping(
         record_history: true,
         resend_after_us: 100_000,
         drain_timeout: Duration::from_secs(30),
-        first_client: 0,
+        first_client,
         baseline_backoff_us: None,
         encoding: Default::default(),
     };
-    let report = load::run(&cfg).expect("the load runs");
+    let report = load::run(&cfg);
     let dump = cluster.dump().expect("the servers dump their versions");
     cluster.shutdown().expect("the servers stop");
-    (report, dump)
+    Ok((report?, dump))
+}
+
+/// NCC's servers with their decided versions in Verso's engine (`--store engine`):
+/// strictly serializable over contended keys and over F1, nothing left undecided.
+#[test]
+fn ncc_over_the_engine_is_strictly_serializable_between_processes() {
+    for (name, workload, keys) in [
+        ("ncc", Workload::Mixed, 16),
+        ("ncc-rw", Workload::Mixed, 16),
+        ("ncc", Workload::F1, 0),
+    ] {
+        let protocol = Protocol::parse(name).expect("a known name");
+        let (report, dump) =
+            run_on(protocol, workload, keys, true, StoreKind::Engine, 0).expect("the load runs");
+        assert!(
+            report.committed > 100,
+            "{name}: only {} committed",
+            report.committed
+        );
+        if let Err(e) = load::check(protocol, &report, &dump) {
+            panic!("{name} over the engine: {e}");
+        }
+    }
+}
+
+/// A client id the engine's timestamp encoding cannot hold (2^16 and up) is refused:
+/// the server drops its connection and the load fails with an error, without hanging
+/// and without storing anything out of order.
+#[test]
+fn clients_the_engine_encoding_cannot_hold_are_refused() {
+    let protocol = Protocol::parse("ncc").expect("a known name");
+    let began = std::time::Instant::now();
+    let got = run_on(
+        protocol,
+        Workload::Mixed,
+        16,
+        true,
+        StoreKind::Engine,
+        70_000,
+    );
+    match got {
+        Err(_) => {}
+        Ok((report, dump)) => {
+            assert_eq!(report.committed, 0, "a refused client committed");
+            assert!(dump.broken.is_empty(), "{:?}", dump.broken);
+        }
+    }
+    assert!(began.elapsed() < Duration::from_secs(60));
 }
 
 /// Every protocol, over a small contended key space with one-shot, two-shot,

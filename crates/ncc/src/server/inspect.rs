@@ -13,6 +13,16 @@ impl<S: Store> Server<S> {
         }
     }
 
+    /// Whether `msg`'s timestamps fit its store (`Store::admits`): a transport drops a
+    /// sender whose message does not, instead of handing it to [`Server::on_message`].
+    pub fn admits(&self, msg: &Msg) -> bool {
+        match msg {
+            Msg::Execute { ts, .. } => self.store.admits(*ts),
+            Msg::SmartRetry { to, .. } | Msg::RecoverRetry { to, .. } => self.store.admits(*to),
+            _ => true,
+        }
+    }
+
     /// Where its decided versions are.
     pub fn store(&self) -> &S {
         &self.store
