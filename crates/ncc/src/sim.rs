@@ -313,6 +313,26 @@ struct World<C: TxnClient, S> {
     stats: SimStats,
 }
 
+/// Runs every seed of `range` with the options `tweak` sets, returning the summed stats of
+/// the runs that passed and each failure with its seed (for tests; `verso sim ncc` runs
+/// seeds on every core).
+pub fn run_seeds(
+    range: std::ops::Range<u64>,
+    tweak: impl Fn(&mut SimOptions),
+) -> (SimStats, Vec<(u64, String)>) {
+    let mut total = SimStats::default();
+    let mut failed = Vec::new();
+    for seed in range {
+        let mut o = SimOptions::new(seed);
+        tweak(&mut o);
+        match run(&o) {
+            Ok(s) => total.add(&s),
+            Err(e) => failed.push((seed, e)),
+        }
+    }
+    (total, failed)
+}
+
 /// Runs one seed; the error names the broken property.
 pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
     let servers = 0..opts.servers;

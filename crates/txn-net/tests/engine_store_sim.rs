@@ -4,7 +4,7 @@
 //! after the key went quiet is refined above the reads the engine remembers (a store that
 //! forgets them is caught).
 
-use verso_ncc::sim::{run, SimOptions, SimStats};
+use verso_ncc::sim::{run_seeds, SimOptions, SimStats};
 use verso_ncc::workload::Workload;
 use verso_ncc::{ExecResult, Key, Mistakes, Msg, Op, Server, Store, Stored, Ts, TxnId};
 use verso_txn_net::engine_store::{self, EngineStore};
@@ -13,18 +13,10 @@ fn seeds(
     range: std::ops::Range<u64>,
     tweak: impl Fn(&mut SimOptions),
 ) -> (SimStats, Vec<(u64, String)>) {
-    let mut total = SimStats::default();
-    let mut failed = Vec::new();
-    for seed in range {
-        let mut o = SimOptions::new(seed);
+    run_seeds(range, |o| {
         o.store = Some(engine_store::sim_store);
-        tweak(&mut o);
-        match run(&o) {
-            Ok(s) => total.add(&s),
-            Err(e) => failed.push((seed, e)),
-        }
-    }
-    (total, failed)
+        tweak(o)
+    })
 }
 
 fn assert_passed(failed: &[(u64, String)]) {
