@@ -10,6 +10,15 @@
 //! `clk`, then `cid`. Limits, checked on every conversion: client ids below 2^16, and
 //! `clk - epoch` below 2^48 (with microseconds since a start-of-2026 epoch, until 2034).
 //!
+//! **What the engine does not see.** Undecided versions stay in the NCC server's memory
+//! until decided, so an engine transaction reading this table directly may miss a version
+//! that later commits below its timestamp: reads must go through NCC's server (issue 18
+//! item 3: every transaction of a shard does), and the engine's own writers are only
+//! ordered after the reads NCC answered, not after its undecided writes. And if the engine
+//! is replicated with its GC floor (`Db::set_gc_floor`), the floor must be the lowest `t_w`
+//! an operation not yet durable installed, not a log position's timestamp: installs do not
+//! come in timestamp order (a version commits when its decision arrives).
+//!
 //! **Layout.** Table `ncc`; a key is its number big-endian (so the engine's order is the
 //! keys' order), a value the server's version number then the value, both little-endian
 //! (the number survives the server: `Server::decided_through` compares read-only clients'
