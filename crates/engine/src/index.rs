@@ -75,6 +75,9 @@ impl RecordPtr {
 pub(crate) trait OrderedIndex: Send + Sync {
     fn get_or_stamp(&self, key: &[u8], stamp: u64) -> Option<RecordPtr>;
     fn get_or_insert_with(&self, key: &[u8], make: impl FnOnce(u64) -> RecordPtr) -> RecordPtr;
+    /// The record of `key`, or the stamp of the gap it lands in (for reading a read stamp
+    /// without leaving one: `Db::newest_stamped`).
+    fn get_or_gap_stamp(&self, key: &[u8]) -> Result<RecordPtr, u64>;
     /// Removes `key` if it maps to `record`, leaving `stamp` where it was.
     fn remove_record(&self, key: &[u8], record: RecordPtr, stamp: u64) -> bool;
     fn scan(
@@ -169,6 +172,13 @@ impl OrderedIndex for TableIndex {
         match self {
             TableIndex::Masstree(m) => m.get_or_insert_with(key, make).0,
             TableIndex::BTree(b) => b.get_or_insert_with(key, make).0,
+        }
+    }
+
+    fn get_or_gap_stamp(&self, key: &[u8]) -> Result<RecordPtr, u64> {
+        match self {
+            TableIndex::Masstree(m) => m.get_or_gap_stamp(key),
+            TableIndex::BTree(b) => b.get_or_gap_stamp(key),
         }
     }
 

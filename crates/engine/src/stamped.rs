@@ -25,36 +25,42 @@ pub struct StampedNewest {
 }
 
 impl Db {
-    /// `key`'s newest version in `table` and its read stamp. A key without a record gets
-    /// one for a moment, which takes the gap's stamp, and loses it again (the same path as
-    /// an insert that aborted): the index offers no other way to read a gap's stamp.
+    /// `key`'s newest version in `table` and its read stamp (for a key without a record,
+    /// its gap's stamp).
     pub fn newest_stamped(&self, table: &str, key: &[u8]) -> Result<StampedNewest, Error> {
         let table = self.table(table)?;
         check_key(self, key)?;
         let state = self.table_state(&table)?;
         // Keeps every record and version it finds allocated until it is dropped (`gc.rs`).
         let txn = self.begin_read_only()?;
-        let mut record = state.index.get_or_insert_with(key, |gap| {
-            crate::index::RecordPtr::alloc(table.id, key, gap, None)
-        });
-        loop {
-            let r = record.get();
-            let read_stamp = r.read_stamp();
-            if !r.is_removed() {
-                let version = r.newest().map(|v| (v.ts(), v.value().map(<[u8]>::to_vec)));
-                let empty = version.is_none();
-                drop(txn);
-                if empty {
-                    let site = (read_stamp as usize) % self.gc.len();
-                    self.remove_empty_records(site, std::iter::once(record));
+        let mut step = 0;
+        let found = loop {
+            match state.index.get_or_gap_stamp(key) {
+                Err(gap) => {
+                    break StampedNewest {
+                        version: None,
+                        read_stamp: gap,
+                    }
                 }
-                return Ok(StampedNewest {
-                    version,
-                    read_stamp,
-                });
+                Ok(record) => {
+                    let r = record.get();
+                    let read_stamp = r.read_stamp();
+                    // A record that left the index folded its stamp into the gap, once
+                    // its removal is done: look again.
+                    if r.is_removed() {
+                        crate::sync::spin_step(&mut step);
+                        continue;
+                    }
+                    let version = r.newest().map(|v| (v.ts(), v.value().map(<[u8]>::to_vec)));
+                    break StampedNewest {
+                        version,
+                        read_stamp,
+                    };
+                }
             }
-            record = self.record_again(record);
-        }
+        };
+        drop(txn);
+        Ok(found)
     }
 
     /// Records that `key` was read at `ts` by a reader the engine did not see: raises its

@@ -6,12 +6,21 @@ use std::collections::BTreeMap;
 use std::iter::once;
 
 use proptest::prelude::*;
-use verso_engine::{Concurrency, ConflictReason, Db, Error, Options, ReplicatedWrite};
+use verso_engine::{Concurrency, ConflictReason, Db, Error, IndexKind, Options, ReplicatedWrite};
 
 const TABLE: &str = "ncc";
 
 fn db() -> Db {
-    Db::open(Options::default().concurrency(Concurrency::Mvto)).unwrap()
+    db_on(IndexKind::Masstree)
+}
+
+fn db_on(index: IndexKind) -> Db {
+    Db::open(
+        Options::default()
+            .concurrency(Concurrency::Mvto)
+            .index(index),
+    )
+    .unwrap()
 }
 
 fn install(db: &Db, key: &[u8], ts: u64, value: &[u8]) {
@@ -58,8 +67,11 @@ proptest! {
     /// may be a neighbour's) and at most the highest stamp given to any key. Loading a key
     /// never written leaves no record behind.
     #[test]
-    fn installs_and_read_stamps_read_back(steps in prop::collection::vec(step(), 1..60)) {
-        let db = db();
+    fn installs_and_read_stamps_read_back(
+        steps in prop::collection::vec(step(), 1..60),
+        btree in any::<bool>(),
+    ) {
+        let db = db_on(if btree { IndexKind::LockedBTree } else { IndexKind::Masstree });
         db.table(TABLE).unwrap();
         let mut model: BTreeMap<u8, Model> = BTreeMap::new();
         let mut highest = 0u64;

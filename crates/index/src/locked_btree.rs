@@ -63,6 +63,15 @@ impl<V: Copy> LockedBTree<V> {
         None
     }
 
+    /// The value under `key`, or, if absent, the stamp on the gap it lands in.
+    pub fn get_or_gap_stamp(&self, key: &[u8]) -> Result<V, u64> {
+        let map = self.read();
+        if let Some(e) = map.get(key) {
+            return Ok(e.value);
+        }
+        Err(gap_before(&map, &self.head_gap, Bound::Excluded(key)).load(Ordering::Acquire))
+    }
+
     /// The value under `key`, inserting `make(gap_stamp)` if absent, where `gap_stamp` is
     /// the largest stamp left on the gap `key` lands in. Returns the value and whether it
     /// was inserted now.

@@ -408,6 +408,42 @@ impl<V: IndexValue> Masstree<V> {
         self.get_impl(key, Some(stamp), &g)
     }
 
+    /// The value stored under `key`, or, if there is none, the stamp on the border node
+    /// whose range holds `key` (at least every stamp left for `key` before this call: the
+    /// largest stamp a later insert of `key` would learn, as far as it is known now).
+    pub fn get_or_gap_stamp(&self, key: &[u8]) -> Result<V, u64> {
+        let g = epoch::pin();
+        let mut root = self.root.load(Ordering::Acquire);
+        let mut k = Key::new(key);
+        loop {
+            let (n, v) = Self::find_border(root, k.slice(), &g);
+            let Some((n, v, found)) = Self::read_in(n, v, &k) else {
+                root = self.root.load(Ordering::Acquire);
+                k = Key::new(key);
+                continue;
+            };
+            match found {
+                // SAFETY: as in `get_impl`: value slots hold only `V::into_bits` words.
+                Found::Value(bits) => return Ok(unsafe { V::from_bits(bits) }),
+                Found::Layer(r) => {
+                    root = r;
+                    k.shift();
+                }
+                Found::Absent => {
+                    let stamp = n.stamp.load(Ordering::SeqCst);
+                    // A split since `v` may have moved `key`'s range (and its stamp, which a
+                    // split copies to both halves) elsewhere: look again.
+                    if n.header.version.has_changed_seqcst(v) {
+                        root = self.root.load(Ordering::Acquire);
+                        k = Key::new(key);
+                        continue;
+                    }
+                    return Err(stamp);
+                }
+            }
+        }
+    }
+
     fn get_impl(&self, key: &[u8], stamp: Option<u64>, g: &epoch::Guard) -> Option<V> {
         let mut root = self.root.load(Ordering::Acquire);
         let mut k = Key::new(key);
