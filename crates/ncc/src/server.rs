@@ -571,12 +571,12 @@ impl<S: Store> Server<S> {
     /// committed before it began and was still the newest when read: it reads the committed
     /// state as of its start, and never waits.
     fn execute_read_only(&mut self, txn: TxnId, index: u32, key: Key, ts: Ts, t_ro: u64) {
-        let newest = match self.keys.get(&key) {
-            Some(ks) => ks.versions.last().expect("a key has a version").id,
-            None => self.store.load(key).id,
-        };
+        self.load_key(key);
+        let ks = &self.keys[&key];
+        let newest = ks.versions.last().expect("a key has a version").id;
         if newest > t_ro && !self.mistakes.no_read_only_check {
             self.answer(txn, index, ExecResult::RoAbort);
+            self.settle(key);
             return;
         }
         self.read_only_read(txn, index, key, ts);

@@ -33,6 +33,11 @@ pub const TABLE: &str = "ncc";
 pub const CID_BITS: u32 = 16;
 /// `clk - epoch` must be below this.
 pub const CLK_SPAN: u64 = 1 << (64 - CID_BITS);
+/// How far above every admitted clock a refined `t_w` may land: each write on a key lands
+/// at most 1 above the `t_r` before it, so only this many writes in a row on one key, each
+/// pre-stamped below the last, could run past the encoding (2^40 µs is 12.7 days of the
+/// encoding's 8.9 years). Past it an install panics rather than store a version out of order.
+pub const REFINEMENT_ROOM: u64 = 1 << 40;
 /// 2026-01-01T00:00:00Z in microseconds since the Unix epoch: the epoch for clocks that
 /// read wall time (`crate::now_us`).
 pub const WALL_EPOCH_US: u64 = 1_767_225_600_000_000;
@@ -90,9 +95,9 @@ impl EngineStore {
         &self.db
     }
 
-    /// A timestamp from the server, which got it from a client or refined it: out of range
-    /// only if a client's clock or id was, which the transport refuses first
-    /// (`Store::admits`; a server would otherwise store versions out of order).
+    /// A timestamp from the server, which got it from a client or refined it: in range while
+    /// the transport refuses what `Store::admits` does not (with [`REFINEMENT_ROOM`] to
+    /// spare); a server would otherwise store versions out of order.
     fn encode(&self, ts: Ts) -> u64 {
         match encode(ts, self.epoch) {
             Ok(t) => t,
@@ -150,21 +155,23 @@ impl Store for EngineStore {
         self.db
             .apply_replicated(tw, std::iter::once(write))
             .expect("versions are installed in t_w order");
+        // The engine's clock continues above what NCC installed: its garbage collector
+        // takes a version as freeable only below every timestamp a reader may still take,
+        // and its own transactions then begin above NCC's versions.
+        self.db.raise_timestamp_floor(tw);
         if version.tr > version.tw {
             self.raise_read(u64::from_be_bytes(key), version.tr);
         }
     }
 
     fn admits(&self, ts: Ts) -> bool {
-        // Refinement adds 1 to a `t_r`'s clock: leave room for it.
-        encode(
-            Ts {
-                clk: ts.clk.saturating_add(1),
-                ..ts
-            },
-            self.epoch,
-        )
-        .is_ok()
+        // Refinement puts a write 1 above the `t_r` before it, and writes on one key can
+        // chain: leave room for `REFINEMENT_ROOM` of them above every admitted clock.
+        let room = Ts {
+            clk: ts.clk.saturating_add(REFINEMENT_ROOM),
+            ..ts
+        };
+        encode(room, self.epoch).is_ok()
     }
 
     fn raise_read(&mut self, key: Key, tr: Ts) {
@@ -175,6 +182,7 @@ impl Store for EngineStore {
         self.db
             .raise_read_stamp(TABLE, &key_bytes(key), tr)
             .expect("the table exists and the key is 8 bytes");
+        self.db.raise_timestamp_floor(tr);
     }
 }
 
@@ -203,6 +211,31 @@ mod tests {
         }
     }
 
+    /// Versions installed at wall-clock timestamps, far above the engine's own clock, are
+    /// still freed once superseded (the engine's clock is raised past each).
+    #[test]
+    fn superseded_versions_are_freed_at_wall_clock_timestamps() {
+        let mut s = EngineStore::new(WALL_EPOCH_US).unwrap();
+        let at = |clk| Ts { clk, cid: 3 };
+        let base = crate::now_us(); // as a client stamps: far above the engine's own clock
+        for i in 1..=20_000u64 {
+            let tw = at(base + i);
+            s.install(
+                9,
+                Stored {
+                    id: i,
+                    value: i,
+                    tw,
+                    tr: tw,
+                },
+            );
+        }
+        s.db().collect_garbage();
+        let stats = s.db().stats();
+        assert!(stats.gc_bytes_freed > 0, "{stats:?}");
+        assert_eq!(s.load(9).value, 20_000);
+    }
+
     #[test]
     fn out_of_range_timestamps_are_refused() {
         let at = |clk, cid| Ts { clk, cid };
@@ -214,5 +247,9 @@ mod tests {
             Ok((CLK_SPAN - 1) << CID_BITS)
         );
         assert!(encode(at(WALL_EPOCH_US + 1, 7), WALL_EPOCH_US).is_ok());
+        let s = EngineStore::new(0).unwrap();
+        assert!(s.admits(at(CLK_SPAN - REFINEMENT_ROOM - 1, 7)));
+        assert!(!s.admits(at(CLK_SPAN - REFINEMENT_ROOM, 7)));
+        assert!(!s.admits(at(5, 1 << CID_BITS)));
     }
 }

@@ -37,9 +37,19 @@ impl<S: Store> Server<S> {
 
     /// Every key's committed versions, oldest first, as (key, values): the version order a
     /// checker needs. The initial version (value 0) is included. Without the history kept
-    /// ([`Server::without_history`]), only the keys in flight, with their versions in
-    /// memory.
+    /// ([`Server::without_history`]) it is no such order: only the keys in memory, each
+    /// with the committed versions it still holds there.
     pub fn committed_versions(&self) -> Vec<(Key, Vec<Value>)> {
+        if !self.keep_history {
+            return self
+                .keys
+                .iter()
+                .map(|(&k, ks)| {
+                    let live = ks.versions.iter().filter(|v| v.committed);
+                    (k, live.map(|v| v.value).collect())
+                })
+                .collect();
+        }
         let keys: BTreeSet<Key> = self
             .archive
             .keys()
