@@ -64,10 +64,11 @@ impl Db {
     }
 
     /// Records that `key` was read at `ts` by a reader the engine did not see: raises its
-    /// record's read stamp, or its gap's if it has no record. A later install below `ts`
-    /// is then refused by the engine's transactions (MVTO aborts a write under a younger
-    /// read), and [`Db::newest_stamped`] reports it.
-    pub fn raise_read_stamp(&self, table: &str, key: &[u8], ts: u64) -> Result<(), Error> {
+    /// record's read stamp, or its gap's if it has no record (then `Ok(false)`: a gap's
+    /// stamp covers its neighbours too, so a caller wanting this key's own stamp keeps it).
+    /// A later install below `ts` is then refused by the engine's transactions (MVTO aborts
+    /// a write under a younger read), and [`Db::newest_stamped`] reports it.
+    pub fn raise_read_stamp(&self, table: &str, key: &[u8], ts: u64) -> Result<bool, Error> {
         let table = self.table(table)?;
         check_key(self, key)?;
         let state = self.table_state(&table)?;
@@ -75,14 +76,16 @@ impl Db {
         let mut step = 0;
         // A record that dies after the raise may not have folded it into the gap: look
         // again, which stamps the gap once the removal is done.
+        let mut on_record = false;
         while let Some(record) = state.index.get_or_stamp(key, ts) {
             if record.get().raise_read_stamp(ts).is_ok() {
+                on_record = true;
                 break;
             }
             crate::sync::spin_step(&mut step);
         }
         drop(txn);
-        Ok(())
+        Ok(on_record)
     }
 }
 
