@@ -220,6 +220,16 @@ impl Db {
     }
 
     /// Names of all tables, in creation order.
+    /// The longest key it takes (`Options::key_size_max`).
+    pub fn key_size_max(&self) -> usize {
+        self.options.key_size_max
+    }
+
+    /// The longest value it takes (`Options::value_size_max`).
+    pub fn value_size_max(&self) -> usize {
+        self.options.value_size_max
+    }
+
     pub fn table_names(&self) -> Vec<String> {
         self.tables
             .iter()

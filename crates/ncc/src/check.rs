@@ -23,7 +23,7 @@ pub struct TxnRecord {
 }
 
 /// Checks `txns` against the keys' version orders (`(key, values oldest first)`, the
-/// initial value 0 first). The error describes the first problem found: a read of a value
+/// initial, empty value first). The error describes the first problem found: a read of a value
 /// no committed transaction wrote, a write missing from its key's order, or a cycle.
 pub fn strictly_serializable(
     txns: &[TxnRecord],
@@ -73,33 +73,35 @@ fn dependency_edges(
     txns: &[TxnRecord],
     versions: &[(Key, Vec<Value>)],
 ) -> Result<Vec<Vec<(usize, &'static str)>>, String> {
-    let mut writer: HashMap<(Key, Value), usize> = HashMap::new();
+    // Keyed by reference: a history's keys and values are shared bytes, and the maps only
+    // ever point into `txns` and `versions`.
+    let mut writer: HashMap<(&Key, &Value), usize> = HashMap::new();
     for (i, t) in txns.iter().enumerate() {
-        for &(k, v) in &t.writes {
-            if v == 0 || writer.insert((k, v), i).is_some() {
+        for (k, v) in &t.writes {
+            if v.is_empty() || writer.insert((k, v), i).is_some() {
                 return Err(format!("value {v} of key {k} is not unique to one write"));
             }
         }
     }
-    let mut position: HashMap<(Key, Value), usize> = HashMap::new();
-    let mut order: HashMap<Key, &[Value]> = HashMap::new();
+    let mut position: HashMap<(&Key, &Value), usize> = HashMap::new();
+    let mut order: HashMap<&Key, &[Value]> = HashMap::new();
     for (k, values) in versions {
-        if values.first() != Some(&0) {
+        if !values.first().is_some_and(Value::is_empty) {
             return Err(format!(
                 "key {k}: its versions do not start at the initial one"
             ));
         }
-        for (p, &v) in values.iter().enumerate() {
-            if p > 0 && !writer.contains_key(&(*k, v)) {
+        for (p, v) in values.iter().enumerate() {
+            if p > 0 && !writer.contains_key(&(k, v)) {
                 return Err(format!(
                     "key {k}: committed version {v} has no committed writer"
                 ));
             }
-            if position.insert((*k, v), p).is_some() {
+            if position.insert((k, v), p).is_some() {
                 return Err(format!("key {k}: version {v} twice"));
             }
         }
-        order.insert(*k, values);
+        order.insert(k, values);
     }
     for &(k, v) in writer.keys() {
         if !position.contains_key(&(k, v)) {
@@ -112,13 +114,13 @@ fn dependency_edges(
     let mut edges: Vec<Vec<(usize, &'static str)>> = vec![Vec::new(); n];
     for (k, values) in &order {
         for w in values.windows(2) {
-            if let (Some(&a), Some(&b)) = (writer.get(&(*k, w[0])), writer.get(&(*k, w[1]))) {
+            if let (Some(&a), Some(&b)) = (writer.get(&(*k, &w[0])), writer.get(&(*k, &w[1]))) {
                 edges[a].push((b, "ww"));
             }
         }
     }
     for (i, t) in txns.iter().enumerate() {
-        for &(k, v) in &t.reads {
+        for (k, v) in &t.reads {
             let Some(&p) = position.get(&(k, v)) else {
                 return Err(format!(
                     "transaction {i} read {v} from key {k}, which no committed transaction wrote"
@@ -129,8 +131,8 @@ fn dependency_edges(
                     edges[w].push((i, "wr"));
                 }
             }
-            let next = order.get(&k).and_then(|vs| vs.get(p + 1));
-            if let Some(&w) = next.and_then(|&nv| writer.get(&(k, nv))) {
+            let next = order.get(k).and_then(|vs| vs.get(p + 1));
+            if let Some(&w) = next.and_then(|nv| writer.get(&(k, nv))) {
                 if w != i {
                     edges[i].push((w, "rw"));
                 }
@@ -210,20 +212,25 @@ fn find_cycle(edges: &[Vec<(usize, &'static str)>]) -> Option<Vec<(usize, &'stat
 mod tests {
     use super::*;
 
-    fn txn(
-        invoked: u64,
-        completed: u64,
-        reads: &[(Key, Value)],
-        writes: &[(Key, Value)],
-    ) -> TxnRecord {
+    /// Keys and values as numbers (`Key::from`, `Value::from`: 0 is the initial value).
+    fn txn(invoked: u64, completed: u64, reads: &[(u64, u64)], writes: &[(u64, u64)]) -> TxnRecord {
+        let kv = |&(k, v): &(u64, u64)| (Key::from(k), Value::from(v));
         TxnRecord {
             client: 0,
             invoked,
             completed,
-            reads: reads.to_vec(),
-            writes: writes.to_vec(),
+            reads: reads.iter().map(kv).collect(),
+            writes: writes.iter().map(kv).collect(),
             commit_ts: Ts::default(),
         }
+    }
+
+    fn versions(numbers: &[(u64, Vec<u64>)]) -> Vec<(Key, Vec<Value>)> {
+        let values = |vs: &Vec<u64>| vs.iter().map(|&v| Value::from(v)).collect();
+        numbers
+            .iter()
+            .map(|(k, vs)| (Key::from(*k), values(vs)))
+            .collect()
     }
 
     #[test]
@@ -233,7 +240,7 @@ mod tests {
             txn(2, 3, &[(1, 10)], &[(2, 20)]),
         ];
         assert_eq!(
-            strictly_serializable(&h, &[(1, vec![0, 10]), (2, vec![0, 20])]),
+            strictly_serializable(&h, &versions(&[(1, vec![0, 10]), (2, vec![0, 20])])),
             Ok(())
         );
     }
@@ -243,7 +250,7 @@ mod tests {
     #[test]
     fn a_real_time_inversion_is_caught() {
         let h = [txn(0, 1, &[], &[(1, 10)]), txn(2, 3, &[(1, 0)], &[])];
-        let e = strictly_serializable(&h, &[(1, vec![0, 10])]).unwrap_err();
+        let e = strictly_serializable(&h, &versions(&[(1, vec![0, 10])])).unwrap_err();
         assert!(e.contains("rt") && e.contains("rw"), "{e}");
     }
 
@@ -254,7 +261,8 @@ mod tests {
             txn(0, 5, &[(2, 0)], &[(1, 10)]),
             txn(0, 5, &[(1, 0)], &[(2, 20)]),
         ];
-        let e = strictly_serializable(&h, &[(1, vec![0, 10]), (2, vec![0, 20])]).unwrap_err();
+        let e = strictly_serializable(&h, &versions(&[(1, vec![0, 10]), (2, vec![0, 20])]))
+            .unwrap_err();
         assert!(e.contains("not strictly serializable"), "{e}");
     }
 
@@ -268,12 +276,12 @@ mod tests {
             )
         ) {
             // Transaction i writes value i + 1 to its key (if any); versions in index order.
-            let mut versions: Vec<(Key, Vec<Value>)> = vec![(0, vec![0]), (1, vec![0])];
+            let mut numbers: Vec<(u64, Vec<u64>)> = vec![(0, vec![0]), (1, vec![0])];
             let mut h = Vec::new();
             for (i, (a, b, write, _)) in shapes.iter().enumerate() {
-                let writes: Vec<(Key, Value)> = write.iter().map(|&k| (k, i as u64 + 1)).collect();
+                let writes: Vec<(u64, u64)> = write.iter().map(|&k| (k, i as u64 + 1)).collect();
                 for &(k, v) in &writes {
-                    versions[k as usize].1.push(v);
+                    numbers[k as usize].1.push(v);
                 }
                 h.push(txn((*a).min(*b), (*a).max(*b), &[], &writes));
             }
@@ -281,11 +289,12 @@ mod tests {
                 h[i].reads = reads
                     .iter()
                     .map(|&(k, pick)| {
-                        let vs = &versions[k as usize].1;
-                        (k, vs[pick % vs.len()])
+                        let vs = &numbers[k as usize].1;
+                        (Key::from(k), Value::from(vs[pick % vs.len()]))
                     })
                     .collect();
             }
+            let versions = versions(&numbers);
             let mut pairs = Vec::new();
             for (i, a) in h.iter().enumerate() {
                 for (j, b) in h.iter().enumerate() {
@@ -304,8 +313,8 @@ mod tests {
     #[test]
     fn a_read_of_a_value_nobody_committed_is_caught() {
         let h = [txn(0, 1, &[(1, 99)], &[])];
-        assert!(strictly_serializable(&h, &[(1, vec![0])]).is_err());
+        assert!(strictly_serializable(&h, &versions(&[(1, vec![0])])).is_err());
         let h = [txn(0, 1, &[], &[(1, 10)])];
-        assert!(strictly_serializable(&h, &[(1, vec![0])]).is_err());
+        assert!(strictly_serializable(&h, &versions(&[(1, vec![0])])).is_err());
     }
 }

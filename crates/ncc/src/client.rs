@@ -52,8 +52,8 @@ impl Outcome {
     pub fn writes(&self) -> Vec<(Key, Value)> {
         self.ops
             .iter()
-            .filter_map(|op| match *op {
-                Op::Write(k, v) | Op::ReadWrite(k, v) => Some((k, v)),
+            .filter_map(|op| match op {
+                Op::Write(k, v) | Op::ReadWrite(k, v) => Some((k.clone(), v.clone())),
                 Op::Read(_) => None,
             })
             .collect()
@@ -169,9 +169,15 @@ pub struct Client {
 /// read-write one.
 const READ_ONLY_ATTEMPTS_MAX: u32 = 3;
 
-/// The server that holds `key` among `servers`.
-pub fn shard_of(key: Key, servers: u32) -> ServerId {
-    (key % u64::from(servers)) as ServerId
+/// The server that holds `key` among `servers`: a key made from a number goes to that
+/// number modulo `servers` (the simulator's and the benchmarks' keys, so the layout of
+/// their tests is plain), any other by its FNV-1a hash, which every process computes alike.
+pub fn shard_of(key: &Key, servers: u32) -> ServerId {
+    let n = key.to_u64().unwrap_or_else(|| {
+        let fnv = |h: u64, &b: &u8| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        key.as_bytes().iter().fold(0xcbf2_9ce4_8422_2325, fnv)
+    });
+    (n % u64::from(servers)) as ServerId
 }
 
 impl Client {
@@ -366,7 +372,7 @@ impl Client {
             // Read-after-write (§5.1, digest pitfall 9): a read of a key this transaction
             // wrote in an earlier shot is its own write, answered here and never sent. Its
             // pair is left out of the safeguard like a read-modify-write's read.
-            if let Some(v) = own_write(&a.ops, op) {
+            if let Some(v) = own_write(&a.ops, &op) {
                 self.stats.read_after_write += 1;
                 a.ops.push(op);
                 a.replies.push(Some(OpReply {
@@ -387,7 +393,7 @@ impl Client {
             let s = shard_of(op.key(), self.servers);
             a.coord.get_or_insert(s);
             a.by_server.entry(s).or_default().push(a.ops.len());
-            a.ops.push(op);
+            a.ops.push(op.clone());
             a.replies.push(None);
             shot.entry(s).or_default().push(op);
         }
@@ -559,13 +565,13 @@ impl Client {
     fn safeguard(&mut self, now: u64) {
         let a = self.current.as_mut().expect("called with an attempt");
         // A read-modify-write's read is left out: only its write's pair counts (§5.1).
-        let written: Vec<Key> = a.ops.iter().filter(|o| o.is_write()).map(Op::key).collect();
+        let written: Vec<&Key> = a.ops.iter().filter(|o| o.is_write()).map(Op::key).collect();
         let pairs = a
             .ops
             .iter()
             .zip(&a.replies)
             .filter(|(op, _)| op.is_write() || !written.contains(&op.key()))
-            .map(|(_, r)| r.expect("all in"));
+            .map(|(_, r)| r.as_ref().expect("all in"));
         let Some(tw_max) = pairs.clone().map(|p| p.tw).max() else {
             // No request at all: nothing to serialize against.
             return self.commit(now, Ts::default());
@@ -627,14 +633,14 @@ impl Client {
 }
 
 /// If `op` reads a key that `earlier` wrote, the value written.
-pub(crate) fn own_write(earlier: &[Op], op: Op) -> Option<Value> {
+pub(crate) fn own_write(earlier: &[Op], op: &Op) -> Option<Value> {
     let Op::Read(k) = op else {
         return None;
     };
     earlier
         .iter()
         .rev()
-        .find_map(|o| o.written().filter(|_| o.key() == k))
+        .find_map(|o| o.written().filter(|_| o.key() == k).cloned())
 }
 
 /// The values `ops`' reads returned, in order.
@@ -643,7 +649,8 @@ fn reads_of(ops: &[Op], replies: &[Option<OpReply>]) -> Vec<(Key, Value)> {
         .zip(replies)
         .filter_map(|(op, r)| match (op, r) {
             (op, Some(r)) if op.reads() => {
-                Some((op.key(), r.value.expect("a read returns a value")))
+                let value = r.value.clone().expect("a read returns a value");
+                Some((op.key().clone(), value))
             }
             _ => None,
         })

@@ -30,6 +30,7 @@
 //! group do to it. Running it over the real Lazy VSR groups of the cluster is not yet built.
 
 pub mod baseline;
+mod byte_string;
 pub mod check;
 pub mod client;
 mod decisions;

@@ -387,7 +387,8 @@ mod tests {
             Ok(())
         }
         fn committed_versions(&self) -> Vec<(Key, Vec<Value>)> {
-            vec![(0, self.seen.clone())]
+            let seen = self.seen.iter().map(|&v| Value::from(v)).collect();
+            vec![(Key::from(0), seen)]
         }
         fn undecided(&self) -> Vec<TxnId> {
             Vec::new()
@@ -408,7 +409,11 @@ mod tests {
     }
 
     fn state(g: &Replicated<Counter>) -> Vec<u64> {
-        g.committed_versions()[0].1.clone()
+        let values = &g.committed_versions()[0].1;
+        values
+            .iter()
+            .map(|v| v.to_u64().expect("a number"))
+            .collect()
     }
 
     #[test]

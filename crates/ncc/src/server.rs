@@ -264,7 +264,7 @@ impl<S: Store> Server<S> {
                         ..
                     } = &mut out[at].1
                     {
-                        into.extend(results.iter().copied());
+                        into.extend(results.iter().cloned());
                         *into_latest = (*into_latest).max(*latest);
                     }
                     continue;
@@ -356,7 +356,7 @@ impl<S: Store> Server<S> {
                     .answered
                     .iter()
                     .enumerate()
-                    .filter_map(|(i, a)| a.map(|a| (i as u32, a)))
+                    .filter_map(|(i, a)| a.clone().map(|a| (i as u32, a)))
                     .collect();
                 let ts_server = t.ts_server;
                 for (i, r) in again {
@@ -416,7 +416,7 @@ impl<S: Store> Server<S> {
                 return;
             }
         }
-        t.ops.extend(&ops);
+        t.ops.extend(ops.iter().cloned());
         t.versions.resize(base + ops.len(), None);
         t.answered.resize(base + ops.len(), None);
         t.ts_server = now;
@@ -442,8 +442,8 @@ impl<S: Store> Server<S> {
             return;
         }
         for (i, op) in indices.zip(ops) {
-            let key = op.key();
-            let (version, reply) = self.run_op(txn, op, ts);
+            let key = op.key().clone();
+            let (version, reply) = self.run_op(txn, &op, ts);
             self.txns.get_mut(&txn).expect("present").versions[i as usize] = Some(version);
             let item = Item {
                 txn,
@@ -465,7 +465,7 @@ impl<S: Store> Server<S> {
             // cycles). After its read only reads of the same version can be queued (another
             // write aborts it, below), so the tail is right after them.
             queue.push_back(item);
-            self.timing_control(key);
+            self.timing_control(&key);
         }
     }
 
@@ -476,7 +476,7 @@ impl<S: Store> Server<S> {
         if !op.is_write() {
             return false;
         }
-        let Some(ks) = self.keys.get(&op.key()) else {
+        let Some(ks) = self.keys.get(op.key()) else {
             return false;
         };
         let read = ks
@@ -490,7 +490,7 @@ impl<S: Store> Server<S> {
     /// transaction is ahead of it: any for a write, a write for a read) and one of those
     /// has a higher timestamp. Lemma 3 needs only the requests on the same key.
     fn aborts_early(&self, txn: TxnId, op: &Op, ts: Ts) -> bool {
-        let Some(ks) = self.keys.get(&op.key()) else {
+        let Some(ks) = self.keys.get(op.key()) else {
             return false;
         };
         let ahead = |i: &&Item| {
@@ -502,17 +502,17 @@ impl<S: Store> Server<S> {
     /// Executes `op` at `ts` on its key's newest version, refining the timestamp (Alg 5.2):
     /// a write goes after the newest read (`t_w.clk = max(ts.clk, t_r.clk + 1)`, keeping
     /// the writer's cid); a read raises the version's `t_r` to `ts`.
-    fn run_op(&mut self, txn: TxnId, op: Op, ts: Ts) -> (u64, OpReply) {
+    fn run_op(&mut self, txn: TxnId, op: &Op, ts: Ts) -> (u64, OpReply) {
         self.load_key(op.key());
         let id = self.next_version;
-        let ks = self.keys.get_mut(&op.key()).expect("loaded");
+        let ks = self.keys.get_mut(op.key()).expect("loaded");
         let curr = ks.versions.last_mut().expect("a key has a version");
         match op {
             Op::Write(_, value) | Op::ReadWrite(_, value) => {
                 // A read-write reads the version its write goes right above: its `t_r`
                 // need not rise (the write's `t_w` is above it anyway), and only the
                 // write's pair goes to the safeguard.
-                let replaced = op.reads().then_some(curr.value);
+                let replaced = op.reads().then(|| curr.value.clone());
                 curr.read |= op.reads() && curr.writer != Some(txn);
                 let tw = Ts {
                     clk: ts.clk.max(curr.tr.clk + 1),
@@ -521,7 +521,7 @@ impl<S: Store> Server<S> {
                 debug_assert!(tw > curr.tr && tw >= ts);
                 ks.versions.push(Version {
                     id,
-                    value,
+                    value: value.clone(),
                     tw,
                     tr: tw,
                     writer: Some(txn),
@@ -546,7 +546,7 @@ impl<S: Store> Server<S> {
                 (
                     curr.id,
                     OpReply {
-                        value: Some(curr.value),
+                        value: Some(curr.value.clone()),
                         tw: curr.tw,
                         tr: curr.tr,
                     },
@@ -570,9 +570,9 @@ impl<S: Store> Server<S> {
     /// request). With this check every version a successful read-only transaction reads was
     /// committed before it began and was still the newest when read: it reads the committed
     /// state as of its start, and never waits.
-    fn execute_read_only(&mut self, txn: TxnId, index: u32, key: Key, ts: Ts, t_ro: u64) {
+    fn execute_read_only(&mut self, txn: TxnId, index: u32, key: &Key, ts: Ts, t_ro: u64) {
         self.load_key(key);
-        let ks = &self.keys[&key];
+        let ks = &self.keys[key];
         let newest = ks.versions.last().expect("a key has a version").id;
         if newest > t_ro && !self.mistakes.no_read_only_check {
             self.answer(txn, index, ExecResult::RoAbort);
@@ -582,12 +582,12 @@ impl<S: Store> Server<S> {
         self.read_only_read(txn, index, key, ts);
     }
 
-    fn read_only_read(&mut self, txn: TxnId, index: u32, key: Key, ts: Ts) {
-        let (version, reply) = self.run_op(txn, Op::Read(key), ts);
+    fn read_only_read(&mut self, txn: TxnId, index: u32, key: &Key, ts: Ts) {
+        let (version, reply) = self.run_op(txn, &Op::Read(key.clone()), ts);
         if let Some(t) = self.txns.get_mut(&txn) {
             t.versions[index as usize] = Some(version);
         }
-        let ks = self.keys.get_mut(&key).expect("run_op made it");
+        let ks = self.keys.get_mut(key).expect("run_op made it");
         let v = ks.versions.last().expect("read it");
         match v.writer.filter(|_| !v.committed) {
             Some(writer) if !self.mistakes.no_timing_control => ks.ro_waiting.push(RoWait {
@@ -615,7 +615,7 @@ impl<S: Store> Server<S> {
             Some(t) => {
                 // A read-modify-write's read is superseded by its write: only the write's
                 // version moves (§5.1: only the write's pair goes through the safeguard).
-                let written: Vec<Key> = t
+                let written: Vec<&Key> = t
                     .ops
                     .iter()
                     .filter(|op| op.is_write())
@@ -626,12 +626,13 @@ impl<S: Store> Server<S> {
                     .iter()
                     .zip(&t.versions)
                     .filter(|(op, _)| op.is_write() || !written.contains(&op.key()))
-                    .filter_map(|(op, v)| v.map(|v| (op.key(), v)))
+                    .filter_map(|(op, v)| v.map(|v| (op.key().clone(), v)))
                     .collect();
-                let movable = targets.iter().all(|&(k, v)| self.can_move(txn, k, v, to));
+                let movable = targets.iter().all(|(k, v)| self.can_move(txn, k, *v, to));
                 if movable {
-                    for &(k, v) in &targets {
-                        let ks = self.keys.get_mut(&k).expect("checked");
+                    for (k, v) in &targets {
+                        let v = *v;
+                        let ks = self.keys.get_mut(k).expect("checked");
                         let ver = ks.versions.iter_mut().find(|x| x.id == v).expect("checked");
                         if ver.writer == Some(txn) {
                             ver.tw = to;
@@ -647,8 +648,8 @@ impl<S: Store> Server<S> {
         }
     }
 
-    fn can_move(&self, txn: TxnId, key: Key, version: u64, to: Ts) -> bool {
-        let Some(ks) = self.keys.get(&key) else {
+    fn can_move(&self, txn: TxnId, key: &Key, version: u64, to: Ts) -> bool {
+        let Some(ks) = self.keys.get(key) else {
             return false;
         };
         let Some(i) = ks.versions.iter().position(|v| v.id == version) else {
@@ -725,18 +726,18 @@ impl<S: Store> Server<S> {
         // came from the client, goes to every cohort).
         self.recovering.remove(&txn);
         let touched: Vec<(Op, Option<u64>)> =
-            t.ops.iter().copied().zip(t.versions.clone()).collect();
+            t.ops.iter().cloned().zip(t.versions.clone()).collect();
         self.awaiting_decision -= 1;
         // Every version first, every queue after: a key can appear twice (a read-modify-write
         // reads then writes it), and its queue must not release a read of the write's
         // version before that version is gone (the simulator found that).
-        for &(op, version) in &touched {
-            let (true, Some(v)) = (op.is_write(), version) else {
+        for (op, version) in &touched {
+            let (true, Some(v)) = (op.is_write(), *version) else {
                 continue;
             };
             let key = op.key();
             self.undecided_versions.remove(&v);
-            let Some(ks) = self.keys.get_mut(&key) else {
+            let Some(ks) = self.keys.get_mut(key) else {
                 continue;
             };
             if commit {
@@ -753,11 +754,11 @@ impl<S: Store> Server<S> {
                 self.rerun_reads_of(key, v);
             }
         }
-        let mut keys: Vec<Key> = touched.iter().map(|(op, _)| op.key()).collect();
+        let mut keys: Vec<&Key> = touched.iter().map(|(op, _)| op.key()).collect();
         keys.sort_unstable();
         keys.dedup();
         for key in keys {
-            let Some(ks) = self.keys.get_mut(&key) else {
+            let Some(ks) = self.keys.get_mut(key) else {
                 continue;
             };
             for item in ks.queue.iter_mut().filter(|i| i.txn == txn) {
@@ -790,7 +791,7 @@ impl<S: Store> Server<S> {
         let Some(t) = self.txns.get_mut(&txn) else {
             return;
         };
-        t.answered[index as usize] = Some(result);
+        t.answered[index as usize] = Some(result.clone());
         let ts_server = t.ts_server;
         // A read-only transaction is done here once every read is answered: nothing decides
         // it, nobody asks for its record, and its record was most of what a server kept

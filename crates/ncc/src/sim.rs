@@ -20,7 +20,7 @@ use crate::protocol::{GroupFault, ProtocolKind, TxnClient, TxnServer};
 use crate::replicated::{Replicated, ReplicationModel, ReplicationStats};
 use crate::server::{Mistakes, Server};
 use crate::store::Store;
-use crate::types::{ClientId, Effects, Key, ServerId, Ts, TxnId};
+use crate::types::{ClientId, Effects, Key, ServerId, Ts, TxnId, Value};
 use crate::workload::{random_program, Program, Rng, Workload, Zipf, F1_WRITES_PER_100K};
 
 /// Open loop: arrivals a client holds behind the transaction it runs before it sheds
@@ -525,7 +525,8 @@ where
     }
     w.check_decisions_agree()?;
     w.add_unreported_commits();
-    let versions: Vec<(Key, Vec<u64>)> = w.servers.iter().flat_map(S::committed_versions).collect();
+    let versions: Vec<(Key, Vec<Value>)> =
+        w.servers.iter().flat_map(S::committed_versions).collect();
     if let Err(e) = strictly_serializable(&w.history, &versions) {
         if opts.protocol.strict() {
             return Err(e);

@@ -19,10 +19,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::types::{Key, Ts, Value};
+use crate::types::{Key, Op, Ts, Value};
 
 /// A key's newest decided version, as a server reloads it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Stored {
     /// The server's number for the version (`Server::decided_through` counts in these);
     /// 0 for the initial version, which no transaction wrote.
@@ -40,17 +40,23 @@ pub struct Stored {
 /// initial one).
 pub trait Store {
     /// `key`'s newest installed version with the highest `t_r` raised on it; for a key never
-    /// written, the initial version (id 0, value 0, `t_w` 0) with its `t_r`.
-    fn load(&mut self, key: Key) -> Stored;
+    /// written, the initial version (id 0, the empty value, `t_w` 0) with its `t_r`.
+    fn load(&mut self, key: &Key) -> Stored;
     /// `version` of `key` committed, and every version below it is decided: it is now the
     /// key's newest decided version (`version.tr` is its `t_r` so far).
-    fn install(&mut self, key: Key, version: Stored);
+    fn install(&mut self, key: &Key, version: Stored);
     /// Reads up to `tr` have been answered from `key`'s newest installed version.
-    fn raise_read(&mut self, key: Key, tr: Ts);
+    fn raise_read(&mut self, key: &Key, tr: Ts);
     /// Whether it can hold versions and reads at `ts` (a store with a narrower timestamp
     /// encoding says no, and the server refuses the message: [`crate::Server::admits`]).
     fn admits(&self, ts: Ts) -> bool {
         let _ = ts;
+        true
+    }
+    /// Whether it can keep `op`'s key and the value it writes (a store with size limits
+    /// says no, and the server refuses the message as for [`Store::admits`]).
+    fn fits(&self, op: &Op) -> bool {
+        let _ = op;
         true
     }
 }
@@ -68,8 +74,8 @@ impl MemStore {
     }
 
     /// `key`'s newest installed version, if it was ever installed or read.
-    pub fn get(&self, key: Key) -> Option<Stored> {
-        self.newest.get(&key).copied()
+    pub fn get(&self, key: &Key) -> Option<Stored> {
+        self.newest.get(key).cloned()
     }
 
     /// How many keys it holds a version for.
@@ -83,35 +89,49 @@ impl MemStore {
 }
 
 impl Store for MemStore {
-    fn load(&mut self, key: Key) -> Stored {
-        self.newest.get(&key).copied().unwrap_or_default()
+    fn load(&mut self, key: &Key) -> Stored {
+        self.newest.get(key).cloned().unwrap_or_default()
     }
 
-    fn install(&mut self, key: Key, version: Stored) {
-        let prev = self.newest.insert(key, version);
-        debug_assert!(
-            prev.is_none_or(|p| p.tw < version.tw && p.id < version.id),
-            "key {key}: {version:?} installed over {prev:?}"
-        );
+    fn install(&mut self, key: &Key, version: Stored) {
+        match self.newest.get_mut(key) {
+            Some(prev) => {
+                debug_assert!(
+                    prev.tw < version.tw && prev.id < version.id,
+                    "key {key}: {version:?} installed over {prev:?}"
+                );
+                *prev = version;
+            }
+            None => {
+                self.newest.insert(key.clone(), version);
+            }
+        }
     }
 
-    fn raise_read(&mut self, key: Key, tr: Ts) {
-        let v = self.newest.entry(key).or_default();
+    fn raise_read(&mut self, key: &Key, tr: Ts) {
+        if let Some(v) = self.newest.get_mut(key) {
+            v.tr = v.tr.max(tr);
+            return;
+        }
+        let v = self.newest.entry(key.clone()).or_default();
         v.tr = v.tr.max(tr);
     }
 }
 
 impl<S: Store + ?Sized> Store for Box<S> {
-    fn load(&mut self, key: Key) -> Stored {
+    fn load(&mut self, key: &Key) -> Stored {
         (**self).load(key)
     }
-    fn install(&mut self, key: Key, version: Stored) {
+    fn install(&mut self, key: &Key, version: Stored) {
         (**self).install(key, version)
     }
-    fn raise_read(&mut self, key: Key, tr: Ts) {
+    fn raise_read(&mut self, key: &Key, tr: Ts) {
         (**self).raise_read(key, tr)
     }
     fn admits(&self, ts: Ts) -> bool {
         (**self).admits(ts)
+    }
+    fn fits(&self, op: &Op) -> bool {
+        (**self).fits(op)
     }
 }

@@ -11,10 +11,9 @@ pub struct Ts {
 
 pub type ClientId = u32;
 pub type ServerId = u32;
-pub type Key = u64;
-/// Values are numbers; the simulator makes each write's value unique, so a read names the
-/// write it saw.
-pub type Value = u64;
+/// Byte strings (`crate::byte_string`); the simulator makes each write's value unique, so a read
+/// names the write it saw.
+pub use crate::byte_string::{Key, Value};
 
 /// One attempt of one transaction: a retry is a new attempt with a new timestamp, and the
 /// servers treat it as a new transaction.
@@ -42,7 +41,7 @@ pub struct Finished {
 }
 
 /// A request on one key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
     Read(Key),
     Write(Key, Value),
@@ -54,8 +53,20 @@ pub enum Op {
 }
 
 impl Op {
-    pub fn key(&self) -> Key {
-        match *self {
+    pub fn read(key: impl Into<Key>) -> Op {
+        Op::Read(key.into())
+    }
+
+    pub fn write(key: impl Into<Key>, value: impl Into<Value>) -> Op {
+        Op::Write(key.into(), value.into())
+    }
+
+    pub fn read_write(key: impl Into<Key>, value: impl Into<Value>) -> Op {
+        Op::ReadWrite(key.into(), value.into())
+    }
+
+    pub fn key(&self) -> &Key {
+        match self {
             Op::Read(k) | Op::Write(k, _) | Op::ReadWrite(k, _) => k,
         }
     }
@@ -71,8 +82,8 @@ impl Op {
     }
 
     /// The value it writes.
-    pub fn written(&self) -> Option<Value> {
-        match *self {
+    pub fn written(&self) -> Option<&Value> {
+        match self {
             Op::Write(_, v) | Op::ReadWrite(_, v) => Some(v),
             Op::Read(_) => None,
         }
@@ -82,7 +93,7 @@ impl Op {
 /// What one executed request returns: the value read (or `None` for a write) and the pair
 /// `(t_w, t_r)` of the version it read or wrote: the transaction may be serialized anywhere
 /// in `[t_w, t_r]` as far as this request is concerned (a write's pair is one point).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OpReply {
     pub value: Option<Value>,
     pub tw: Ts,
@@ -90,7 +101,7 @@ pub struct OpReply {
 }
 
 /// A server's answer to one request of an execute message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ExecResult {
     Done(OpReply),
     /// Not executed: it would wait behind an undecided request with a higher timestamp

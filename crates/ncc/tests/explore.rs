@@ -26,18 +26,18 @@ fn options(programs: Vec<(u64, Vec<Op>)>, mistakes: Mistakes) -> ExploreOptions 
 /// timestamps (10, 5, 7).
 fn figure_3() -> Vec<(u64, Vec<Op>)> {
     vec![
-        (10, vec![Op::Read(A)]),
-        (5, vec![Op::Read(B)]),
-        (7, vec![Op::Write(A, 31), Op::Write(B, 32)]),
+        (10, vec![Op::read(A)]),
+        (5, vec![Op::read(B)]),
+        (7, vec![Op::write(A, 31), Op::write(B, 32)]),
     ]
 }
 
 /// Write skew and a reader: each writer reads the key the other writes.
 fn write_skew() -> Vec<(u64, Vec<Op>)> {
     vec![
-        (10, vec![Op::Read(A), Op::Write(B, 11)]),
-        (12, vec![Op::Read(B), Op::Write(A, 21)]),
-        (11, vec![Op::Read(A)]),
+        (10, vec![Op::read(A), Op::write(B, 11)]),
+        (12, vec![Op::read(B), Op::write(A, 21)]),
+        (11, vec![Op::read(A)]),
     ]
 }
 
@@ -65,9 +65,9 @@ fn every_schedule_of_write_skew_is_strictly_serializable() {
 #[test]
 fn blind_writers_of_both_keys_are_strictly_serializable() {
     check(vec![
-        (10, vec![Op::Write(A, 11), Op::Write(B, 12)]),
-        (9, vec![Op::Write(B, 21)]),
-        (11, vec![Op::Read(A)]),
+        (10, vec![Op::write(A, 11), Op::write(B, 12)]),
+        (9, vec![Op::write(B, 21)]),
+        (11, vec![Op::read(A)]),
     ]);
 }
 
@@ -110,8 +110,8 @@ fn a_crashing_client_is_recovered_in_every_schedule() {
     for read_only_protocol in [true, false] {
         let mut o = options(
             vec![
-                (10, vec![Op::Write(A, 11), Op::Write(B, 12)]),
-                (12, vec![Op::Read(B)]),
+                (10, vec![Op::write(A, 11), Op::write(B, 12)]),
+                (12, vec![Op::read(B)]),
             ],
             Mistakes::default(),
         );
@@ -130,8 +130,8 @@ fn a_crashing_client_is_recovered_in_every_schedule() {
 fn a_crashing_reader_writer_is_recovered_in_every_schedule() {
     let mut o = options(
         vec![
-            (10, vec![Op::Read(A), Op::Write(B, 11)]),
-            (9, vec![Op::Write(A, 21)]),
+            (10, vec![Op::read(A), Op::write(B, 11)]),
+            (9, vec![Op::write(A, 21)]),
         ],
         Mistakes::default(),
     );
@@ -147,8 +147,8 @@ fn a_crashing_reader_writer_is_recovered_in_every_schedule() {
 fn a_backup_aborting_cleared_records_fails_some_schedule() {
     let mut o = options(
         vec![
-            (10, vec![Op::Write(A, 11), Op::Write(B, 12)]),
-            (12, vec![Op::Read(A), Op::Read(B)]),
+            (10, vec![Op::write(A, 11), Op::write(B, 12)]),
+            (12, vec![Op::read(A), Op::read(B)]),
         ],
         Mistakes {
             backup_aborts_cleared: true,
@@ -169,8 +169,8 @@ fn a_backup_aborting_cleared_records_fails_some_schedule() {
 #[test]
 fn read_writes_are_strictly_serializable() {
     check(vec![
-        (10, vec![Op::ReadWrite(A, 11), Op::Write(B, 12)]),
-        (9, vec![Op::Write(A, 21)]),
-        (11, vec![Op::Read(A), Op::Read(B)]),
+        (10, vec![Op::read_write(A, 11), Op::write(B, 12)]),
+        (9, vec![Op::write(A, 21)]),
+        (11, vec![Op::read(A), Op::read(B)]),
     ]);
 }

@@ -7,7 +7,17 @@
 use std::collections::HashMap;
 
 use verso_ncc::check::{strictly_serializable, TxnRecord};
-use verso_ncc::{Client, ClientEvent, ClientId, Mistakes, Msg, Op, Server, ServerId, Ts};
+use verso_ncc::{
+    Client, ClientEvent, ClientId, Key, Mistakes, Msg, Op, Server, ServerId, Ts, Value,
+};
+
+/// Keys and values in the scenarios are numbers (`From<u64>`).
+fn kv(pairs: &[(u64, u64)]) -> Vec<(Key, Value)> {
+    pairs
+        .iter()
+        .map(|&(k, v)| (Key::from(k), Value::from(v)))
+        .collect()
+}
 
 /// Keys: `A` on server 0, `B` on server 1 (two servers: a key's server is `key % 2`).
 const A: u64 = 0;
@@ -114,7 +124,7 @@ impl Net {
     }
 
     fn check(&self) -> Result<(), String> {
-        let versions: Vec<(u64, Vec<u64>)> = self
+        let versions: Vec<(Key, Vec<Value>)> = self
             .servers
             .iter()
             .flat_map(Server::committed_versions)
@@ -146,9 +156,9 @@ fn to_server(s: ServerId, c: ClientId) -> impl Fn(&To, &Msg) -> bool {
 /// With it, tx1 returns only once tx3 is decided, so tx2 begins after tx3 committed.
 fn figure_3(mistakes: Mistakes) -> Net {
     let mut net = Net::new(mistakes);
-    net.begin(3, 7, vec![Op::Write(A, 31), Op::Write(B, 32)]);
+    net.begin(3, 7, vec![Op::write(A, 31), Op::write(B, 32)]);
     assert!(net.deliver(to_server(0, 3))); // tx3's write reaches A
-    net.begin(1, 10, vec![Op::Read(A)]);
+    net.begin(1, 10, vec![Op::read(A)]);
     net.run_client(1); // tx1 runs as far as it can
     if mistakes.no_timing_control {
         assert!(
@@ -162,7 +172,7 @@ fn figure_3(mistakes: Mistakes) -> Net {
         assert!(net.committed(1));
     }
     // tx2 begins only now that tx1 has returned (tx1 -> tx2 in real time).
-    net.begin(2, 5, vec![Op::Read(B)]);
+    net.begin(2, 5, vec![Op::read(B)]);
     net.run_client(2);
     net.run_all();
     assert!((1..=3).all(|c| net.committed(c)));
@@ -188,12 +198,12 @@ fn figure_3_is_strictly_serializable_with_ncc() {
         .iter()
         .find(|t| t.client == 2)
         .expect("committed");
-    assert_eq!(tx2.reads, vec![(B, 32)]);
+    assert_eq!(tx2.reads, kv(&[(B, 32)]));
 }
 
 /// A committed read of `key` at timestamp `clk` by client `c` (it leaves `t_r` there).
 fn read_to(net: &mut Net, c: ClientId, key: u64, clk: u64) {
-    net.begin(c, clk, vec![Op::Read(key)]);
+    net.begin(c, clk, vec![Op::read(key)]);
     net.run_client(c);
     assert!(net.committed(c));
 }
@@ -205,7 +215,7 @@ fn read_to(net: &mut Net, c: ClientId, key: u64, clk: u64) {
 fn figure_4b_false_reject_is_saved_by_smart_retry() {
     let mut net = Net::new(Mistakes::default());
     read_to(&mut net, 9, B, 5);
-    net.begin(1, 4, vec![Op::Read(A), Op::Write(B, 11)]);
+    net.begin(1, 4, vec![Op::read(A), Op::write(B, 11)]);
     net.run_all();
     let tx1 = net
         .history
@@ -228,11 +238,11 @@ fn figure_4b_false_reject_is_saved_by_smart_retry() {
 fn figure_4c_smart_retry_succeeds_after_a_newer_write() {
     let mut net = Net::new(Mistakes::default());
     read_to(&mut net, 9, B, 5);
-    net.begin(1, 4, vec![Op::Read(A), Op::Write(B, 11)]);
+    net.begin(1, 4, vec![Op::read(A), Op::write(B, 11)]);
     // tx1's requests run and answer; its smart retry is held back...
     while net.deliver(|to, m| involves(to, m, 1) && !matches!(m, Msg::SmartRetry { .. })) {}
     // ...while tx2 writes A.
-    net.begin(2, 8, vec![Op::Write(A, 21)]);
+    net.begin(2, 8, vec![Op::write(A, 21)]);
     assert!(net.deliver(to_server(0, 2)));
     net.run_all();
     assert!(net.committed(1) && net.committed(2));
@@ -264,9 +274,9 @@ fn smart_retry_after_a_read(mistakes: Mistakes) -> Net {
         no_read_only_check: true,
         ..mistakes
     });
-    net.begin(1, 4, vec![Op::Write(A, 11), Op::Write(B, 12)]);
+    net.begin(1, 4, vec![Op::write(A, 11), Op::write(B, 12)]);
     assert!(net.deliver(to_server(0, 1))); // tx1's write of A: (4, 1)
-    net.begin(2, 6, vec![Op::Read(A), Op::Read(B)]);
+    net.begin(2, 6, vec![Op::read(A), Op::read(B)]);
     assert!(net.deliver(to_server(0, 2))); // tx2 reads tx1's undecided A
     assert!(net.deliver(to_server(1, 2))); // tx2 reads B's initial version
     assert!(net.deliver(to_server(1, 1))); // tx1's write of B: refined to (7, 1)
@@ -293,7 +303,7 @@ fn smart_retry_keeps_a_read_version_in_place() {
         .iter()
         .find(|t| t.client == 2)
         .expect("committed");
-    assert_eq!(tx2.reads, vec![(A, 0), (B, 0)]);
+    assert_eq!(tx2.reads, kv(&[(A, 0), (B, 0)]));
     assert_eq!(net.check(), Ok(()));
 }
 
@@ -308,7 +318,7 @@ fn smart_retry_without_the_read_test_is_caught() {
         .iter()
         .find(|t| t.client == 2)
         .expect("committed");
-    assert_eq!(tx2.reads, vec![(A, 11), (B, 0)], "a fractured read of tx1");
+    assert_eq!(tx2.reads, kv(&[(A, 11), (B, 0)]), "a fractured read of tx1");
     let e = net.check().unwrap_err();
     assert!(e.contains("-wr->") && e.contains("-rw->"), "{e}");
 }

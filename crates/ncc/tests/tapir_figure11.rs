@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use verso_ncc::baseline::{BMsg, BaselineClient, BaselineServer, Flavor};
 use verso_ncc::check::{serializable_with, strictly_serializable, TxnRecord};
-use verso_ncc::{ClientEvent, ClientId, Op, ServerId, TxnClient, TxnServer};
+use verso_ncc::{ClientEvent, ClientId, Key, Op, ServerId, TxnClient, TxnServer, Value};
 
 /// Keys A, B, C on servers 0, 1, 2 (a key's server is `key % 3`).
 const A: u64 = 0;
@@ -119,7 +119,7 @@ impl Net {
         }
     }
 
-    fn versions(&self) -> Vec<(u64, Vec<u64>)> {
+    fn versions(&self) -> Vec<(Key, Vec<Value>)> {
         self.servers
             .iter()
             .flat_map(|s| s.committed_versions())
@@ -143,20 +143,20 @@ fn sender(m: &BMsg) -> ClientId {
 fn figure_11(flavor: Flavor) -> Net {
     let mut net = Net::new(flavor);
     // 1-2. U1's tx1 reads A and B (a first shot), then buffers W1C.
-    net.begin(1, 8, vec![Op::Read(A), Op::Read(B)], false);
+    net.begin(1, 8, vec![Op::read(A), Op::read(B)], false);
     net.deliver(1, 0);
     net.deliver(1, 1);
     // 3-5. It proposes ts 8 and validates R1A at A and R1B at B; W1C's validation at C
     // is still on its way.
-    net.next_shot(1, 8, vec![Op::Write(C, 100)]);
+    net.next_shot(1, 8, vec![Op::write(C, 100)]);
     net.deliver(1, 0);
     net.deliver(1, 1);
     // 6-8. U2's tx2 writes B = 1 at ts 10 and commits (then its decision lands).
-    net.begin(2, 10, vec![Op::Write(B, 1)], true);
+    net.begin(2, 10, vec![Op::write(B, 1)], true);
     net.deliver(2, 1);
     net.deliver(2, 1);
     // 9-11. Only then U3's tx3 writes C = 2 at ts 5 and commits.
-    net.begin(3, 5, vec![Op::Write(C, 2)], true);
+    net.begin(3, 5, vec![Op::write(C, 2)], true);
     net.deliver(3, 2);
     net.deliver(3, 2);
     // 12-13. W1C validates at C, and tx1 commits; its decisions land.
@@ -165,7 +165,7 @@ fn figure_11(flavor: Flavor) -> Net {
         net.deliver(1, s);
     }
     // 14-17. U1's read-only tx4 at ts 20 reads B and C.
-    net.begin(1, 20, vec![Op::Read(B), Op::Read(C)], true);
+    net.begin(1, 20, vec![Op::read(B), Op::read(C)], true);
     for s in [1, 2, 1, 2] {
         net.deliver(1, s);
     }
@@ -188,7 +188,10 @@ fn tapir_cc_commits_figure_11_and_the_checker_flags_it() {
     let tx4 = net.history.last().expect("tx4");
     assert_eq!(
         tx4.reads,
-        vec![(B, 1), (C, 100)],
+        vec![
+            (Key::from(B), Value::from(1)),
+            (Key::from(C), Value::from(100))
+        ],
         "tx4 sees tx2's B and tx1's C"
     );
     let versions = net.versions();

@@ -19,15 +19,21 @@
 //! an operation not yet durable installed, not a log position's timestamp: installs do not
 //! come in timestamp order (a version commits when its decision arrives).
 //!
-//! **Layout.** Table `ncc`; a key is its number big-endian (so the engine's order is the
-//! keys' order), a value the server's version number then the value, both little-endian
-//! (the number survives the server: `Server::decided_through` compares read-only clients'
-//! `t_ro` against it).
+//! **Layout.** Table `ncc`; a key is the key's bytes (a number's are big-endian, so the
+//! engine's order is the numbers' order), a value the server's version number
+//! (little-endian) then the value's bytes. The number survives the server:
+//! `Server::decided_through` compares read-only clients' `t_ro` against it. So an empty
+//! value (NCC's initial value, and what a deletion writes) is still a record of 8 bytes:
+//! an engine tombstone would lose the number.
+//!
+//! **Limits.** A key up to the engine's `key_size_max` (64 KiB by default), a value up to
+//! its `value_size_max` less the 8 bytes of the number; `Store::fits` refuses the rest, and
+//! the txn-server drops the connection that sent them.
 
 use std::collections::{HashMap, VecDeque};
 
 use verso_engine::{Db, Options, ReplicatedWrite};
-use verso_ncc::{ClientId, Key, Store, Stored, Ts};
+use verso_ncc::{ClientId, Key, Op, Store, Stored, Ts, Value};
 
 /// The engine table an NCC server's keys live in.
 pub const TABLE: &str = "ncc";
@@ -125,25 +131,22 @@ impl EngineStore {
 
     /// The read stamp of `key`, which has no record: its own if kept, else the floor, or
     /// the gap's if that is lower (both are at least every read of it).
-    fn absent_read_stamp(&self, key: Key, gap: u64) -> u64 {
-        match self.absent_reads.get(&key) {
+    fn absent_read_stamp(&self, key: &Key, gap: u64) -> u64 {
+        match self.absent_reads.get(key) {
             Some(&own) => own,
             None => self.absent_floor.min(gap),
         }
     }
 
     /// Keeps `ts` as a read stamp of `key`, which has no record.
-    fn note_absent_read(&mut self, key: Key, ts: u64) {
+    fn note_absent_read(&mut self, key: &Key, ts: u64) {
         let floor = self.absent_floor;
-        match self.absent_reads.entry(key) {
-            std::collections::hash_map::Entry::Occupied(mut e) => {
-                *e.get_mut() = (*e.get()).max(ts);
-            }
-            std::collections::hash_map::Entry::Vacant(e) => {
-                // Reads of it dropped earlier are below the floor.
-                e.insert(ts.max(floor));
-                self.absent_order.push_back(key);
-            }
+        if let Some(own) = self.absent_reads.get_mut(key) {
+            *own = (*own).max(ts);
+        } else {
+            // Reads of it dropped earlier are below the floor.
+            self.absent_reads.insert(key.clone(), ts.max(floor));
+            self.absent_order.push_back(key.clone());
         }
         while self.absent_reads.len() > self.absent_reads_max {
             let Some(old) = self.absent_order.pop_front() else {
@@ -158,7 +161,7 @@ impl EngineStore {
             let kept = &self.absent_reads;
             let mut seen = std::collections::HashSet::new();
             self.absent_order
-                .retain(|k| kept.contains_key(k) && seen.insert(*k));
+                .retain(|k| kept.contains_key(k) && seen.insert(k.clone()));
         }
     }
 
@@ -177,25 +180,24 @@ impl EngineStore {
     }
 }
 
-fn key_bytes(key: Key) -> [u8; 8] {
-    key.to_be_bytes()
-}
+/// The bytes of a version's number.
+const ID_BYTES: usize = 8;
 
 impl Store for EngineStore {
-    fn load(&mut self, key: Key) -> Stored {
-        // The table exists (made in `in_db`) and an 8-byte key is below every key limit.
+    fn load(&mut self, key: &Key) -> Stored {
+        // The table exists (made in `in_db`) and `fits` kept the key within the limit.
         let got = self
             .db
-            .newest_stamped(TABLE, &key_bytes(key))
-            .expect("the table exists and the key is 8 bytes");
+            .newest_stamped(TABLE, key.as_bytes())
+            .expect("the table exists and the key fits");
         let tr = decode(got.read_stamp, self.epoch);
         match got.version {
             Some((ts, Some(bytes))) => {
-                let (id, value) = bytes.split_at(8);
+                let (id, value) = bytes.split_at(ID_BYTES);
                 let tw = decode(ts, self.epoch);
                 Stored {
-                    id: u64::from_le_bytes(id.try_into().expect("16-byte value")),
-                    value: u64::from_le_bytes(value.try_into().expect("16-byte value")),
+                    id: u64::from_le_bytes(id.try_into().expect("a version's number")),
+                    value: Value::from(value),
                     tw,
                     tr: tr.max(tw),
                 }
@@ -215,14 +217,13 @@ impl Store for EngineStore {
         }
     }
 
-    fn install(&mut self, key: Key, version: Stored) {
-        let mut bytes = [0u8; 16];
-        bytes[..8].copy_from_slice(&version.id.to_le_bytes());
-        bytes[8..].copy_from_slice(&version.value.to_le_bytes());
-        let key = key_bytes(key);
+    fn install(&mut self, key: &Key, version: Stored) {
+        let mut bytes = Vec::with_capacity(ID_BYTES + version.value.len());
+        bytes.extend_from_slice(&version.id.to_le_bytes());
+        bytes.extend_from_slice(version.value.as_bytes());
         let write = ReplicatedWrite {
             table: TABLE,
-            key: &key,
+            key: key.as_bytes(),
             value: Some(&bytes),
         };
         let tw = self.encode(version.tw);
@@ -230,13 +231,13 @@ impl Store for EngineStore {
             .apply_replicated(tw, std::iter::once(write))
             .expect("versions are installed in t_w order");
         // The record holds its read stamp from now on (at least `tw`, above every read).
-        self.absent_reads.remove(&u64::from_be_bytes(key));
+        self.absent_reads.remove(key);
         // The engine's clock continues above what NCC installed: its garbage collector
         // takes a version as freeable only below every timestamp a reader may still take,
         // and its own transactions then begin above NCC's versions.
         self.db.raise_timestamp_floor(tw);
         if version.tr > version.tw {
-            self.raise_read(u64::from_be_bytes(key), version.tr);
+            self.raise_read(key, version.tr);
         }
     }
 
@@ -250,15 +251,21 @@ impl Store for EngineStore {
         encode(room, self.epoch).is_ok()
     }
 
-    fn raise_read(&mut self, key: Key, tr: Ts) {
+    fn fits(&self, op: &Op) -> bool {
+        let value = op.written().map_or(0, Value::len);
+        op.key().len() <= self.db.key_size_max()
+            && value <= self.db.value_size_max().saturating_sub(ID_BYTES)
+    }
+
+    fn raise_read(&mut self, key: &Key, tr: Ts) {
         if tr == Ts::default() {
             return; // nothing read it (the initial version's t_r)
         }
         let tr = self.encode(tr);
         let on_record = self
             .db
-            .raise_read_stamp(TABLE, &key_bytes(key), tr)
-            .expect("the table exists and the key is 8 bytes");
+            .raise_read_stamp(TABLE, key.as_bytes(), tr)
+            .expect("the table exists and the key fits");
         if !on_record {
             self.note_absent_read(key, tr);
         }
@@ -280,19 +287,32 @@ mod tests {
     proptest! {
         /// Against a model: a key's loaded `t_r` is at least every read raised on it, and,
         /// for keys never written while the map of read stamps keeps them all, exactly the
-        /// highest (not a neighbour's); `t_w` and values are the newest installed.
+        /// highest (not a neighbour's); `t_w` and values are the newest installed, byte for
+        /// byte. Keys of every shape: empty, prefixes of one another, text, a number.
         #[test]
         fn read_stamps_of_keys_without_records(
-            ops in prop::collection::vec((0u8..3, 0u64..6, 1u64..100), 1..80),
+            ops in prop::collection::vec(
+                (0u8..3, 0usize..6, 1u64..100, prop::collection::vec(any::<u8>(), 0..20)),
+                1..80,
+            ),
             max in 1usize..8,
         ) {
+            let keys: [Key; 6] = [
+                Key::from(&b""[..]),
+                Key::from(&[0u8][..]),
+                Key::from(&[0u8, 0][..]),
+                Key::from("a"),
+                Key::from("user:1"),
+                Key::from(7),
+            ];
             let mut s = EngineStore::new(0).unwrap().with_absent_reads_max(max);
-            // Per key: (highest read clock, newest installed (id, clk)).
-            let mut model = [(0u64, None::<(u64, u64)>); 6];
+            // Per key: (highest read clock, newest installed (id, clk, value)).
+            type Newest = Option<(u64, u64, Value)>;
+            let mut model: [(u64, Newest); 6] = Default::default();
             let mut next_id = 1;
-            for (op, key, d) in ops {
-                let m = &mut model[key as usize];
-                let above = m.0.max(m.1.map_or(0, |v| v.1));
+            for (op, i, d, bytes) in ops {
+                let (key, m) = (&keys[i], &mut model[i]);
+                let above = m.0.max(m.1.as_ref().map_or(0, |v| v.1));
                 match op {
                     0 => {
                         s.raise_read(key, Ts { clk: above + d, cid: 1 });
@@ -300,16 +320,20 @@ mod tests {
                     }
                     1 => {
                         let tw = Ts { clk: above + d, cid: 2 };
-                        s.install(key, Stored { id: next_id, value: next_id, tw, tr: tw });
-                        m.1 = Some((next_id, above + d));
+                        let value = Value::from(bytes);
+                        s.install(key, Stored { id: next_id, value: value.clone(), tw, tr: tw });
+                        m.1 = Some((next_id, above + d, value));
                         next_id += 1;
                     }
                     _ => {
                         let got = s.load(key);
                         prop_assert!(got.tr.clk >= m.0, "key {key}: {got:?} below read {}", m.0);
-                        match m.1 {
-                            Some((id, clk)) => {
-                                prop_assert_eq!((got.id, got.value, got.tw.clk), (id, id, clk));
+                        match &m.1 {
+                            Some((id, clk, value)) => {
+                                prop_assert_eq!(
+                                    (got.id, &got.value, got.tw.clk),
+                                    (*id, value, *clk)
+                                );
                             }
                             None => {
                                 prop_assert_eq!(got.id, 0);
@@ -343,13 +367,14 @@ mod tests {
         let mut s = EngineStore::new(WALL_EPOCH_US).unwrap();
         let at = |clk| Ts { clk, cid: 3 };
         let base = crate::now_us(); // as a client stamps: far above the engine's own clock
+        let key = Key::from(9);
         for i in 1..=20_000u64 {
             let tw = at(base + i);
             s.install(
-                9,
+                &key,
                 Stored {
                     id: i,
-                    value: i,
+                    value: i.into(),
                     tw,
                     tr: tw,
                 },
@@ -358,7 +383,7 @@ mod tests {
         s.db().collect_garbage();
         let stats = s.db().stats();
         assert!(stats.gc_bytes_freed > 0, "{stats:?}");
-        assert_eq!(s.load(9).value, 20_000);
+        assert_eq!(s.load(&key).value, Value::from(20_000));
     }
 
     #[test]
@@ -376,5 +401,20 @@ mod tests {
         assert!(s.admits(at(CLK_SPAN - REFINEMENT_ROOM - 1, 7)));
         assert!(!s.admits(at(CLK_SPAN - REFINEMENT_ROOM, 7)));
         assert!(!s.admits(at(5, 1 << CID_BITS)));
+    }
+
+    /// Keys and values up to the engine's limits fit; one byte more does not (the server
+    /// then refuses the message rather than fail an install).
+    #[test]
+    fn keys_and_values_fit_up_to_the_engine_limits() {
+        let db = Db::open(Options::default().key_size_max(16).value_size_max(40)).unwrap();
+        let s = EngineStore::in_db(db, 0).unwrap();
+        let key = |n: usize| Key::from(vec![b'k'; n]);
+        let value = |n: usize| Value::from(vec![b'v'; n]);
+        assert!(s.fits(&Op::Read(key(16))));
+        assert!(!s.fits(&Op::Read(key(17))));
+        assert!(s.fits(&Op::Write(key(1), value(40 - ID_BYTES))));
+        assert!(!s.fits(&Op::Write(key(1), value(41 - ID_BYTES))));
+        assert!(!s.fits(&Op::ReadWrite(key(1), value(41 - ID_BYTES))));
     }
 }

@@ -17,14 +17,17 @@
 use std::io::{self, BufRead, Read, Write};
 
 use verso_ncc::wire::{parse_decimal, push_decimal, Encoding, Wire};
-use verso_ncc::{Effects, TxnId};
+use verso_ncc::{Effects, Key, TxnId, Value};
 
 /// The largest frame accepted: far above one transaction's messages (a few hundred bytes)
 /// and a dump chunk ([`DUMP_CHUNK_KEYS`]), far below what would hurt to buffer.
 pub const MAX_FRAME: usize = 4 << 20;
 
-/// Keys per [`Frame::Dump`] chunk.
+/// Keys per [`Frame::Dump`] chunk, at most.
 pub const DUMP_CHUNK_KEYS: usize = 4096;
+
+/// Bytes of keys and values per [`Frame::Dump`] chunk, about (a quarter of [`MAX_FRAME`]).
+pub const DUMP_CHUNK_BYTES: usize = MAX_FRAME / 4;
 
 /// Transactions per [`Frame::Effects`] chunk (each a few pairs of 16 bytes).
 pub const DUMP_CHUNK_TXNS: usize = 1024;
@@ -57,7 +60,7 @@ pub enum Frame {
     /// Control → server: send every key's committed versions.
     DumpRequest,
     /// Server → control: some keys with their committed values, oldest first.
-    Dump(Vec<(u64, Vec<u64>)>),
+    Dump(Vec<(Key, Vec<Value>)>),
     /// Server → control: the dump is complete; transactions still undecided there, and
     /// the protocol's invariants (`None`: they hold).
     DumpEnd {
@@ -91,6 +94,10 @@ impl Frame {
         out.extend_from_slice(&[0; 4]);
         let u32_ = |out: &mut Vec<u8>, v: u32| out.extend_from_slice(&v.to_le_bytes());
         let u64_ = |out: &mut Vec<u8>, v: u64| out.extend_from_slice(&v.to_le_bytes());
+        let bytes_ = |out: &mut Vec<u8>, v: &[u8]| {
+            u32_(out, v.len() as u32);
+            out.extend_from_slice(v);
+        };
         match self {
             Frame::Hello(h) => {
                 out.push(0);
@@ -117,9 +124,9 @@ impl Frame {
                 out.push(3);
                 u32_(out, keys.len() as u32);
                 for (k, values) in keys {
-                    u64_(out, *k);
+                    bytes_(out, k.as_bytes());
                     u32_(out, values.len() as u32);
-                    values.iter().for_each(|&v| u64_(out, v));
+                    values.iter().for_each(|v| bytes_(out, v.as_bytes()));
                 }
             }
             Frame::DumpEnd { undecided, broken } => {
@@ -142,9 +149,9 @@ impl Frame {
                     u64_(out, txn.seq);
                     for pairs in [&e.reads, &e.writes] {
                         u32_(out, pairs.len() as u32);
-                        for &(k, v) in pairs {
-                            u64_(out, k);
-                            u64_(out, v);
+                        for (k, v) in pairs {
+                            bytes_(out, k.as_bytes());
+                            bytes_(out, v.as_bytes());
                         }
                     }
                 }
@@ -171,6 +178,11 @@ impl Frame {
         };
         let u64_ = |r: &mut &[u8]| -> Result<u64, FrameError> {
             Ok(u64::from_le_bytes(take(r, 8)?.try_into().expect("8 bytes")))
+        };
+        // A key's or a value's bytes, after their length.
+        let bytes_ = |r: &mut &[u8]| -> Result<Vec<u8>, FrameError> {
+            let n = u32_(r)? as usize;
+            take(r, n)
         };
         // A count of entries of at least `each` bytes, refused if the frame cannot hold
         // them: a forged count allocates nothing.
@@ -201,12 +213,14 @@ impl Frame {
             }
             2 => Frame::DumpRequest,
             3 => {
-                let n = count(&mut r, 12, "a key count larger than the frame")?;
+                let n = count(&mut r, 8, "a key count larger than the frame")?;
                 let mut keys = Vec::with_capacity(n);
                 for _ in 0..n {
-                    let k = u64_(&mut r)?;
-                    let m = count(&mut r, 8, "a version count larger than the frame")?;
-                    let values = (0..m).map(|_| u64_(&mut r)).collect::<Result<_, _>>()?;
+                    let k = Key::from(bytes_(&mut r)?);
+                    let m = count(&mut r, 4, "a version count larger than the frame")?;
+                    let values = (0..m)
+                        .map(|_| Ok(Value::from(bytes_(&mut r)?)))
+                        .collect::<Result<_, FrameError>>()?;
                     keys.push((k, values));
                 }
                 Frame::Dump(keys)
@@ -233,9 +247,12 @@ impl Frame {
                 for _ in 0..n {
                     let client = u32_(&mut r)?;
                     let seq = u64_(&mut r)?;
-                    let mut pairs = || -> Result<Vec<(u64, u64)>, FrameError> {
-                        let m = count(&mut r, 16, "a pair count larger than the frame")?;
-                        (0..m).map(|_| Ok((u64_(&mut r)?, u64_(&mut r)?))).collect()
+                    let mut pairs = || -> Result<Vec<(Key, Value)>, FrameError> {
+                        let m = count(&mut r, 8, "a pair count larger than the frame")?;
+                        let pair = |r: &mut &[u8]| -> Result<(Key, Value), FrameError> {
+                            Ok((Key::from(bytes_(r)?), Value::from(bytes_(r)?)))
+                        };
+                        (0..m).map(|_| pair(&mut r)).collect()
                     };
                     let (reads, writes) = (pairs()?, pairs()?);
                     txns.push((TxnId { client, seq }, Effects { reads, writes }));
@@ -487,7 +504,10 @@ mod tests {
                 .prop_map(|(party, bytes)| Frame::Msg { party, bytes }),
             Just(Frame::DumpRequest),
             proptest::collection::vec(
-                (any::<u64>(), proptest::collection::vec(any::<u64>(), 0..4)),
+                (
+                    any::<Vec<u8>>().prop_map(Key::from),
+                    proptest::collection::vec(any::<Vec<u8>>().prop_map(Value::from), 0..4)
+                ),
                 0..4
             )
             .prop_map(Frame::Dump),
@@ -505,10 +525,12 @@ mod tests {
             )
             .prop_map(|txns| Frame::Effects(
                 txns.into_iter()
-                    .map(|(client, seq, reads, writes)| (
-                        TxnId { client, seq },
-                        Effects { reads, writes }
-                    ))
+                    .map(|(client, seq, reads, writes)| {
+                        let kv = |(k, v): (u64, u64)| (Key::from(k), Value::from(v));
+                        let reads = reads.into_iter().map(kv).collect();
+                        let writes = writes.into_iter().map(kv).collect();
+                        (TxnId { client, seq }, Effects { reads, writes })
+                    })
                     .collect()
             )),
         ]

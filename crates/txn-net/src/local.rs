@@ -16,7 +16,7 @@ use crate::frame::{read_frame, write_frame, Frame, Hello};
 use crate::server::{serve, ServerConfig};
 use crate::{Protocol, StoreKind};
 use verso_ncc::wire::Encoding;
-use verso_ncc::{Effects, TxnId};
+use verso_ncc::{Effects, Key, TxnId, Value};
 
 /// How long a server may take to start and say where it listens.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -30,8 +30,8 @@ pub struct LocalCluster {
 /// What the servers hold at the end of a run.
 #[derive(Clone, Debug, Default)]
 pub struct Dump {
-    /// Every key's committed values, oldest first (the initial 0 first).
-    pub versions: Vec<(u64, Vec<u64>)>,
+    /// Every key's committed values, oldest first (the initial, empty one first).
+    pub versions: Vec<(Key, Vec<Value>)>,
     /// Transactions still undecided, over all servers.
     pub undecided: u64,
     /// Servers whose protocol invariants do not hold, with the reason.

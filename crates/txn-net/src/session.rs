@@ -4,23 +4,33 @@
 //!
 //! ```no_run
 //! # use verso_txn_net::{session::Session, Protocol};
-//! # use verso_ncc::{wire::Encoding, Op};
+//! # use verso_ncc::{wire::Encoding, Key, Op, Value};
 //! # fn main() -> std::io::Result<()> {
 //! # let servers = vec!["127.0.0.1:7000".parse().unwrap(), "127.0.0.1:7001".parse().unwrap()];
 //! let mut s = Session::connect(&servers, Protocol::parse("ncc").unwrap(), 7, Encoding::Binary)?;
-//! s.put(&[(1, 100), (2, 100)])?;
-//! // Move 10 from key 1 to key 2: a read shot, then the writes it decides.
-//! s.transact(vec![Op::Read(1), Op::Read(2)], |reads| {
-//!     let (a, b) = (reads[0].1, reads[1].1);
-//!     (vec![Op::Write(1, a - 10), Op::Write(2, b + 10)], true)
+//! s.put(&[("alice".into(), "100".into()), ("bob".into(), "100".into())])?;
+//! // Balances as decimal text (an empty value is a key never written).
+//! let balance = |v: &Value| -> u64 {
+//!     std::str::from_utf8(v.as_bytes()).ok().and_then(|t| t.parse().ok()).unwrap_or(0)
+//! };
+//! // Move 10 from alice to bob: a read shot, then the writes it decides.
+//! s.transact(vec![Op::read("alice"), Op::read("bob")], |reads| {
+//!     let (a, b) = (balance(&reads[0].1), balance(&reads[1].1));
+//!     let writes = vec![
+//!         Op::write("alice", (a - 10).to_string()),
+//!         Op::write("bob", (b + 10).to_string()),
+//!     ];
+//!     (writes, true)
 //! })?;
-//! assert_eq!(s.get(&[1, 2])?.iter().map(|&(_, v)| v).sum::<u64>(), 200);
+//! let both = s.get(&[Key::from("alice"), Key::from("bob")])?;
+//! assert_eq!(both.iter().map(|(_, v)| balance(v)).sum::<u64>(), 200);
 //! # Ok(())
 //! # }
 //! ```
 //!
-//! Keys belong to server `key % servers` (the servers' own partition; the cluster's slot
-//! map replaces it when these servers become its nodes). A transaction that gets no answer
+//! Keys and values are byte strings. A key belongs to server `verso_ncc::client::shard_of`
+//! (a key made from a number `k` to `k % servers`, any other by its hash: the servers' own
+//! partition; the cluster's slot map replaces it when these servers become its nodes). A transaction that gets no answer
 //! within the session's timeout ends in a `TimedOut` error and its outcome is unknown: it
 //! may still commit. The session refuses further work after that, since its protocol client
 //! is still busy with it; open a new session.
@@ -132,7 +142,7 @@ impl Session {
     }
 
     /// Reads `keys` in one read-only transaction (NCC: one round, no commit message) and
-    /// returns their values in order (0 for a key never written).
+    /// returns their values in order (the empty value for a key never written).
     pub fn get(&mut self, keys: &[Key]) -> io::Result<Vec<(Key, Value)>> {
         Ok(self.read(keys)?.reads)
     }
@@ -140,13 +150,16 @@ impl Session {
     /// Reads `keys` in one read-only transaction, with its outcome (which attempt
     /// committed, and where).
     pub fn read(&mut self, keys: &[Key]) -> io::Result<Outcome> {
-        let ops = keys.iter().map(|&k| Op::Read(k)).collect();
+        let ops = keys.iter().map(|k| Op::Read(k.clone())).collect();
         self.run(ops, true, &mut |_| unreachable_shot())
     }
 
     /// Writes every pair in one transaction.
     pub fn put(&mut self, writes: &[(Key, Value)]) -> io::Result<Outcome> {
-        let ops = writes.iter().map(|&(k, v)| Op::Write(k, v)).collect();
+        let ops = writes
+            .iter()
+            .map(|(k, v)| Op::Write(k.clone(), v.clone()))
+            .collect();
         self.run(ops, true, &mut |_| unreachable_shot())
     }
 

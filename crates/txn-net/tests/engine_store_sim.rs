@@ -6,7 +6,7 @@
 
 use verso_ncc::sim::{run_seeds, SimOptions, SimStats};
 use verso_ncc::workload::Workload;
-use verso_ncc::{ExecResult, Key, Mistakes, Msg, Op, Server, Store, Stored, Ts, TxnId};
+use verso_ncc::{ExecResult, Key, Mistakes, Msg, Op, Server, Store, Stored, Ts, TxnId, Value};
 use verso_txn_net::engine_store::{self, EngineStore};
 
 fn seeds(
@@ -69,14 +69,14 @@ fn f1_and_tpcc_on_the_engine() {
 struct ForgetsReads(EngineStore);
 
 impl Store for ForgetsReads {
-    fn load(&mut self, key: Key) -> Stored {
+    fn load(&mut self, key: &Key) -> Stored {
         self.0.load(key)
     }
-    fn install(&mut self, key: Key, version: Stored) {
+    fn install(&mut self, key: &Key, version: Stored) {
         let tr = version.tw;
         self.0.install(key, Stored { tr, ..version })
     }
-    fn raise_read(&mut self, _: Key, _: Ts) {}
+    fn raise_read(&mut self, _: &Key, _: Ts) {}
 }
 
 fn ts(clk: u64, cid: u32) -> Ts {
@@ -113,10 +113,10 @@ fn commit<S: Store>(s: &mut Server<S>, seq: u64, at: Ts, ops: Vec<Op>) -> Vec<(u
 /// Writes key 7 at 100, reads it at 500 (the key then goes quiet: its state leaves memory),
 /// and writes it pre-stamped 200: returns the second write's refined `t_w`.
 fn refined_after_a_quiet_read<S: Store>(s: &mut Server<S>) -> Ts {
-    commit(s, 1, ts(100, 1), vec![Op::Write(7, 42)]);
-    commit(s, 1, ts(500, 2), vec![Op::Read(7)]);
+    commit(s, 1, ts(100, 1), vec![Op::write(7, 42)]);
+    commit(s, 1, ts(500, 2), vec![Op::read(7)]);
     assert_eq!(s.footprint().keys, 0, "the key went quiet");
-    let replies = commit(s, 2, ts(200, 1), vec![Op::Write(7, 43)]);
+    let replies = commit(s, 2, ts(200, 1), vec![Op::write(7, 43)]);
     s.check_invariants().unwrap();
     match replies.as_slice() {
         [(0, ExecResult::Done(r))] => r.tw,
@@ -149,7 +149,7 @@ fn committed_versions_are_engine_versions() {
         2u64.to_le_bytes(),
         "the server's version number"
     );
-    assert_eq!(value[8..], 43u64.to_le_bytes());
+    assert_eq!(value[8..], *Value::from(43).as_bytes(), "the value's bytes");
     // The engine's own transactions are ordered by the same stamps: an engine writer at a
     // timestamp below NCC's newest version cannot slip under it (RDTSC timestamps are far
     // above these small simulated ones, so it commits above).

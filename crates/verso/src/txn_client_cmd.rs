@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use verso_ncc::wire::Encoding;
-use verso_ncc::Op;
+use verso_ncc::{Key, Op, Value};
 use verso_txn_net::local;
 use verso_txn_net::session::Session;
 use verso_txn_net::Protocol;
@@ -76,12 +76,19 @@ fn run_inner(args: &TxnClientArgs) -> std::io::Result<()> {
     let servers = local::parse_peers(&args.servers)?;
     let mut s = Session::connect(&servers, args.protocol, args.client, args.wire)?;
     let mut out = std::io::stdout().lock();
+    // Keys and values on this command line are numbers (their 8 bytes, big-endian).
     if !args.put.is_empty() {
-        let o = s.put(&args.put)?;
+        let put: Vec<(Key, Value)> = args
+            .put
+            .iter()
+            .map(|&(k, v)| (k.into(), v.into()))
+            .collect();
+        let o = s.put(&put)?;
         writeln!(out, "committed at {}.{}", o.commit_ts.clk, o.commit_ts.cid)?;
     }
     if !args.get.is_empty() {
-        for (k, v) in s.get(&args.get)? {
+        let get: Vec<Key> = args.get.iter().map(|&k| k.into()).collect();
+        for (k, v) in s.get(&get)? {
             writeln!(out, "{k} {v}")?;
         }
     }
@@ -112,11 +119,12 @@ fn run_inner(args: &TxnClientArgs) -> std::io::Result<()> {
                 (odd, even)
             };
             let amount = 1 + below(5);
-            s.transact(vec![Op::Read(from), Op::Read(to)], |reads| {
-                let (a, b) = (reads[0].1, reads[1].1);
+            s.transact(vec![Op::read(from), Op::read(to)], |reads| {
+                let number = |v: &Value| v.to_u64().unwrap_or(0);
+                let (a, b) = (number(&reads[0].1), number(&reads[1].1));
                 let ops = vec![
-                    Op::Write(from, a.wrapping_sub(amount)),
-                    Op::Write(to, b.wrapping_add(amount)),
+                    Op::write(from, a.wrapping_sub(amount)),
+                    Op::write(to, b.wrapping_add(amount)),
                 ];
                 (ops, true)
             })?;
@@ -152,7 +160,7 @@ fn reported(
     // take one id in turn (each starts from its clock, which runs ahead of its writes).
     let mut next_value =
         (u64::from(args.client) << 52) | (verso_txn_net::now_us() & ((1 << 52) - 1));
-    let pairs = |v: &[(u64, u64)]| {
+    let pairs = |v: &[(Key, Value)]| {
         v.iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
@@ -166,12 +174,12 @@ fn reported(
         writeln!(out, "begin {invoked}")?;
         out.flush()?;
         let outcome = if below(4) == 0 {
-            s.read(&[a, b])?
+            s.read(&[a.into(), b.into()])?
         } else {
             let (va, vb) = (next_value, next_value + 1);
             next_value += 2;
-            s.transact(vec![Op::Read(a), Op::Read(b)], |_| {
-                (vec![Op::Write(a, va), Op::Write(b, vb)], true)
+            s.transact(vec![Op::read(a), Op::read(b)], |_| {
+                (vec![Op::write(a, va), Op::write(b, vb)], true)
             })?
         };
         let completed = verso_txn_net::now_us();

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use clap::Args;
 use verso_ncc::wire::{Encoding, Wire};
-use verso_ncc::{ExecResult, Msg, Op, OpReply, Ts, TxnId};
+use verso_ncc::{ExecResult, Msg, Op, OpReply, Ts, TxnId, Value};
 
 #[derive(Args, Debug)]
 pub struct BenchWireArgs {
@@ -40,7 +40,7 @@ fn f1_messages() -> Vec<(&'static str, Msg)> {
                 txn,
                 ts: ts(17, 0),
                 shot: 0,
-                ops: vec![Op::Read(912_345), Op::Read(40_017), Op::Read(7_771)],
+                ops: vec![Op::read(912_345), Op::read(40_017), Op::read(7_771)],
                 t_ro: Some(clk - 2_000),
                 coord: 1,
                 cohorts: None,
@@ -59,7 +59,7 @@ fn f1_messages() -> Vec<(&'static str, Msg)> {
                         (
                             i,
                             ExecResult::Done(OpReply {
-                                value: Some(4_000_000_000_000 + u64::from(i)),
+                                value: Some(Value::from(4_000_000_000_000 + u64::from(i))),
                                 tw: ts(3, 100),
                                 tr: ts(17, 0),
                             }),

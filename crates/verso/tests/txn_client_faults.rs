@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use verso_ncc::check::{strictly_serializable, TxnRecord};
 use verso_ncc::wire::Encoding;
-use verso_ncc::{Effects, Ts, TxnId};
+use verso_ncc::{Effects, Key, Ts, TxnId, Value};
 use verso_txn_net::local::LocalCluster;
 use verso_txn_net::session::Session;
 use verso_txn_net::Protocol;
@@ -122,11 +122,11 @@ fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
 }
 
 fn total(s: &mut Session) -> u64 {
-    let keys: Vec<u64> = (0..KEYS).collect();
+    let keys: Vec<Key> = (0..KEYS).map(Key::from).collect();
     s.get(&keys)
         .expect("an audit")
         .iter()
-        .map(|&(_, v)| v)
+        .map(|(_, v)| v.to_u64().expect("balances are numbers"))
         .sum()
 }
 
@@ -153,7 +153,7 @@ fn the_servers_decide_for_clients_that_die_or_stop_mid_transaction() {
     let (protocol, cluster, servers) = ncc_servers(exe, false);
     let mut auditor =
         Session::connect(&cluster.addrs, protocol, 0, Encoding::Binary).expect("connect");
-    let initial: Vec<(u64, u64)> = (0..KEYS).map(|k| (k, START)).collect();
+    let initial: Vec<(Key, Value)> = (0..KEYS).map(|k| (k.into(), START.into())).collect();
     auditor.put(&initial).expect("the initial balances");
 
     let killed = TransferClient::start(exe, &servers, 1);
@@ -199,8 +199,12 @@ fn the_servers_decide_for_clients_that_die_or_stop_mid_transaction() {
         || undecided(&cluster) == 0,
     );
     assert_eq!(total(&mut auditor), START * KEYS, "at the end");
-    let balances = auditor.get(&(0..KEYS).collect::<Vec<_>>()).expect("a read");
-    assert!(balances.iter().any(|&(_, v)| v != START), "{balances:?}");
+    let keys: Vec<Key> = (0..KEYS).map(Key::from).collect();
+    let balances = auditor.get(&keys).expect("a read");
+    assert!(
+        balances.iter().any(|(_, v)| *v != Value::from(START)),
+        "{balances:?}"
+    );
     drop(killed);
     drop(successor);
     drop(stopped);
@@ -211,13 +215,15 @@ fn the_servers_decide_for_clients_that_die_or_stop_mid_transaction() {
 fn parse_txn(client: u32, line: &str) -> (u64, TxnRecord) {
     let f: Vec<&str> = line.split(' ').collect();
     assert_eq!(f.len(), 6, "{line}");
-    let pairs = |s: &str, tag: &str| -> Vec<(u64, u64)> {
+    let pairs = |s: &str, tag: &str| -> Vec<(Key, Value)> {
         let s = s.strip_prefix(tag).expect("tagged");
         s.split(',')
             .filter(|p| !p.is_empty())
             .map(|p| {
                 let (k, v) = p.split_once('=').expect("K=V");
-                (k.parse().expect("key"), v.parse().expect("value"))
+                let k: u64 = k.parse().expect("key");
+                let v: u64 = v.parse().expect("value");
+                (k.into(), v.into())
             })
             .collect()
     };
@@ -299,8 +305,8 @@ fn the_history_with_clients_killed_and_stopped_is_strictly_serializable() {
             continue;
         }
         let all = recovered.entry(*txn).or_default();
-        all.reads.extend(e.reads.iter().copied());
-        all.writes.extend(e.writes.iter().copied());
+        all.reads.extend(e.reads.iter().cloned());
+        all.writes.extend(e.writes.iter().cloned());
     }
     for (txn, e) in recovered {
         let invoked = *unfinished

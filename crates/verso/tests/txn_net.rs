@@ -220,7 +220,7 @@ fn the_check_fails_when_the_servers_disagree_with_the_history() {
         .iter()
         .position(|t| !t.reads.is_empty())
         .expect("some transaction read");
-    forged.history[reader].reads[0].1 = u64::MAX;
+    forged.history[reader].reads[0].1 = u64::MAX.into();
     let e = load::check(protocol, &forged, &dump).unwrap_err();
     assert!(e.contains("which no committed transaction wrote"), "{e}");
 }

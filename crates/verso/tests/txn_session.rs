@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use verso_ncc::wire::Encoding;
-use verso_ncc::Op;
+use verso_ncc::{Key, Op, Value};
 use verso_txn_net::local::LocalCluster;
 use verso_txn_net::session::Session;
 use verso_txn_net::Protocol;
@@ -29,12 +29,17 @@ impl Rng {
 }
 
 fn total(s: &mut Session) -> u64 {
-    let keys: Vec<u64> = (0..KEYS).collect();
+    let keys: Vec<Key> = (0..KEYS).map(Key::from).collect();
     s.get(&keys)
         .expect("an audit commits")
         .iter()
-        .map(|&(_, v)| v)
+        .map(|(_, v)| number(v))
         .sum()
+}
+
+/// Balances are numbers (`Value::from(u64)`).
+fn number(v: &Value) -> u64 {
+    v.to_u64().expect("a balance")
 }
 
 #[test]
@@ -45,7 +50,7 @@ fn transfers_between_servers_conserve_the_total_under_every_protocol() {
         let cluster = LocalCluster::start(exe, 2, protocol, false).expect("servers start");
         let servers = cluster.addrs.clone();
         let mut setup = Session::connect(&servers, protocol, 0, Encoding::Binary).expect("connect");
-        let initial: Vec<(u64, u64)> = (0..KEYS).map(|k| (k, START)).collect();
+        let initial: Vec<(Key, Value)> = (0..KEYS).map(|k| (k.into(), START.into())).collect();
         setup.put(&initial).expect("the initial balances commit");
         assert_eq!(total(&mut setup), START * KEYS, "{name}");
         let audits: Vec<u64> = std::thread::scope(|scope| {
@@ -68,10 +73,10 @@ fn transfers_between_servers_conserve_the_total_under_every_protocol() {
                             let to = rng.below(KEYS / 2) * 2 + 1;
                             let (from, to) = if i % 2 == 0 { (from, to) } else { (to, from) };
                             let amount = 1 + rng.below(5);
-                            s.transact(vec![Op::Read(from), Op::Read(to)], |reads| {
-                                let (a, b) = (reads[0].1, reads[1].1);
+                            s.transact(vec![Op::read(from), Op::read(to)], |reads| {
+                                let (a, b) = (number(&reads[0].1), number(&reads[1].1));
                                 (
-                                    vec![Op::Write(from, a - amount), Op::Write(to, b + amount)],
+                                    vec![Op::write(from, a - amount), Op::write(to, b + amount)],
                                     true,
                                 )
                             })
@@ -99,9 +104,11 @@ fn transfers_between_servers_conserve_the_total_under_every_protocol() {
         }
         assert_eq!(total(&mut setup), START * KEYS, "{name}: the final total");
         // The balances moved: the transfers really ran.
-        let balances = setup.get(&(0..KEYS).collect::<Vec<_>>()).expect("a read");
+        let balances = setup
+            .get(&(0..KEYS).map(Key::from).collect::<Vec<_>>())
+            .expect("a read");
         assert!(
-            balances.iter().any(|&(_, v)| v != START),
+            balances.iter().any(|(_, v)| number(v) != START),
             "{name}: {balances:?}"
         );
         cluster.shutdown().expect("the servers stop");

@@ -188,19 +188,18 @@ impl BaselineClient {
         let mut shot: BTreeMap<ServerId, Vec<Op>> = BTreeMap::new();
         for op in ops {
             // Read-after-write: its own write, answered here (never validated or locked).
-            if let Some(v) = own_write(&a.ops, op) {
+            if let Some(v) = own_write(&a.ops, &op) {
                 self.stats.read_after_write += 1;
                 a.ops.push(op);
                 a.reads.push(Some((v, OWN_WRITE)));
                 continue;
             }
-            a.ops.push(op);
             a.reads.push(None);
             // dOCC and TAPIR-CC keep writes here until prepare (a read-write's read goes
             // now, its write then).
-            let sent = match op {
-                _ if flavor.locks_at_execute() => Some(op),
-                Op::Read(_) | Op::ReadWrite(..) => Some(Op::Read(op.key())),
+            let sent = match &op {
+                _ if flavor.locks_at_execute() => Some(op.clone()),
+                Op::Read(_) | Op::ReadWrite(..) => Some(Op::Read(op.key().clone())),
                 Op::Write(..) => None,
             };
             if let Some(sent) = sent {
@@ -208,6 +207,7 @@ impl BaselineClient {
                     .or_default()
                     .push(sent);
             }
+            a.ops.push(op);
         }
         if flavor == Flavor::TapirCc && last {
             // The last shot's reads run with the validation (execute and prepare merged).
@@ -243,7 +243,7 @@ impl BaselineClient {
                 .iter()
                 .zip(&a.reads[a.shot_start..])
                 .filter(|(op, _)| op.reads())
-                .map(|(op, r)| (op.key(), r.expect("answered").0))
+                .map(|(op, r)| (op.key().clone(), r.clone().expect("answered").0))
                 .collect();
             self.events.push(ClientEvent::ShotDone { reads });
             return;
@@ -264,15 +264,15 @@ impl BaselineClient {
         let mut per: BTreeMap<ServerId, PrepareParts> = BTreeMap::new();
         for (i, op) in a.ops.iter().enumerate() {
             let s = shard_of(op.key(), servers);
-            let k = op.key();
+            let k = op.key().clone();
             if let Some(v) = op.written() {
-                per.entry(s).or_default().1.push((k, v));
+                per.entry(s).or_default().1.push((k.clone(), v.clone()));
             }
-            if !op.reads() || a.reads[i].is_some_and(|r| r.1 == OWN_WRITE) {
+            if !op.reads() || a.reads[i].as_ref().is_some_and(|r| r.1 == OWN_WRITE) {
                 continue;
             }
-            match a.reads[i] {
-                Some((_, ver)) => per.entry(s).or_default().0.push((k, ver)),
+            match &a.reads[i] {
+                Some((_, ver)) => per.entry(s).or_default().0.push((k, *ver)),
                 // TAPIR-CC's merged last shot.
                 None => per.entry(s).or_default().2.push(k),
             }
@@ -319,7 +319,7 @@ impl BaselineClient {
             .iter()
             .zip(&a.reads)
             .filter(|(op, _)| op.reads())
-            .map(|(op, r)| (op.key(), r.expect("every read answered").0))
+            .map(|(op, r)| (op.key().clone(), r.clone().expect("every read answered").0))
             .collect();
         self.events.push(ClientEvent::Committed(Outcome {
             ops: a.ops,
@@ -517,7 +517,7 @@ fn take_answers(
         || expected
             .iter()
             .zip(&answers)
-            .any(|(&i, &(k, _, _))| k != ops[i].key())
+            .any(|(&i, (k, _, _))| k != ops[i].key())
     {
         return false;
     }

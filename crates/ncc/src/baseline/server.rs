@@ -43,7 +43,7 @@ struct KeyState {
 impl KeyState {
     fn new() -> KeyState {
         KeyState {
-            versions: vec![(Ts::default(), 0)],
+            versions: vec![(Ts::default(), Value::default())],
             pruned: 0,
             archived: Vec::new(),
             writer: None,
@@ -56,7 +56,7 @@ impl KeyState {
     }
 
     fn latest(&self) -> (Value, Version, Ts) {
-        let (ts, v) = *self.versions.last().expect("the initial version");
+        let (ts, v) = self.versions.last().cloned().expect("the initial version");
         (v, self.pruned + self.versions.len() as Version - 1, ts)
     }
 
@@ -166,8 +166,11 @@ impl BaselineServer {
         !self.txns.contains_key(&txn) && self.finished.finished(txn)
     }
 
-    fn key(&mut self, k: Key) -> &mut KeyState {
-        self.keys.entry(k).or_insert_with(KeyState::new)
+    fn key(&mut self, k: &Key) -> &mut KeyState {
+        if !self.keys.contains_key(k) {
+            self.keys.insert(k.clone(), KeyState::new());
+        }
+        self.keys.get_mut(k).expect("inserted")
     }
 
     fn txn(&mut self, txn: TxnId, ts: Ts) -> &mut TxnState {
@@ -213,7 +216,7 @@ impl BaselineServer {
                     .map(|op| {
                         debug_assert!(!op.is_write(), "writes are buffered at the client");
                         let (v, ver, _) = self.key(op.key()).latest();
-                        (op.key(), v, ver)
+                        (op.key().clone(), v, ver)
                     })
                     .collect();
                 self.answer_shot(txn, shot, true, reads);
@@ -255,7 +258,7 @@ impl BaselineServer {
                 return; // aborted (wounded) meanwhile, or already answered
             };
             let ts = st.ts;
-            let Some(&op) = p.ops.get(p.next) else {
+            let Some(op) = p.ops.get(p.next).cloned() else {
                 let p = self
                     .txns
                     .get_mut(&txn)
@@ -265,10 +268,10 @@ impl BaselineServer {
                     .expect("parked");
                 return self.answer_shot(txn, p.shot, true, p.reads);
             };
-            let k = op.key();
-            let holders = self.key(k).conflicts(txn, op.is_write());
+            let k = op.key().clone();
+            let holders = self.key(&k).conflicts(txn, op.is_write());
             if holders.is_empty() {
-                let key = self.key(k);
+                let key = self.key(&k);
                 key.waiting.retain(|&t| t != txn);
                 if op.is_write() {
                     key.writer = Some(txn);
@@ -277,13 +280,13 @@ impl BaselineServer {
                 }
                 let (v, ver, _) = key.latest();
                 let st = self.txns.get_mut(&txn).expect("known");
-                st.holds.insert(k);
+                st.holds.insert(k.clone());
                 let p = st.parked.as_mut().expect("parked");
                 if op.reads() {
-                    p.reads.push((k, v, ver));
+                    p.reads.push((k.clone(), v, ver));
                 }
                 if let Some(value) = op.written() {
-                    st.writes.insert(k, value);
+                    st.writes.insert(k, value.clone());
                 }
                 p.next += 1;
                 continue;
@@ -302,7 +305,7 @@ impl BaselineServer {
                 }
             }
             if blocked {
-                let key = self.key(k);
+                let key = self.key(&k);
                 if !key.waiting.contains(&txn) {
                     key.waiting.push(txn);
                 }
@@ -332,7 +335,7 @@ impl BaselineServer {
     fn release(&mut self, txn: TxnId) {
         let holds = std::mem::take(&mut self.txns.get_mut(&txn).expect("known").holds);
         for k in holds {
-            let key = self.key(k);
+            let key = self.key(&k);
             if key.writer == Some(txn) {
                 key.writer = None;
             }
@@ -408,27 +411,27 @@ impl BaselineServer {
         reads: &[(Key, Version)],
         writes: &[(Key, Value)],
     ) -> Result<Vec<(Key, Value, Version)>, Option<Ts>> {
-        for &(k, ver) in reads {
+        for (k, ver) in reads {
             let key = self.key(k);
-            if key.latest().1 != ver || !key.conflicts(txn, false).is_empty() {
+            if key.latest().1 != *ver || !key.conflicts(txn, false).is_empty() {
                 return Err(None);
             }
         }
-        for &(k, _) in writes {
+        for (k, _) in writes {
             if !self.key(k).conflicts(txn, true).is_empty() {
                 return Err(None);
             }
         }
-        for &(k, _) in reads {
+        for (k, _) in reads {
             self.key(k).readers.insert(txn);
         }
-        for &(k, _) in writes {
+        for (k, _) in writes {
             self.key(k).writer = Some(txn);
         }
         let st = self.txns.get_mut(&txn).expect("known");
-        st.holds.extend(reads.iter().map(|r| r.0));
-        st.holds.extend(writes.iter().map(|w| w.0));
-        st.writes = writes.iter().copied().collect();
+        st.holds.extend(reads.iter().map(|r| r.0.clone()));
+        st.holds.extend(writes.iter().map(|w| w.0.clone()));
+        st.writes = writes.iter().cloned().collect();
         st.status = Status::Prepared;
         Ok(Vec::new())
     }
@@ -445,16 +448,16 @@ impl BaselineServer {
         execute: &[Key],
     ) -> Result<Vec<(Key, Value, Version)>, Option<Ts>> {
         let mut values = Vec::new();
-        for &k in execute {
+        for k in execute {
             let (v, ver, _) = self.key(k).latest();
-            values.push((k, v, ver));
-            reads.push((k, ver));
+            values.push((k.clone(), v, ver));
+            reads.push((k.clone(), ver));
         }
-        for &(k, ver) in &reads {
+        for (k, ver) in &reads {
             let key = self.key(k);
             let (_, latest, _) = key.latest();
             // Line 2: a newer version exists.
-            if ver < latest {
+            if *ver < latest {
                 return Err(None);
             }
             // Line 4: a prepared write below our timestamp would slip under the read.
@@ -475,7 +478,7 @@ impl BaselineServer {
                 return Err(Some(written_at));
             }
         }
-        for &(k, _) in writes {
+        for (k, _) in writes {
             let key = self.key(k);
             // Lines 7-8: below a prepared read.
             let max_read = key
@@ -497,16 +500,16 @@ impl BaselineServer {
                 return Err(None);
             }
         }
-        for &(k, _) in &reads {
+        for (k, _) in &reads {
             self.key(k).prepared_reads.insert(txn, ts);
         }
-        for &(k, _) in writes {
+        for (k, _) in writes {
             self.key(k).prepared_writes.insert(txn, ts);
         }
         let st = self.txns.get_mut(&txn).expect("known");
-        st.holds.extend(reads.iter().map(|r| r.0));
-        st.holds.extend(writes.iter().map(|w| w.0));
-        st.writes = writes.iter().copied().collect();
+        st.holds.extend(reads.iter().map(|r| r.0.clone()));
+        st.holds.extend(writes.iter().map(|w| w.0.clone()));
+        st.writes = writes.iter().cloned().collect();
         st.status = Status::Prepared;
         Ok(values)
     }
@@ -521,10 +524,10 @@ impl BaselineServer {
                 let ts = st.ts;
                 let writes = std::mem::take(&mut st.writes);
                 st.status = Status::Committed;
-                let reads: Vec<Key> = st.holds.iter().copied().collect();
+                let reads: Vec<Key> = st.holds.iter().cloned().collect();
                 let (keep, tapir) = (self.keep_history, self.flavor == Flavor::TapirCc);
                 for (k, v) in writes {
-                    let key = self.key(k);
+                    let key = self.key(&k);
                     // TAPIR-CC's checks make commit order timestamp order (the newest
                     // version is all that is kept to compare with).
                     let newest = key.latest().2;
@@ -537,7 +540,7 @@ impl BaselineServer {
                 }
                 if self.flavor == Flavor::TapirCc {
                     for k in reads {
-                        let key = self.key(k);
+                        let key = self.key(&k);
                         if key.prepared_reads.contains_key(&txn) {
                             key.read_ts_max = key.read_ts_max.max(ts);
                         }
@@ -607,12 +610,12 @@ impl TxnServer for BaselineServer {
         if let Some(v) = &self.violation {
             return Err(v.clone());
         }
-        let live = |t: &TxnId, k: Key| {
+        let live = |t: &TxnId, k: &Key| {
             self.txns.get(t).is_some_and(|s| {
-                matches!(s.status, Status::Active | Status::Prepared) && s.holds.contains(&k)
+                matches!(s.status, Status::Active | Status::Prepared) && s.holds.contains(k)
             })
         };
-        for (&k, key) in &self.keys {
+        for (k, key) in &self.keys {
             if let Some(w) = key.writer {
                 if !live(&w, k) {
                     return Err(format!(
@@ -660,9 +663,9 @@ impl TxnServer for BaselineServer {
     fn committed_versions(&self) -> Vec<(Key, Vec<Value>)> {
         self.keys
             .iter()
-            .map(|(&k, s)| {
-                let live = s.versions.iter().map(|&(_, v)| v);
-                (k, s.archived.iter().copied().chain(live).collect())
+            .map(|(k, s)| {
+                let live = s.versions.iter().map(|(_, v)| v.clone());
+                (k.clone(), s.archived.iter().cloned().chain(live).collect())
             })
             .collect()
     }
@@ -680,7 +683,7 @@ impl TxnServer for BaselineServer {
 
     fn describe_waits(&self) -> String {
         let mut parts = Vec::new();
-        for (&k, key) in &self.keys {
+        for (k, key) in &self.keys {
             if !key.waiting.is_empty() {
                 parts.push(format!(
                     "key {k}: {:?} wait for writer {:?} readers {:?}",

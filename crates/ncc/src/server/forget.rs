@@ -28,25 +28,26 @@ impl<S: Store> Server<S> {
     /// the store. Version numbers continue above the loaded one (a store may outlive a
     /// server), and so does `latest`: a read-only client whose `t_ro` is below it has not
     /// heard that the version was decided.
-    pub(super) fn load_key(&mut self, key: Key) {
-        if self.keys.contains_key(&key) {
+    pub(super) fn load_key(&mut self, key: &Key) {
+        if self.keys.contains_key(key) {
             return;
         }
         let stored = self.store.load(key);
         if self.keep_history {
             // Listed for the checker even if never written: its reads saw the initial 0.
-            self.archive.entry(key).or_default();
+            self.archive.entry(key.clone()).or_default();
         }
         debug_assert!(stored.tr >= stored.tw, "key {key}: {stored:?}");
         self.next_version = self.next_version.max(stored.id + 1);
         self.latest = self.latest.max(stored.id);
+        let installed = stored.id;
         self.keys.insert(
-            key,
+            key.clone(),
             KeyState {
                 versions: vec![stored_version(stored)],
                 queue: VecDeque::new(),
                 ro_waiting: Vec::new(),
-                installed: stored.id,
+                installed,
             },
         );
     }
@@ -55,8 +56,8 @@ impl<S: Store> Server<S> {
     /// only decided ones below, drops the versions nothing can need, and, if nothing on
     /// the key is in flight any more, raises the newest version's `t_r` in the store and
     /// forgets the key's state.
-    pub(super) fn settle(&mut self, key: Key) {
-        let Some(ks) = self.keys.get_mut(&key) else {
+    pub(super) fn settle(&mut self, key: &Key) {
+        let Some(ks) = self.keys.get_mut(key) else {
             return;
         };
         // Versions are in id order (each is numbered when made, above the loaded one).
@@ -67,18 +68,23 @@ impl<S: Store> Server<S> {
             }
             let stored = Stored {
                 id: v.id,
-                value: v.value,
+                value: v.value.clone(),
                 tw: v.tw,
                 tr: v.tr,
             };
             self.store.install(key, stored);
             if self.keep_history {
-                self.archive.entry(key).or_default().push(v.value);
+                match self.archive.get_mut(key) {
+                    Some(a) => a.push(v.value.clone()),
+                    None => {
+                        self.archive.insert(key.clone(), vec![v.value.clone()]);
+                    }
+                }
             }
             ks.installed = v.id;
         }
         self.prune_versions(key);
-        let ks = self.keys.get(&key).expect("present above");
+        let ks = self.keys.get(key).expect("present above");
         let quiet = ks.queue.is_empty()
             && ks.ro_waiting.is_empty()
             && ks.versions.iter().all(|v| v.committed);
@@ -89,7 +95,7 @@ impl<S: Store> Server<S> {
                 "key {key}: all committed, all installed"
             );
             self.store.raise_read(key, newest.tr);
-            self.keys.remove(&key);
+            self.keys.remove(key);
         }
     }
 
@@ -100,8 +106,8 @@ impl<S: Store> Server<S> {
     /// is committed, superseded by a committed version and installed in the store
     /// ([`Server::settle`] installs first), and no request will refer to it again: a new
     /// read or write goes to the newest version.
-    fn prune_versions(&mut self, key: Key) {
-        let Some(ks) = self.keys.get_mut(&key) else {
+    fn prune_versions(&mut self, key: &Key) {
+        let Some(ks) = self.keys.get_mut(key) else {
             return;
         };
         if ks.versions.len() <= 2 {

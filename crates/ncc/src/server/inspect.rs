@@ -13,11 +13,14 @@ impl<S: Store> Server<S> {
         }
     }
 
-    /// Whether `msg`'s timestamps fit its store (`Store::admits`): a transport drops a
-    /// sender whose message does not, instead of handing it to [`Server::on_message`].
+    /// Whether `msg`'s timestamps, keys and values fit its store (`Store::admits`,
+    /// `Store::fits`): a transport drops a sender whose message does not, instead of
+    /// handing it to [`Server::on_message`].
     pub fn admits(&self, msg: &Msg) -> bool {
         match msg {
-            Msg::Execute { ts, .. } => self.store.admits(*ts),
+            Msg::Execute { ts, ops, .. } => {
+                self.store.admits(*ts) && ops.iter().all(|op| self.store.fits(op))
+            }
             Msg::SmartRetry { to, .. } | Msg::RecoverRetry { to, .. } => self.store.admits(*to),
             _ => true,
         }
@@ -44,9 +47,9 @@ impl<S: Store> Server<S> {
             return self
                 .keys
                 .iter()
-                .map(|(&k, ks)| {
+                .map(|(k, ks)| {
                     let live = ks.versions.iter().filter(|v| v.committed);
-                    (k, live.map(|v| v.value).collect())
+                    (k.clone(), live.map(|v| v.value.clone()).collect())
                 })
                 .collect();
         }
@@ -54,17 +57,19 @@ impl<S: Store> Server<S> {
             .archive
             .keys()
             .chain(self.keys.keys())
-            .copied()
+            .cloned()
             .collect();
         keys.into_iter()
             .map(|k| {
-                let archived = self.archive.get(&k).into_iter().flatten().copied();
+                let archived = self.archive.get(&k).into_iter().flatten().cloned();
                 let pending = self.keys.get(&k).into_iter().flat_map(|ks| {
                     let live = ks.versions.iter();
                     live.filter(|v| v.committed && v.id > ks.installed)
-                        .map(|v| v.value)
+                        .map(|v| v.value.clone())
                 });
-                let values = std::iter::once(0).chain(archived).chain(pending);
+                let values = std::iter::once(Value::default())
+                    .chain(archived)
+                    .chain(pending);
                 (k, values.collect())
             })
             .collect()

@@ -109,17 +109,18 @@ impl<S: Store> Server<S> {
             .map(|(&id, t)| {
                 let mut e = Effects::default();
                 for (op, answer) in t.ops.iter().zip(&t.answered) {
-                    match (*op, answer) {
+                    match (op, answer) {
                         (Op::Read(k), Some(ExecResult::Done(r))) => {
-                            e.reads.push((k, r.value.expect("a read returns a value")));
+                            let read = r.value.clone().expect("a read returns a value");
+                            e.reads.push((k.clone(), read));
                         }
-                        (Op::Write(k, v), _) => e.writes.push((k, v)),
+                        (Op::Write(k, v), _) => e.writes.push((k.clone(), v.clone())),
                         (Op::ReadWrite(k, v), answer) => {
                             if let Some(ExecResult::Done(r)) = answer {
-                                e.reads
-                                    .push((k, r.value.expect("a read-write returns a value")));
+                                let read = r.value.clone().expect("a read-write returns a value");
+                                e.reads.push((k.clone(), read));
                             }
-                            e.writes.push((k, v));
+                            e.writes.push((k.clone(), v.clone()));
                         }
                         _ => {}
                     }
@@ -337,7 +338,7 @@ pub(super) fn awaits_decision(t: &TxnState) -> bool {
 /// The `(t_w, t_r)` pairs of `t`'s answers here that the client's safeguard takes: a
 /// read-modify-write's read is left out (only its write's pair counts, §5.1).
 fn safeguard_pairs(t: &TxnState) -> Vec<(Ts, Ts)> {
-    let written: Vec<u64> = t.ops.iter().filter(|o| o.is_write()).map(Op::key).collect();
+    let written: Vec<&crate::Key> = t.ops.iter().filter(|o| o.is_write()).map(Op::key).collect();
     t.ops
         .iter()
         .zip(&t.answered)

@@ -1,7 +1,26 @@
 use super::*;
 
-const A: Key = 1;
-const B: Key = 2;
+const A: u64 = 1;
+const B: u64 = 2;
+
+/// A server's committed versions as numbers (keys and values `From<u64>`).
+fn numbers(versions: Vec<(Key, Vec<Value>)>) -> Vec<(u64, Vec<u64>)> {
+    let number = |v: &Value| v.to_u64().expect("a number");
+    versions
+        .into_iter()
+        .map(|(k, vs)| {
+            (
+                k.to_u64().expect("a number"),
+                vs.iter().map(number).collect(),
+            )
+        })
+        .collect()
+}
+
+fn stored(s: &Server, key: u64) -> Option<(u64, u64)> {
+    let v = s.store().get(&Key::from(key))?;
+    Some((v.id, v.value.to_u64().expect("a number")))
+}
 
 fn ts(clk: u64, cid: ClientId) -> Ts {
     Ts { clk, cid }
@@ -40,7 +59,7 @@ fn replies(s: &mut Server) -> Vec<(u32, ExecResult)> {
 
 fn done(r: &[(u32, ExecResult)]) -> OpReply {
     match r {
-        [(_, ExecResult::Done(reply))] => *reply,
+        [(_, ExecResult::Done(reply))] => reply.clone(),
         other => panic!("expected one answer, got {other:?}"),
     }
 }
@@ -50,8 +69,8 @@ fn done(r: &[(u32, ExecResult)]) -> OpReply {
 #[test]
 fn refinement_orders_a_write_after_the_newest_read() {
     let mut s = Server::new(Mistakes::default());
-    let r = done(&exec(&mut s, txn(1, 1), ts(10, 1), &[Op::Read(A)]));
-    assert_eq!((r.value, r.tr), (Some(0), ts(10, 1)));
+    let r = done(&exec(&mut s, txn(1, 1), ts(10, 1), &[Op::read(A)]));
+    assert_eq!((r.value, r.tr), (Some(Value::from(0)), ts(10, 1)));
     s.on_message(
         0,
         Msg::Decide {
@@ -59,7 +78,7 @@ fn refinement_orders_a_write_after_the_newest_read() {
             commit: true,
         },
     );
-    let w = done(&exec(&mut s, txn(2, 1), ts(5, 2), &[Op::Write(A, 7)]));
+    let w = done(&exec(&mut s, txn(2, 1), ts(5, 2), &[Op::write(A, 7)]));
     assert_eq!((w.tw, w.tr), (ts(11, 2), ts(11, 2)));
     s.check_invariants().unwrap();
 }
@@ -69,8 +88,8 @@ fn refinement_orders_a_write_after_the_newest_read() {
 #[test]
 fn a_read_of_an_undecided_write_waits_for_its_decision() {
     let mut s = Server::new(Mistakes::default());
-    done(&exec(&mut s, txn(1, 1), ts(10, 1), &[Op::Write(A, 7)]));
-    assert!(exec(&mut s, txn(2, 1), ts(20, 2), &[Op::Read(A)]).is_empty());
+    done(&exec(&mut s, txn(1, 1), ts(10, 1), &[Op::write(A, 7)]));
+    assert!(exec(&mut s, txn(2, 1), ts(20, 2), &[Op::read(A)]).is_empty());
     s.on_message(
         0,
         Msg::Decide {
@@ -78,10 +97,10 @@ fn a_read_of_an_undecided_write_waits_for_its_decision() {
             commit: true,
         },
     );
-    assert_eq!(done(&replies(&mut s)).value, Some(7));
+    assert_eq!(done(&replies(&mut s)).value, Some(Value::from(7)));
     // Aborted instead: the held read runs again and sees what is left.
-    done(&exec(&mut s, txn(3, 1), ts(30, 3), &[Op::Write(B, 8)]));
-    assert!(exec(&mut s, txn(4, 1), ts(40, 4), &[Op::Read(B)]).is_empty());
+    done(&exec(&mut s, txn(3, 1), ts(30, 3), &[Op::write(B, 8)]));
+    assert!(exec(&mut s, txn(4, 1), ts(40, 4), &[Op::read(B)]).is_empty());
     s.on_message(
         0,
         Msg::Decide {
@@ -89,7 +108,7 @@ fn a_read_of_an_undecided_write_waits_for_its_decision() {
             commit: false,
         },
     );
-    assert_eq!(done(&replies(&mut s)).value, Some(0));
+    assert_eq!(done(&replies(&mut s)).value, Some(Value::from(0)));
     s.check_invariants().unwrap();
 }
 
@@ -98,20 +117,23 @@ fn a_read_of_an_undecided_write_waits_for_its_decision() {
 #[test]
 fn a_lower_timestamp_behind_an_undecided_higher_one_aborts_early() {
     let mut s = Server::new(Mistakes::default());
-    done(&exec(&mut s, txn(1, 1), ts(20, 1), &[Op::Write(A, 7)]));
+    done(&exec(&mut s, txn(1, 1), ts(20, 1), &[Op::write(A, 7)]));
     let r = exec(
         &mut s,
         txn(2, 1),
         ts(10, 2),
-        &[Op::Read(A), Op::Write(B, 3)],
+        &[Op::read(A), Op::write(B, 3)],
     );
     assert_eq!(
         r,
         vec![(0, ExecResult::EarlyAbort), (1, ExecResult::EarlyAbort)]
     );
     // Nothing of it ran: B has no version of it.
-    assert!(s.committed_versions().iter().all(|(k, _)| *k != B));
-    assert!(exec(&mut s, txn(3, 1), ts(30, 3), &[Op::Write(A, 9)]).is_empty());
+    assert!(s
+        .committed_versions()
+        .iter()
+        .all(|(k, _)| *k != Key::from(B)));
+    assert!(exec(&mut s, txn(3, 1), ts(30, 3), &[Op::write(A, 9)]).is_empty());
 }
 
 /// Smart retry moves an unread write and raises a read's `t_r`, all or nothing; it
@@ -125,7 +147,7 @@ fn smart_retry_moves_only_unread_versions() {
 fn smart_retry_case(mistakes: Mistakes) {
     let mut s = Server::new(mistakes);
     let t = txn(1, 1);
-    exec(&mut s, t, ts(10, 1), &[Op::Write(A, 7), Op::Read(B)]);
+    exec(&mut s, t, ts(10, 1), &[Op::write(A, 7), Op::read(B)]);
     s.on_message(
         0,
         Msg::SmartRetry {
@@ -138,7 +160,7 @@ fn smart_retry_case(mistakes: Mistakes) {
         [(1, Msg::SmartRetryReply { ok: true, .. })]
     ));
     // A write refined past an earlier read (`t_w` 30 for timestamp 20)...
-    done(&exec(&mut s, txn(4, 1), ts(29, 4), &[Op::Read(B)]));
+    done(&exec(&mut s, txn(4, 1), ts(29, 4), &[Op::read(B)]));
     s.on_message(
         0,
         Msg::Decide {
@@ -156,12 +178,12 @@ fn smart_retry_case(mistakes: Mistakes) {
     s.drain();
     let u = txn(2, 1);
     assert_eq!(
-        done(&exec(&mut s, u, ts(20, 2), &[Op::Write(B, 8)])).tw,
+        done(&exec(&mut s, u, ts(20, 2), &[Op::write(B, 8)])).tw,
         ts(30, 2)
     );
     // ...then read at 25, above the writer's timestamp (so not aborted early) and below
     // `t_w` (so `t_r` stays 30):
-    assert!(exec(&mut s, txn(3, 1), ts(25, 3), &[Op::Read(B)]).is_empty());
+    assert!(exec(&mut s, txn(3, 1), ts(25, 3), &[Op::read(B)]).is_empty());
     // ...but the write was read: it may not move (`t_w == t_r` here: the paper's test
     // alone would move it).
     s.on_message(
@@ -182,8 +204,8 @@ fn smart_retry_case(mistakes: Mistakes) {
 fn a_read_modify_write_waits_for_readers_and_aborts_after_another_write() {
     let mut s = Server::new(Mistakes::default());
     let (t, u) = (txn(1, 1), txn(2, 1));
-    done(&exec(&mut s, t, ts(10, 1), &[Op::Read(A)]));
-    done(&exec(&mut s, u, ts(8, 2), &[Op::Read(A)]));
+    done(&exec(&mut s, t, ts(10, 1), &[Op::read(A)]));
+    done(&exec(&mut s, u, ts(8, 2), &[Op::read(A)]));
     // t's second shot writes A back: held behind u's undecided read (a lower
     // timestamp: no early abort).
     let shot_2 = |ops: Vec<Op>, txn: TxnId, clk: u64, cid: ClientId| Msg::Execute {
@@ -196,7 +218,7 @@ fn a_read_modify_write_waits_for_readers_and_aborts_after_another_write() {
         cohorts: None,
         done: Finished::default(),
     };
-    s.on_message(0, shot_2(vec![Op::Write(A, 5)], t, 10, 1));
+    s.on_message(0, shot_2(vec![Op::write(A, 5)], t, 10, 1));
     assert!(replies(&mut s).is_empty());
     s.on_message(
         0,
@@ -215,9 +237,9 @@ fn a_read_modify_write_waits_for_readers_and_aborts_after_another_write() {
     );
     // Another write between the read and the write back: the write back aborts.
     let (x, y) = (txn(3, 1), txn(4, 1));
-    done(&exec(&mut s, x, ts(30, 3), &[Op::Read(B)]));
-    assert!(exec(&mut s, y, ts(40, 4), &[Op::Write(B, 8)]).is_empty());
-    s.on_message(0, shot_2(vec![Op::Write(B, 9)], x, 30, 3));
+    done(&exec(&mut s, x, ts(30, 3), &[Op::read(B)]));
+    assert!(exec(&mut s, y, ts(40, 4), &[Op::write(B, 8)]).is_empty());
+    s.on_message(0, shot_2(vec![Op::write(B, 9)], x, 30, 3));
     let r = replies(&mut s);
     // x's write back (its second request here) is refused, and x gone, y's write leaves.
     assert!(r.contains(&(1, ExecResult::EarlyAbort)), "{r:?}");
@@ -243,13 +265,13 @@ fn requests_after_their_abort_are_refused() {
         },
     );
     assert_eq!(
-        exec(&mut s, txn(1, 1), ts(10, 1), &[Op::Write(A, 7)]),
+        exec(&mut s, txn(1, 1), ts(10, 1), &[Op::write(A, 7)]),
         vec![(0, ExecResult::EarlyAbort)]
     );
     assert!(s.undecided().is_empty());
     assert_eq!(
-        done(&exec(&mut s, txn(2, 1), ts(5, 2), &[Op::Read(A)])).value,
-        Some(0)
+        done(&exec(&mut s, txn(2, 1), ts(5, 2), &[Op::read(A)])).value,
+        Some(Value::from(0))
     );
 }
 
@@ -258,9 +280,9 @@ fn requests_after_their_abort_are_refused() {
 #[test]
 fn a_read_write_rereads_when_the_version_it_read_aborts() {
     let mut s = Server::new(Mistakes::default());
-    done(&exec(&mut s, txn(1, 1), ts(10, 1), &[Op::Write(A, 7)]));
+    done(&exec(&mut s, txn(1, 1), ts(10, 1), &[Op::write(A, 7)]));
     // Above the undecided write: its answer waits for it (D3).
-    assert!(exec(&mut s, txn(2, 1), ts(20, 2), &[Op::ReadWrite(A, 8)]).is_empty());
+    assert!(exec(&mut s, txn(2, 1), ts(20, 2), &[Op::read_write(A, 8)]).is_empty());
     s.on_message(
         0,
         Msg::Decide {
@@ -271,7 +293,7 @@ fn a_read_write_rereads_when_the_version_it_read_aborts() {
     let r = done(&replies(&mut s));
     assert_eq!(
         (r.value, r.tw),
-        (Some(0), ts(20, 2)),
+        (Some(Value::from(0)), ts(20, 2)),
         "reads the initial value now"
     );
     s.on_message(
@@ -281,7 +303,7 @@ fn a_read_write_rereads_when_the_version_it_read_aborts() {
             commit: true,
         },
     );
-    assert_eq!(s.committed_versions(), vec![(A, vec![0, 8])]);
+    assert_eq!(numbers(s.committed_versions()), vec![(A, vec![0, 8])]);
     s.check_invariants().expect("invariants");
 }
 
@@ -318,14 +340,14 @@ fn a_new_incarnation_leaves_the_dead_ones_transaction_to_its_backup() {
     let first = Finished { from: 1, below: 5 };
     s.on_message(
         0,
-        execute_from(dead, ts(10, 1), vec![Op::Write(A, 5)], first),
+        execute_from(dead, ts(10, 1), vec![Op::write(A, 5)], first),
     );
     done(&replies(&mut s));
     let second = Finished {
         from: 9_000,
         below: 9_000,
     };
-    s.on_message(0, execute_from(fresh, ts(20, 1), vec![Op::Read(B)], second));
+    s.on_message(0, execute_from(fresh, ts(20, 1), vec![Op::read(B)], second));
     done(&replies(&mut s));
     assert_eq!(s.undecided(), vec![dead, fresh]);
     // The new incarnation finishes its first transaction and says so.
@@ -343,7 +365,7 @@ fn a_new_incarnation_leaves_the_dead_ones_transaction_to_its_backup() {
     };
     s.on_message(
         0,
-        execute_from(txn(1, 9_001), ts(30, 1), vec![Op::Read(B)], third),
+        execute_from(txn(1, 9_001), ts(30, 1), vec![Op::read(B)], third),
     );
     done(&replies(&mut s));
     assert_eq!(s.undecided(), vec![dead, txn(1, 9_001)]);
@@ -384,7 +406,7 @@ fn a_new_incarnation_leaves_the_dead_ones_transaction_to_its_backup() {
 fn a_finished_transaction_is_forgotten_and_its_late_duplicate_ignored() {
     let mut s = Server::new(Mistakes::default());
     let (t1, t2) = (txn(1, 1), txn(1, 2));
-    let first = execute_msg(t1, ts(10, 1), vec![Op::Write(A, 5)], 1);
+    let first = execute_msg(t1, ts(10, 1), vec![Op::write(A, 5)], 1);
     s.on_message(0, first.clone());
     done(&replies(&mut s));
     s.on_message(
@@ -402,7 +424,7 @@ fn a_finished_transaction_is_forgotten_and_its_late_duplicate_ignored() {
         "a duplicate gets its answer again"
     );
     assert_eq!(s.footprint().records, 1);
-    s.on_message(0, execute_msg(t2, ts(20, 1), vec![Op::Read(B)], 2));
+    s.on_message(0, execute_msg(t2, ts(20, 1), vec![Op::read(B)], 2));
     done(&replies(&mut s));
     assert_eq!(s.footprint().records, 1, "t1 is forgotten, t2 is kept");
     for late in [
@@ -417,7 +439,10 @@ fn a_finished_transaction_is_forgotten_and_its_late_duplicate_ignored() {
     }
     assert_eq!(s.footprint().records, 1);
     assert_eq!(s.undecided(), vec![t2]);
-    assert_eq!(s.committed_versions(), vec![(A, vec![0, 5]), (B, vec![0])]);
+    assert_eq!(
+        numbers(s.committed_versions()),
+        vec![(A, vec![0, 5]), (B, vec![0])]
+    );
     s.check_invariants().unwrap();
 }
 
@@ -434,7 +459,7 @@ fn superseded_versions_are_pruned_and_kept_only_as_history() {
             let t = txn(1, seq);
             s.on_message(
                 0,
-                execute_msg(t, ts(seq * 10, 1), vec![Op::Write(A, seq)], seq),
+                execute_msg(t, ts(seq * 10, 1), vec![Op::write(A, seq)], seq),
             );
             done(&replies(&mut s));
             s.on_message(
@@ -449,9 +474,9 @@ fn superseded_versions_are_pruned_and_kept_only_as_history() {
         }
         // Nothing in flight: the key lives only in the store, with its newest version.
         assert_eq!(s.footprint().keys, 0, "{:?}", s.footprint());
-        assert_eq!(s.store().get(A).map(|v| (v.id, v.value)), Some((10, 10)));
+        assert_eq!(stored(&s, A), Some((10, 10)));
         if keep {
-            let values = &s.committed_versions()[0].1;
+            let values = &numbers(s.committed_versions())[0].1;
             assert_eq!(values, &(0..=10).collect::<Vec<u64>>());
         } else {
             assert_eq!(s.committed_versions(), vec![]);
@@ -469,7 +494,7 @@ fn versions_in_use_are_not_pruned() {
         let t = txn(1, seq);
         s.on_message(
             0,
-            execute_msg(t, ts(seq * 10, 1), vec![Op::Write(A, v)], seq),
+            execute_msg(t, ts(seq * 10, 1), vec![Op::write(A, v)], seq),
         );
         t
     };
@@ -482,8 +507,8 @@ fn versions_in_use_are_not_pruned() {
         },
     );
     s.drain();
-    s.on_message(0, execute_msg(reader, ts(15, 2), vec![Op::Read(A)], 1));
-    assert_eq!(done(&replies(&mut s)).value, Some(1));
+    s.on_message(0, execute_msg(reader, ts(15, 2), vec![Op::read(A)], 1));
+    assert_eq!(done(&replies(&mut s)).value, Some(Value::from(1)));
     for seq in 2..6 {
         let t = write(&mut s, seq, seq);
         s.on_message(
@@ -526,7 +551,7 @@ fn versions_in_use_are_not_pruned() {
     s.check_invariants().unwrap();
     assert_eq!(s.footprint().keys, 0, "{:?}", s.footprint());
     assert_eq!(
-        s.store().get(A).map(|v| v.value),
+        stored(&s, A).map(|(_, v)| v),
         Some(5),
         "the abort left the version below it newest"
     );

@@ -10,8 +10,8 @@ impl<S: Store> Server<S> {
     /// hold the second back, or two transactions can wait on each other for ever; the
     /// simulator found that one with two-shot transactions). (The reads of an aborted write were run again when it aborted:
     /// [`Server::rerun_reads_of`].)
-    pub(super) fn timing_control(&mut self, key: Key) {
-        let Some(ks) = self.keys.get_mut(&key) else {
+    pub(super) fn timing_control(&mut self, key: &Key) {
+        let Some(ks) = self.keys.get_mut(key) else {
             return;
         };
         while ks
@@ -39,7 +39,7 @@ impl<S: Store> Server<S> {
             let blocked = ahead.iter().any(|&(t, w)| t != item.txn && (write || w));
             if (everything || !blocked) && !item.sent {
                 item.sent = true;
-                release.push((item.txn, item.index, item.reply));
+                release.push((item.txn, item.index, item.reply.clone()));
             }
             if ahead.iter().any(|&(t, w)| t != item.txn && w) && !everything {
                 break; // behind another's undecided write nothing more leaves
@@ -57,8 +57,8 @@ impl<S: Store> Server<S> {
     /// need not be directly ahead of its readers (another aborted write may sit between).
     /// A read that would then wait behind an undecided write with a higher timestamp
     /// aborts early, as on arrival (else two transactions can each wait for the other).
-    pub(super) fn rerun_reads_of(&mut self, key: Key, gone: u64) {
-        let Some(ks) = self.keys.get_mut(&key) else {
+    pub(super) fn rerun_reads_of(&mut self, key: &Key, gone: u64) {
+        let Some(ks) = self.keys.get_mut(key) else {
             return;
         };
         let (again, kept): (VecDeque<Item>, VecDeque<Item>) = std::mem::take(&mut ks.queue)
@@ -81,7 +81,7 @@ impl<S: Store> Server<S> {
             curr.tr = curr.tr.max(read.ts);
             curr.read = true;
             read.reply = OpReply {
-                value: Some(curr.value),
+                value: Some(curr.value.clone()),
                 tw: curr.tw,
                 tr: curr.tr,
             };
@@ -101,15 +101,15 @@ impl<S: Store> Server<S> {
     /// The version below `above` on `key` was aborted: if `above` was written by a
     /// read-write, what it read is gone, and it reads the version now below it instead
     /// (its answer is still held: a write waits for the undecided write before it, D3).
-    pub(super) fn reread_below(&mut self, key: Key, above: u64) {
-        let Some(ks) = self.keys.get_mut(&key) else {
+    pub(super) fn reread_below(&mut self, key: &Key, above: u64) {
+        let Some(ks) = self.keys.get_mut(key) else {
             return;
         };
         let Some(i) = ks.versions.iter().position(|x| x.id == above) else {
             return;
         };
         let below = &ks.versions[i - 1];
-        let (value, below_writer) = (below.value, below.writer);
+        let (value, below_writer) = (below.value.clone(), below.writer);
         let everything = self.mistakes.no_timing_control;
         for item in ks.queue.iter_mut() {
             let fresh = item.version == above && item.status == Status::Undecided;
@@ -118,7 +118,7 @@ impl<S: Store> Server<S> {
                     !item.sent || everything,
                     "a read-write's answer waits for the write below"
                 );
-                item.reply.value = Some(value);
+                item.reply.value = Some(value.clone());
                 if below_writer != Some(item.txn) {
                     ks.versions[i - 1].read = true;
                 }

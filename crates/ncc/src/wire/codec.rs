@@ -2,30 +2,38 @@
 //! are written once against [`Sink`] and [`Source`]; the form is the implementation:
 //!
 //! - binary ([`Writer`], [`Reader`]): little-endian integers, a tag byte per variant, `u32`
-//!   counts before lists;
+//!   counts before lists, a `u32` length before a key's or a value's bytes;
 //! - RESP ([`RespWriter`], [`RespReader`]): the same fields in the same order, each a RESP
-//!   bulk string holding the decimal number, the whole message one RESP array: what a Redis
-//!   client library sends as a command (`*N\r\n$2\r\n42\r\n...`).
+//!   bulk string holding the decimal number (a key or a value: its bytes), the whole
+//!   message one RESP array: what a Redis client library sends as a command
+//!   (`*N\r\n$2\r\n42\r\n...`).
 //!
 //! Both are exact (one byte string per message: decimal without leading zeros or signs,
 //! no trailing bytes) and total (errors, never panics), and a count read from the input is
 //! checked against the bytes left before anything is reserved.
 
+use bytes::Bytes;
+
 use super::DecodeError;
-use crate::types::{Finished, Op, Ts, TxnId};
+use crate::types::{Finished, Key, Op, Ts, TxnId, Value};
 
 /// The smallest binary encodings, for the count checks: a list of `n` items needs at least
 /// `n * min` bytes, so a forged count cannot reserve more than the input could fill.
-pub(super) const MIN_OP: usize = 9;
+pub(super) const MIN_OP: usize = 5;
 pub(super) const MIN_RESULT: usize = 5;
 pub(super) const PAIR: usize = 24;
-pub(super) const READ: usize = 24;
+/// A baseline's read: key, value and version.
+pub(super) const MIN_READ: usize = 16;
+/// A key with a version or a value.
+pub(super) const MIN_KEYED: usize = 8;
 
 /// Where a message's fields go.
 pub(super) trait Sink {
     fn u8(&mut self, v: u8);
     fn u32(&mut self, v: u32);
     fn u64(&mut self, v: u64);
+    /// A byte string: a key's or a value's.
+    fn bytes(&mut self, v: &[u8]);
 
     fn len(&mut self, n: usize) {
         // Messages carry one transaction's requests: far below 4 G entries.
@@ -47,20 +55,20 @@ pub(super) trait Sink {
         self.u64(f.below);
     }
     fn op(&mut self, op: &Op) {
-        match *op {
+        match op {
             Op::Read(k) => {
                 self.u8(0);
-                self.u64(k);
+                self.bytes(k.as_bytes());
             }
             Op::Write(k, v) => {
                 self.u8(1);
-                self.u64(k);
-                self.u64(v);
+                self.bytes(k.as_bytes());
+                self.bytes(v.as_bytes());
             }
             Op::ReadWrite(k, v) => {
                 self.u8(2);
-                self.u64(k);
-                self.u64(v);
+                self.bytes(k.as_bytes());
+                self.bytes(v.as_bytes());
             }
         }
     }
@@ -77,20 +85,40 @@ pub(super) trait Sink {
             }
         }
     }
-    fn reads(&mut self, reads: &[(u64, u64, u64)]) {
-        self.len(reads.len());
-        for &(k, v, version) in reads {
-            self.u64(k);
-            self.u64(v);
-            self.u64(version);
+    fn opt_value(&mut self, v: Option<&Value>) {
+        match v {
+            None => self.u8(0),
+            Some(v) => {
+                self.u8(1);
+                self.bytes(v.as_bytes());
+            }
         }
     }
-    fn pairs(&mut self, pairs: &[(u64, u64)]) {
-        self.len(pairs.len());
-        for &(a, b) in pairs {
-            self.u64(a);
-            self.u64(b);
+    fn reads(&mut self, reads: &[(Key, Value, u64)]) {
+        self.len(reads.len());
+        for (k, v, version) in reads {
+            self.bytes(k.as_bytes());
+            self.bytes(v.as_bytes());
+            self.u64(*version);
         }
+    }
+    fn versions(&mut self, reads: &[(Key, u64)]) {
+        self.len(reads.len());
+        for (k, version) in reads {
+            self.bytes(k.as_bytes());
+            self.u64(*version);
+        }
+    }
+    fn writes(&mut self, writes: &[(Key, Value)]) {
+        self.len(writes.len());
+        for (k, v) in writes {
+            self.bytes(k.as_bytes());
+            self.bytes(v.as_bytes());
+        }
+    }
+    fn keys(&mut self, keys: &[Key]) {
+        self.len(keys.len());
+        keys.iter().for_each(|k| self.bytes(k.as_bytes()));
     }
 }
 
@@ -99,6 +127,7 @@ pub(super) trait Source {
     fn u8(&mut self) -> Result<u8, DecodeError>;
     fn u32(&mut self) -> Result<u32, DecodeError>;
     fn u64(&mut self) -> Result<u64, DecodeError>;
+    fn bytes(&mut self) -> Result<Bytes, DecodeError>;
     /// A count of items whose binary form takes at least `min` bytes each.
     fn len(&mut self, min: usize) -> Result<usize, DecodeError>;
     /// Succeeds only if every field was read.
@@ -129,11 +158,17 @@ pub(super) trait Source {
             below: self.u64()?,
         })
     }
+    fn key(&mut self) -> Result<Key, DecodeError> {
+        Ok(Key::new(self.bytes()?))
+    }
+    fn value(&mut self) -> Result<Value, DecodeError> {
+        Ok(Value::new(self.bytes()?))
+    }
     fn op(&mut self) -> Result<Op, DecodeError> {
         Ok(match self.u8()? {
-            0 => Op::Read(self.u64()?),
-            1 => Op::Write(self.u64()?, self.u64()?),
-            2 => Op::ReadWrite(self.u64()?, self.u64()?),
+            0 => Op::Read(self.key()?),
+            1 => Op::Write(self.key()?, self.value()?),
+            2 => Op::ReadWrite(self.key()?, self.value()?),
             _ => return Err(DecodeError("unknown request kind")),
         })
     }
@@ -148,19 +183,30 @@ pub(super) trait Source {
             _ => return Err(DecodeError("an option is neither 0 nor 1")),
         })
     }
-    fn reads(&mut self) -> Result<Vec<(u64, u64, u64)>, DecodeError> {
-        let n = self.len(READ)?;
+    fn opt_value(&mut self) -> Result<Option<Value>, DecodeError> {
+        Ok(match self.u8()? {
+            0 => None,
+            1 => Some(self.value()?),
+            _ => return Err(DecodeError("an option is neither 0 nor 1")),
+        })
+    }
+    fn reads(&mut self) -> Result<Vec<(Key, Value, u64)>, DecodeError> {
+        let n = self.len(MIN_READ)?;
         (0..n)
-            .map(|_| Ok((self.u64()?, self.u64()?, self.u64()?)))
+            .map(|_| Ok((self.key()?, self.value()?, self.u64()?)))
             .collect()
     }
-    fn pairs(&mut self) -> Result<Vec<(u64, u64)>, DecodeError> {
-        let n = self.len(16)?;
-        (0..n).map(|_| Ok((self.u64()?, self.u64()?))).collect()
+    fn versions(&mut self) -> Result<Vec<(Key, u64)>, DecodeError> {
+        let n = self.len(MIN_KEYED + 4)?;
+        (0..n).map(|_| Ok((self.key()?, self.u64()?))).collect()
     }
-    fn u64s(&mut self) -> Result<Vec<u64>, DecodeError> {
-        let n = self.len(8)?;
-        (0..n).map(|_| self.u64()).collect()
+    fn writes(&mut self) -> Result<Vec<(Key, Value)>, DecodeError> {
+        let n = self.len(MIN_KEYED)?;
+        (0..n).map(|_| Ok((self.key()?, self.value()?))).collect()
+    }
+    fn keys(&mut self) -> Result<Vec<Key>, DecodeError> {
+        let n = self.len(4)?;
+        (0..n).map(|_| self.key()).collect()
     }
     fn u32s(&mut self) -> Result<Vec<u32>, DecodeError> {
         let n = self.len(4)?;
@@ -180,6 +226,10 @@ impl Sink for Writer<'_> {
     }
     fn u64(&mut self, v: u64) {
         self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn bytes(&mut self, v: &[u8]) {
+        self.len(v.len());
+        self.0.extend_from_slice(v);
     }
 }
 
@@ -208,6 +258,10 @@ impl Source for Reader<'_> {
     fn u64(&mut self) -> Result<u64, DecodeError> {
         let b = self.take(8)?;
         Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
+    fn bytes(&mut self) -> Result<Bytes, DecodeError> {
+        let n = self.len(1)?;
+        Ok(Bytes::copy_from_slice(self.take(n)?))
     }
     fn len(&mut self, min: usize) -> Result<usize, DecodeError> {
         let n = self.u32()? as usize;
@@ -273,8 +327,8 @@ pub fn parse_decimal(digits: &[u8]) -> Option<u64> {
     })
 }
 
-/// The smallest RESP field: `$1\r\n0\r\n`.
-const MIN_RESP_FIELD: usize = 7;
+/// The smallest RESP field: an empty key or value, `$0\r\n\r\n`.
+const MIN_RESP_FIELD: usize = 6;
 
 /// Counts a message's fields, for the RESP array header that precedes them.
 pub(super) struct FieldCount(pub(super) u64);
@@ -287,6 +341,9 @@ impl Sink for FieldCount {
         self.0 += 1;
     }
     fn u64(&mut self, _: u64) {
+        self.0 += 1;
+    }
+    fn bytes(&mut self, _: &[u8]) {
         self.0 += 1;
     }
 }
@@ -330,6 +387,13 @@ impl Sink for RespWriter<'_> {
     fn u64(&mut self, v: u64) {
         self.field(v);
     }
+    fn bytes(&mut self, v: &[u8]) {
+        self.out.push(b'$');
+        push_decimal(self.out, v.len() as u64);
+        self.out.extend_from_slice(b"\r\n");
+        self.out.extend_from_slice(v);
+        self.out.extend_from_slice(b"\r\n");
+    }
 }
 
 /// The RESP form's reader.
@@ -366,22 +430,29 @@ impl<'a> RespReader<'a> {
         })
     }
 
-    fn field(&mut self) -> Result<u64, DecodeError> {
+    /// The next bulk string's bytes. A number's field is at most 20 digits, so its length
+    /// has at most 2; a key or a value may be as long as the message.
+    fn raw_field(&mut self, len_digits_max: usize) -> Result<&'a [u8], DecodeError> {
         if self.fields_left == 0 {
             return Err(DecodeError("truncated"));
         }
         let Some(rest) = self.rest.strip_prefix(b"$") else {
             return Err(DecodeError("a RESP field that is not a bulk string"));
         };
-        let (len, rest) = line(rest, 2)?;
-        let len = parse_decimal(len).ok_or(DecodeError("a malformed RESP length"))? as usize;
-        if rest.len() < len + 2 || &rest[len..len + 2] != b"\r\n" {
+        let (len, rest) = line(rest, len_digits_max)?;
+        let len = parse_decimal(len).ok_or(DecodeError("a malformed RESP length"))?;
+        let len = usize::try_from(len).map_err(|_| DecodeError("truncated"))?;
+        if rest.len() < len.saturating_add(2) || &rest[len..len + 2] != b"\r\n" {
             return Err(DecodeError("truncated"));
         }
-        let v = parse_decimal(&rest[..len]).ok_or(DecodeError("a field that is not a number"))?;
         self.rest = &rest[len + 2..];
         self.fields_left -= 1;
-        Ok(v)
+        Ok(&rest[..len])
+    }
+
+    fn field(&mut self) -> Result<u64, DecodeError> {
+        let digits = self.raw_field(2)?;
+        parse_decimal(digits).ok_or(DecodeError("a field that is not a number"))
     }
 }
 
@@ -394,6 +465,9 @@ impl Source for RespReader<'_> {
     }
     fn u64(&mut self) -> Result<u64, DecodeError> {
         self.field()
+    }
+    fn bytes(&mut self) -> Result<Bytes, DecodeError> {
+        Ok(Bytes::copy_from_slice(self.raw_field(20)?))
     }
     fn len(&mut self, _min: usize) -> Result<usize, DecodeError> {
         // Every item is at least one field: the header's count, itself bounded by the

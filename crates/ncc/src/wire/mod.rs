@@ -154,7 +154,7 @@ fn put_msg<S: Sink>(msg: &Msg, w: &mut S) {
                 match r {
                     ExecResult::Done(reply) => {
                         w.u8(0);
-                        w.opt_u64(reply.value);
+                        w.opt_value(reply.value.as_ref());
                         w.ts(reply.tw);
                         w.ts(reply.tr);
                     }
@@ -265,7 +265,7 @@ fn get_msg<R: Source>(r: &mut R) -> Result<Msg, DecodeError> {
                 let i = r.u32()?;
                 let result = match r.u8()? {
                     0 => ExecResult::Done(OpReply {
-                        value: r.opt_u64()?,
+                        value: r.opt_value()?,
                         tw: r.ts()?,
                         tr: r.ts()?,
                     }),
@@ -376,10 +376,9 @@ fn put_bmsg<S: Sink>(msg: &BMsg, w: &mut S) {
             w.txn(*txn);
             w.ts(*ts);
             w.finished(*done);
-            w.pairs(reads);
-            w.pairs(writes);
-            w.len(execute.len());
-            execute.iter().for_each(|&k| w.u64(k));
+            w.versions(reads);
+            w.writes(writes);
+            w.keys(execute);
         }
         BMsg::PrepareReply {
             txn,
@@ -430,9 +429,9 @@ fn get_bmsg<R: Source>(r: &mut R) -> Result<BMsg, DecodeError> {
             let txn = r.txn()?;
             let ts = r.ts()?;
             let done = r.finished()?;
-            let reads = r.pairs()?;
-            let writes = r.pairs()?;
-            let execute = r.u64s()?;
+            let reads = r.versions()?;
+            let writes = r.writes()?;
+            let execute = r.keys()?;
             BMsg::Prepare {
                 txn,
                 ts,
@@ -465,7 +464,7 @@ fn get_bmsg<R: Source>(r: &mut R) -> Result<BMsg, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{Finished, Op, Ts, TxnId};
+    use crate::types::{Finished, Key, Op, Ts, TxnId, Value};
     use proptest::prelude::*;
 
     fn ts() -> impl Strategy<Value = Ts> {
@@ -477,16 +476,26 @@ mod tests {
     fn txn() -> impl Strategy<Value = TxnId> {
         (any::<u32>(), any::<u64>()).prop_map(|(client, seq)| TxnId { client, seq })
     }
+    /// Any bytes, empty included (RESP's shortest field), and numbers' 8.
+    fn bytes() -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(any::<u8>(), 0..12)
+    }
+    fn key() -> impl Strategy<Value = Key> {
+        bytes().prop_map(Key::from)
+    }
+    fn value() -> impl Strategy<Value = Value> {
+        bytes().prop_map(Value::from)
+    }
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            any::<u64>().prop_map(Op::Read),
-            (any::<u64>(), any::<u64>()).prop_map(|(k, v)| Op::Write(k, v)),
-            (any::<u64>(), any::<u64>()).prop_map(|(k, v)| Op::ReadWrite(k, v)),
+            key().prop_map(Op::Read),
+            (key(), value()).prop_map(|(k, v)| Op::Write(k, v)),
+            (key(), value()).prop_map(|(k, v)| Op::ReadWrite(k, v)),
         ]
     }
     fn result() -> impl Strategy<Value = ExecResult> {
         prop_oneof![
-            (proptest::option::of(any::<u64>()), ts(), ts())
+            (proptest::option::of(value()), ts(), ts())
                 .prop_map(|(value, tw, tr)| ExecResult::Done(OpReply { value, tw, tr })),
             Just(ExecResult::EarlyAbort),
             Just(ExecResult::RoAbort),
@@ -557,11 +566,10 @@ mod tests {
                 .prop_map(|(txn, from, ok)| { Msg::RecoverRetryReply { txn, from, ok } }),
         ]
     }
-    fn reads() -> impl Strategy<Value = Vec<(u64, u64, u64)>> {
-        proptest::collection::vec((any::<u64>(), any::<u64>(), any::<u64>()), 0..4)
+    fn reads() -> impl Strategy<Value = Vec<(Key, Value, u64)>> {
+        proptest::collection::vec((key(), value(), any::<u64>()), 0..4)
     }
     fn bmsg() -> impl Strategy<Value = BMsg> {
-        let pairs = || proptest::collection::vec((any::<u64>(), any::<u64>()), 0..4);
         prop_oneof![
             (
                 txn(),
@@ -588,9 +596,9 @@ mod tests {
             (
                 txn(),
                 ts(),
-                pairs(),
-                pairs(),
-                proptest::collection::vec(any::<u64>(), 0..4),
+                proptest::collection::vec((key(), any::<u64>()), 0..4),
+                proptest::collection::vec((key(), value()), 0..4),
+                proptest::collection::vec(key(), 0..4),
                 finished(),
             )
                 .prop_map(|(txn, ts, reads, writes, execute, done)| {

@@ -18,7 +18,7 @@
 pub mod tpcc;
 
 use crate::sim::SimOptions;
-use crate::types::{Key, Op};
+use crate::types::{Key, Op, Value};
 pub(crate) use tpcc::TpccSecond;
 
 /// Which mix (module docs).
@@ -153,7 +153,7 @@ pub(crate) enum SecondShot {
 }
 
 impl SecondShot {
-    pub(crate) fn ops(&self, reads: &[(Key, u64)]) -> Vec<Op> {
+    pub(crate) fn ops(&self, reads: &[(Key, Value)]) -> Vec<Op> {
         match self {
             SecondShot::Mixed(m) => m.ops(reads),
             SecondShot::Tpcc(t) => t.ops(reads),
@@ -163,7 +163,7 @@ impl SecondShot {
 
 pub(crate) struct MixedSecond {
     candidates: Vec<Key>,
-    values: Vec<u64>,
+    values: Vec<Value>,
     /// Read-modify-write: write back every key the first shot read instead.
     rmw: bool,
     /// Read-after-write: read back these keys, which the first shot wrote.
@@ -171,30 +171,30 @@ pub(crate) struct MixedSecond {
 }
 
 impl MixedSecond {
-    fn ops(&self, reads: &[(Key, u64)]) -> Vec<Op> {
-        let back = self.read_back.iter().map(|&k| Op::Read(k));
+    fn ops(&self, reads: &[(Key, Value)]) -> Vec<Op> {
+        let back = self.read_back.iter().map(|k| Op::Read(k.clone()));
         if self.rmw {
             return reads
                 .iter()
                 .zip(&self.values)
-                .map(|(&(k, _), &v)| Op::Write(k, v))
+                .map(|((k, _), v)| Op::Write(k.clone(), v.clone()))
                 .collect();
         }
-        let seen: u64 = reads.iter().map(|&(_, v)| v).sum();
+        // Which keys it writes depends on what it read (the point of a second shot).
+        let seen: u64 = reads.iter().filter_map(|(_, v)| v.to_u64()).sum();
         let n = self.candidates.len();
-        let writes = self
-            .values
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| Op::Write(self.candidates[(seen as usize + i) % n], v));
+        let writes = self.values.iter().enumerate().map(|(i, v)| {
+            let k = &self.candidates[(seen as usize + i) % n];
+            Op::Write(k.clone(), v.clone())
+        });
         back.chain(writes).collect()
     }
 }
 
 /// A value no other write uses: a read names the write it saw.
-pub(crate) fn fresh_value(next_value: &mut u64) -> u64 {
+pub(crate) fn fresh_value(next_value: &mut u64) -> Value {
     *next_value += 1;
-    *next_value
+    Value::from(*next_value)
 }
 
 impl Program {
@@ -216,7 +216,7 @@ impl Program {
 
     /// The second shot's requests, given what the first read (in the first shot's
     /// order, as [`crate::ClientEvent::ShotDone`] reports it); `None` for one shot.
-    pub fn second(&self, reads: &[(Key, u64)]) -> Option<Vec<Op>> {
+    pub fn second(&self, reads: &[(Key, Value)]) -> Option<Vec<Op>> {
         self.second.as_ref().map(|s| s.ops(reads))
     }
 }
@@ -284,14 +284,18 @@ fn mixed_program(rng: &mut Rng, opts: &SimOptions, next_value: &mut u64) -> Prog
     let kind = rng.below(100);
     let read_only = kind < opts.read_only_percent;
     let two_shots = !read_only && kind < opts.read_only_percent + 25;
-    let mut keys: Vec<Key> = (0..opts.keys).collect();
-    for i in (1..keys.len()).rev() {
-        keys.swap(i, rng.below(i as u64 + 1) as usize);
+    let mut numbers: Vec<u64> = (0..opts.keys).collect();
+    for i in (1..numbers.len()).rev() {
+        numbers.swap(i, rng.below(i as u64 + 1) as usize);
     }
-    let n = n.min(keys.len());
+    let n = n.min(numbers.len());
+    // Only the keys a program can use become byte strings: at most `n`, plus the second
+    // shot's candidates.
+    let used = if two_shots { numbers.len() } else { n };
+    let keys: Vec<Key> = numbers[..used].iter().map(|&k| Key::from(k)).collect();
     if two_shots && keys.len() >= 2 {
         let reads = n.min(keys.len() - 1).max(1);
-        let mut first: Vec<Op> = keys[..reads].iter().map(|&k| Op::Read(k)).collect();
+        let mut first: Vec<Op> = keys[..reads].iter().map(|k| Op::Read(k.clone())).collect();
         let candidates = keys[reads..].to_vec();
         let shape = rng.below(3);
         let rmw = shape == 0;
@@ -299,8 +303,8 @@ fn mixed_program(rng: &mut Rng, opts: &SimOptions, next_value: &mut u64) -> Prog
         // the second reads it back.
         let mut read_back = Vec::new();
         if shape == 1 && reads >= 2 {
-            let k = keys[reads - 1];
-            first[reads - 1] = Op::Write(k, fresh_value(next_value));
+            let k = keys[reads - 1].clone();
+            first[reads - 1] = Op::Write(k.clone(), fresh_value(next_value));
             read_back.push(k);
         }
         let writes = if rmw {
@@ -324,7 +328,8 @@ fn mixed_program(rng: &mut Rng, opts: &SimOptions, next_value: &mut u64) -> Prog
     let first = keys[..n]
         .iter()
         .enumerate()
-        .map(|(i, &k)| {
+        .map(|(i, k)| {
+            let k = k.clone();
             if !read_only && (i == write_at || rng.below(2) == 0) {
                 // A third of the writes read what they replace (server-side read-modify-write).
                 if rng.below(3) == 0 {
@@ -347,7 +352,7 @@ fn mixed_program(rng: &mut Rng, opts: &SimOptions, next_value: &mut u64) -> Prog
 /// A popular rank spread over the key space: a multiplier coprime with 1 M permutes the
 /// ranks (the paper spreads popular keys at random).
 fn spread(rank: u64) -> Key {
-    (rank - 1) * 999_983 % F1_KEYS
+    Key::from((rank - 1) * 999_983 % F1_KEYS)
 }
 
 fn tao_program(rng: &mut Rng, next_value: &mut u64, zipf: &Zipf) -> Program {

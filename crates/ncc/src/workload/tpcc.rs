@@ -23,7 +23,7 @@
 //! [`crate::client::shard_of`] computes it.
 
 use super::{fresh_value, Program, Rng, SecondShot};
-use crate::types::{Key, Op};
+use crate::types::{Key, Op, Value};
 
 pub const DISTRICTS: u64 = 10;
 pub const CUSTOMERS: u64 = 300;
@@ -45,7 +45,7 @@ fn key(servers: u32, table: Table, w: u64, a: u64, b: u64) -> Key {
     let servers = u64::from(servers);
     debug_assert!(w < 256 && a < 1 << 16);
     let packed = ((table as u64) << 48) | (w << 40) | (a << 24) | (b & 0xFF_FFFF);
-    packed * servers + w % servers
+    Key::from(packed * servers + w % servers)
 }
 
 /// The second shot of a TPC-C transaction, once the first found its rows.
@@ -54,7 +54,7 @@ pub(crate) struct TpccSecond {
 }
 
 impl TpccSecond {
-    pub(super) fn ops(&self, _reads: &[(Key, u64)]) -> Vec<Op> {
+    pub(super) fn ops(&self, _reads: &[(Key, Value)]) -> Vec<Op> {
         self.ops.clone()
     }
 }
@@ -109,7 +109,7 @@ pub(crate) fn program(
                 stock.push(s);
             }
         }
-        ops.extend(stock.iter().map(|&s| rw(s, next_value)));
+        ops.extend(stock.iter().map(|s| rw(s.clone(), next_value)));
         return Program {
             first: ops,
             second: None,
@@ -134,7 +134,7 @@ pub(crate) fn program(
         return two(
             vec![Op::Read(k(Table::CustomerName, cw, cd, c))],
             TpccSecond {
-                ops: rows.iter().map(|&r| rw(r, next_value)).collect(),
+                ops: rows.iter().map(|r| rw(r.clone(), next_value)).collect(),
             },
             "payment",
         );
@@ -171,7 +171,7 @@ pub(crate) fn program(
     while seen.len() < 10 {
         let s = k(Table::Stock, w, 0, rng.below(ITEMS));
         if !seen.contains(&s) {
-            seen.push(s);
+            seen.push(s.clone());
             first.push(Op::Read(s));
         }
     }
