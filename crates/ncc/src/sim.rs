@@ -101,6 +101,10 @@ pub struct SimOptions {
     /// engine store: `verso sim ncc --store engine`). Not with `replication`, whose model
     /// copies a server's whole state.
     pub store: Option<StoreFactory>,
+    /// The mixed workload's keys as text (`user:N`, of several lengths, some prefixes of
+    /// others) instead of numbers: servers are then chosen by the keys' hash, as for an
+    /// application's keys (`crate::client::shard_of`).
+    pub text_keys: bool,
     /// Print every event (for replaying one seed).
     pub trace: bool,
 }
@@ -140,6 +144,7 @@ impl SimOptions {
             resend_after_us: None,
             open_loop_rate: None,
             store: None,
+            text_keys: false,
             trace: false,
         }
     }

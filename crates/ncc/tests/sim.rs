@@ -26,6 +26,20 @@ fn a_thousand_seeds_are_strictly_serializable_and_finish() {
     eprintln!("{total:?}");
 }
 
+/// Keys as an application names them (text, placed on servers by hash): the same checks
+/// pass, and the keys do spread over every server.
+#[test]
+fn text_keys_placed_by_their_hash_are_strictly_serializable() {
+    let placed: std::collections::BTreeSet<u32> = (0..8)
+        .map(|n| verso_ncc::client::shard_of(&verso_ncc::Key::from(format!("user:{n}")), 3))
+        .collect();
+    assert_eq!(placed.len(), 3, "{placed:?}");
+    let (total, failed) = seeds(0..300, |o| o.text_keys = true);
+    assert_passed(&failed);
+    assert_eq!(total.committed, 300 * 4 * 30);
+    assert!(total.clients.multi_shot > 0, "{total:?}");
+}
+
 /// NCC-RW: transactions without writes run as read-write ones (the paper's setting).
 #[test]
 fn ncc_rw_is_strictly_serializable() {

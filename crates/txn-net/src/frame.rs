@@ -382,10 +382,12 @@ fn read_resp_frame(r: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<Option
             let fields = resp_header(r, b'*', &mut line)?;
             buf.extend_from_slice(&line);
             for _ in 0..fields {
+                // A number's field, or a key's or a value's bytes: any length the frame
+                // limit allows.
                 let at = buf.len();
-                resp_line(r, 3, buf)?;
-                let len = header_value(&buf[at..], b'$', 20)
-                    .ok_or(invalid("a message field that is not a short bulk string"))?;
+                resp_line(r, 21, buf)?;
+                let len = header_value(&buf[at..], b'$', MAX_FRAME)
+                    .ok_or(invalid("a message field that is not a bulk string"))?;
                 let at = buf.len();
                 if at + len + 2 > MAX_FRAME {
                     return Err(invalid("a frame over 4 MiB"));

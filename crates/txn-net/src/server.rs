@@ -215,7 +215,7 @@ where
         match frame {
             Frame::Msg { bytes, .. } => match S::Msg::decode_as(encoding, &bytes) {
                 Ok(msg) if !self.server.admits(&msg) => {
-                    eprintln!("txn-server: dropping a connection: its message {msg:?} has a timestamp this server's store cannot hold");
+                    eprintln!("txn-server: dropping a connection: a message with a timestamp, key or value this server's store cannot hold");
                     self.drop_conn(conn)
                 }
                 Ok(msg) => self.server.on_message(now_us(), msg),

@@ -42,6 +42,15 @@ fn a_thousand_seeds_on_the_engine_are_strictly_serializable() {
     assert!(total.held.keys < 1_000 * 3 * 8 / 4, "{:?}", total.held);
 }
 
+/// Text keys of several lengths, some prefixes of others, as the engine's index orders
+/// them, placed on servers by hash.
+#[test]
+fn text_keys_on_the_engine() {
+    let (total, failed) = seeds(0..300, |o| o.text_keys = true);
+    assert_passed(&failed);
+    assert_eq!(total.committed, 300 * 4 * 30);
+}
+
 #[test]
 fn crashed_and_paused_clients_on_the_engine() {
     let (total, failed) = seeds(0..300, |o| {

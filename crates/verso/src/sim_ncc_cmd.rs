@@ -59,6 +59,9 @@ pub struct NccSimArgs {
     /// NCC-RW: transactions without writes run as read-write ones.
     #[arg(long)]
     ncc_rw: bool,
+    /// The mixed workload's keys as text (`user:N`), placed on servers by their hash.
+    #[arg(long)]
+    text_keys: bool,
     /// The protocol: ncc, docc, d2pl-no-wait, d2pl-wound-wait or tapir-cc (the paper's
     /// baselines on the same simulator and checker; tapir-cc's strict serializability
     /// violations are counted, not failures).
@@ -222,6 +225,7 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         o.delay_max = args.delay_max;
         o.loss_percent = args.loss;
         o.ncc_rw = args.ncc_rw;
+        o.text_keys = args.text_keys;
         o.protocol = args.protocol;
         o.crash_percent = args.crash;
         o.pause_percent = args.pause;

@@ -9,8 +9,10 @@ use std::time::Duration;
 use verso_ncc::sim::SimOptions;
 use verso_ncc::wire::Encoding;
 use verso_ncc::workload::Workload;
+use verso_ncc::{Key, Value};
 use verso_txn_net::load::{self, LoadConfig};
 use verso_txn_net::local::{Dump, LocalCluster};
+use verso_txn_net::session::Session;
 use verso_txn_net::{Protocol, StoreKind};
 
 fn run(protocol: Protocol, workload: Workload, keys: u64) -> (load::LoadReport, Dump) {
@@ -34,12 +36,22 @@ fn run_on(
     store: StoreKind,
     first_client: u32,
 ) -> std::io::Result<(load::LoadReport, Dump)> {
-    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
-    let cluster =
-        LocalCluster::start_with(exe, 2, protocol, keep_history, store).expect("servers start");
     let mut mix = SimOptions::new(7);
     mix.workload = workload;
     mix.keys = keys;
+    run_mix(protocol, mix, keep_history, store, first_client)
+}
+
+fn run_mix(
+    protocol: Protocol,
+    mix: SimOptions,
+    keep_history: bool,
+    store: StoreKind,
+    first_client: u32,
+) -> std::io::Result<(load::LoadReport, Dump)> {
+    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+    let cluster =
+        LocalCluster::start_with(exe, 2, protocol, keep_history, store).expect("servers start");
     let cfg = LoadConfig {
         servers: cluster.addrs.clone(),
         protocol,
@@ -82,6 +94,76 @@ fn ncc_over_the_engine_is_strictly_serializable_between_processes() {
             panic!("{name} over the engine: {e}");
         }
     }
+    // Keys as an application names them: text, placed on the servers by hash.
+    let protocol = Protocol::parse("ncc").expect("a known name");
+    let mut mix = SimOptions::new(7);
+    mix.keys = 16;
+    mix.text_keys = true;
+    let (report, dump) = run_mix(protocol, mix, true, StoreKind::Engine, 0).expect("the load runs");
+    assert!(report.committed > 100, "text keys: {}", report.committed);
+    if let Err(e) = load::check(protocol, &report, &dump) {
+        panic!("text keys over the engine: {e}");
+    }
+}
+
+/// Keys and values are any bytes, in both wire forms: empty ones, bytes RESP itself uses,
+/// a key just under the engine's limit and a value of a megabyte come back as written. A
+/// key over the limit is refused (the server drops the connection: an error, no hang), and
+/// the servers go on serving other sessions.
+#[test]
+fn any_bytes_are_keys_and_values_between_processes() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+    let protocol = Protocol::parse("ncc").expect("a known name");
+    let cluster = LocalCluster::start_with(exe, 2, protocol, false, StoreKind::Engine)
+        .expect("servers start");
+    let began = std::time::Instant::now();
+    let pairs: Vec<(Key, Value)> = vec![
+        (Key::from(&b""[..]), Value::from("the empty key")),
+        (Key::from("empty value"), Value::from(&b""[..])),
+        (Key::from("*1\r\n$3\r\nGET"), Value::from("$-1\r\n")),
+        (
+            Key::from(vec![0xff; 300]),
+            Value::from(vec![0u8, 1, 2, 0, 255]),
+        ),
+        (Key::from(vec![b'k'; 64 << 10]), Value::from("at the limit")),
+        (Key::from("a megabyte"), Value::from(vec![7u8; 1 << 20])),
+    ];
+    for (client, encoding) in [(1, Encoding::Binary), (2, Encoding::Resp)] {
+        let mut s = Session::connect(&cluster.addrs, protocol, client, encoding).expect("connect");
+        s.set_timeout(Duration::from_secs(20));
+        s.put(&pairs).expect("the writes commit");
+        let keys: Vec<Key> = pairs.iter().map(|(k, _)| k.clone()).collect();
+        let got = s.get(&keys).expect("the reads commit");
+        assert_eq!(got, pairs, "{encoding:?}");
+        // Written by the other session too, so not a read of its own cache.
+        let fresh: Vec<(Key, Value)> = pairs
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from([v.as_bytes(), b"!"].concat())))
+            .collect();
+        s.put(&fresh).expect("the rewrites commit");
+        assert_eq!(
+            s.get(&keys).expect("the reads commit"),
+            fresh,
+            "{encoding:?}"
+        );
+    }
+    let mut s = Session::connect(&cluster.addrs, protocol, 3, Encoding::Binary).expect("connect");
+    s.set_timeout(Duration::from_secs(20));
+    let too_long = Key::from(vec![b'k'; (64 << 10) + 1]);
+    assert!(
+        s.put(&[(too_long, Value::from("x"))]).is_err(),
+        "a key over the limit"
+    );
+    let mut s = Session::connect(&cluster.addrs, protocol, 4, Encoding::Binary).expect("connect");
+    s.set_timeout(Duration::from_secs(20));
+    assert_eq!(
+        s.get(&[Key::from("a megabyte")]).expect("still served")[0]
+            .1
+            .len(),
+        (1 << 20) + 1
+    );
+    assert!(began.elapsed() < Duration::from_secs(60));
+    cluster.shutdown().expect("the servers stop");
 }
 
 /// A client id the engine's timestamp encoding cannot hold (2^16 and up) is refused:

@@ -292,7 +292,14 @@ fn mixed_program(rng: &mut Rng, opts: &SimOptions, next_value: &mut u64) -> Prog
     // Only the keys a program can use become byte strings: at most `n`, plus the second
     // shot's candidates.
     let used = if two_shots { numbers.len() } else { n };
-    let keys: Vec<Key> = numbers[..used].iter().map(|&k| Key::from(k)).collect();
+    let key = |n: u64| {
+        if opts.text_keys {
+            Key::from(format!("user:{n}"))
+        } else {
+            Key::from(n)
+        }
+    };
+    let keys: Vec<Key> = numbers[..used].iter().map(|&n| key(n)).collect();
     if two_shots && keys.len() >= 2 {
         let reads = n.min(keys.len() - 1).max(1);
         let mut first: Vec<Op> = keys[..reads].iter().map(|k| Op::Read(k.clone())).collect();
