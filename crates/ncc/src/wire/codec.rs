@@ -12,8 +12,6 @@
 //! no trailing bytes) and total (errors, never panics), and a count read from the input is
 //! checked against the bytes left before anything is reserved.
 
-use bytes::Bytes;
-
 use super::DecodeError;
 use crate::types::{Finished, Key, Op, Ts, TxnId, Value};
 
@@ -127,7 +125,8 @@ pub(super) trait Source {
     fn u8(&mut self) -> Result<u8, DecodeError>;
     fn u32(&mut self) -> Result<u32, DecodeError>;
     fn u64(&mut self) -> Result<u64, DecodeError>;
-    fn bytes(&mut self) -> Result<Bytes, DecodeError>;
+    /// A key's or a value's bytes (copied out by the caller: short ones live in place).
+    fn bytes(&mut self) -> Result<&[u8], DecodeError>;
     /// A count of items whose binary form takes at least `min` bytes each.
     fn len(&mut self, min: usize) -> Result<usize, DecodeError>;
     /// Succeeds only if every field was read.
@@ -159,10 +158,10 @@ pub(super) trait Source {
         })
     }
     fn key(&mut self) -> Result<Key, DecodeError> {
-        Ok(Key::new(self.bytes()?))
+        Ok(Key::from(self.bytes()?))
     }
     fn value(&mut self) -> Result<Value, DecodeError> {
-        Ok(Value::new(self.bytes()?))
+        Ok(Value::from(self.bytes()?))
     }
     fn op(&mut self) -> Result<Op, DecodeError> {
         Ok(match self.u8()? {
@@ -259,9 +258,9 @@ impl Source for Reader<'_> {
         let b = self.take(8)?;
         Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
     }
-    fn bytes(&mut self) -> Result<Bytes, DecodeError> {
+    fn bytes(&mut self) -> Result<&[u8], DecodeError> {
         let n = self.len(1)?;
-        Ok(Bytes::copy_from_slice(self.take(n)?))
+        self.take(n)
     }
     fn len(&mut self, min: usize) -> Result<usize, DecodeError> {
         let n = self.u32()? as usize;
@@ -466,8 +465,8 @@ impl Source for RespReader<'_> {
     fn u64(&mut self) -> Result<u64, DecodeError> {
         self.field()
     }
-    fn bytes(&mut self) -> Result<Bytes, DecodeError> {
-        Ok(Bytes::copy_from_slice(self.raw_field(20)?))
+    fn bytes(&mut self) -> Result<&[u8], DecodeError> {
+        self.raw_field(20)
     }
     fn len(&mut self, _min: usize) -> Result<usize, DecodeError> {
         // Every item is at least one field: the header's count, itself bounded by the
