@@ -26,11 +26,61 @@ pub const MAX_FRAME: usize = 4 << 20;
 /// Keys per [`Frame::Dump`] chunk, at most.
 pub const DUMP_CHUNK_KEYS: usize = 4096;
 
-/// Bytes of keys and values per [`Frame::Dump`] chunk, about (a quarter of [`MAX_FRAME`]).
+/// Transactions per [`Frame::Effects`] chunk, at most.
+pub const DUMP_CHUNK_TXNS: usize = 1024;
+
+/// Encoded bytes per [`Frame::Dump`] or [`Frame::Effects`] chunk, at most (a quarter of
+/// [`MAX_FRAME`]), unless one key's versions or one transaction's effects alone are more:
+/// such an item is a chunk of its own, and above [`MAX_FRAME`] it cannot be dumped (the
+/// dump fails with an error; keep values of a checked history small).
 pub const DUMP_CHUNK_BYTES: usize = MAX_FRAME / 4;
 
-/// Transactions per [`Frame::Effects`] chunk (each a few pairs of 16 bytes).
-pub const DUMP_CHUNK_TXNS: usize = 1024;
+/// `items` in runs of at most `max_items`, each of at most [`DUMP_CHUNK_BYTES`] by `size`
+/// unless a single item is larger.
+fn chunks<'a, T: Clone>(
+    items: &'a [T],
+    max_items: usize,
+    size: impl Fn(&T) -> usize + 'a,
+) -> impl Iterator<Item = Vec<T>> + 'a {
+    let mut rest = items;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0;
+        let n = rest
+            .iter()
+            .take(max_items)
+            .take_while(|item| {
+                bytes += size(item);
+                bytes <= DUMP_CHUNK_BYTES
+            })
+            .count()
+            .max(1);
+        let (chunk, tail) = rest.split_at(n);
+        rest = tail;
+        Some(chunk.to_vec())
+    })
+}
+
+/// A server's committed versions in [`Frame::Dump`] chunks.
+pub fn dump_chunks(
+    versions: &[(Key, Vec<Value>)],
+) -> impl Iterator<Item = Vec<(Key, Vec<Value>)>> + '_ {
+    chunks(versions, DUMP_CHUNK_KEYS, |(k, vs)| {
+        8 + k.len() + vs.iter().map(|v| 4 + v.len()).sum::<usize>()
+    })
+}
+
+/// Committed transactions' effects in [`Frame::Effects`] chunks.
+pub fn effects_chunks(
+    effects: &[(TxnId, Effects)],
+) -> impl Iterator<Item = Vec<(TxnId, Effects)>> + '_ {
+    let pairs = |ps: &[(Key, Value)]| ps.iter().map(|(k, v)| 8 + k.len() + v.len()).sum::<usize>();
+    chunks(effects, DUMP_CHUNK_TXNS, move |(_, e)| {
+        20 + pairs(&e.reads) + pairs(&e.writes)
+    })
+}
 
 /// The most protocol clients one client connection may speak for.
 pub const MAX_CLIENTS_PER_CONNECTION: u32 = 1 << 16;
@@ -536,6 +586,52 @@ mod tests {
                     .collect()
             )),
         ]
+    }
+
+    proptest! {
+        /// Chunks put back together are the input; each holds at most its count of items
+        /// and, unless it is a single item, at most `DUMP_CHUNK_BYTES` encoded; and every
+        /// chunk a dump can send decodes again (under `MAX_FRAME`).
+        #[test]
+        fn dump_chunks_cover_everything_within_the_limits(
+            sizes in proptest::collection::vec((0usize..3, 0usize..(600 << 10)), 0..40),
+        ) {
+            let versions: Vec<(Key, Vec<Value>)> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &(n, len))| {
+                    (Key::from(i as u64), vec![Value::from(vec![1u8; len]); n])
+                })
+                .collect();
+            let chunks: Vec<_> = dump_chunks(&versions).collect();
+            prop_assert_eq!(chunks.concat(), versions.clone());
+            for c in &chunks {
+                prop_assert!(c.len() <= DUMP_CHUNK_KEYS);
+                let frame = Frame::Dump(c.clone());
+                let mut bytes = Vec::new();
+                frame.encode(&mut bytes);
+                prop_assert!(c.len() == 1 || bytes.len() <= DUMP_CHUNK_BYTES + 9, "{}", bytes.len());
+                if bytes.len() - 4 <= MAX_FRAME {
+                    prop_assert_eq!(Frame::decode(&bytes[4..]), Ok(frame));
+                }
+            }
+            let effects: Vec<(TxnId, Effects)> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &(n, len))| {
+                    let pair = (Key::from(i as u64), Value::from(vec![2u8; len]));
+                    let e = Effects { reads: vec![pair.clone(); n], writes: vec![pair] };
+                    (TxnId { client: 1, seq: i as u64 }, e)
+                })
+                .collect();
+            let chunks: Vec<_> = effects_chunks(&effects).collect();
+            prop_assert_eq!(chunks.concat(), effects.clone());
+            for c in &chunks {
+                let mut bytes = Vec::new();
+                Frame::Effects(c.clone()).encode(&mut bytes);
+                prop_assert!(c.len() == 1 || bytes.len() <= DUMP_CHUNK_BYTES + 9, "{}", bytes.len());
+            }
+        }
     }
 
     /// In RESP a message frame must carry a RESP array: the arbitrary bytes become one.

@@ -18,8 +18,7 @@ use verso_ncc::TxnServer;
 
 use crate::engine_store::{EngineStore, WALL_EPOCH_US};
 use crate::frame::{
-    detect, read_frame, write_frame, write_msg, Frame, Hello, DUMP_CHUNK_BYTES, DUMP_CHUNK_KEYS,
-    DUMP_CHUNK_TXNS,
+    detect, dump_chunks, effects_chunks, read_frame, write_frame, write_msg, Frame, Hello,
 };
 use crate::{now_us, Protocol, StoreKind};
 
@@ -246,11 +245,7 @@ where
         };
         let frames = dump_chunks(&versions)
             .map(Frame::Dump)
-            .chain(
-                effects
-                    .chunks(DUMP_CHUNK_TXNS)
-                    .map(|c| Frame::Effects(c.to_vec())),
-            )
+            .chain(effects_chunks(&effects).map(Frame::Effects))
             .chain(std::iter::once(Frame::DumpEnd {
                 undecided: self.server.undecided().len() as u32,
                 broken: self.server.check_invariants().err().or_else(|| {
@@ -334,31 +329,4 @@ where
             *slot = None;
         }
     }
-}
-
-/// `versions` in [`Frame::Dump`] chunks of at most [`DUMP_CHUNK_KEYS`] keys and about
-/// [`DUMP_CHUNK_BYTES`] (a key with more is a chunk of its own), so that a chunk stays
-/// under the frame limit whatever the keys' and values' sizes.
-fn dump_chunks(
-    versions: &[(verso_ncc::Key, Vec<verso_ncc::Value>)],
-) -> impl Iterator<Item = Vec<(verso_ncc::Key, Vec<verso_ncc::Value>)>> + '_ {
-    let mut rest = versions;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let mut bytes = 0;
-        let n = rest
-            .iter()
-            .take(DUMP_CHUNK_KEYS)
-            .take_while(|(k, vs)| {
-                bytes += 8 + k.len() + vs.iter().map(|v| 4 + v.len()).sum::<usize>();
-                bytes <= DUMP_CHUNK_BYTES
-            })
-            .count()
-            .max(1);
-        let (chunk, tail) = rest.split_at(n);
-        rest = tail;
-        Some(chunk.to_vec())
-    })
 }
