@@ -19,6 +19,9 @@
 //! request that would wait behind an undecided one with a higher timestamp is aborted
 //! early (liveness, Lemma 3). Read-only transactions take one round and send no commit.
 //!
+//! Keys and values are byte strings ([`Key`], [`Value`]); the empty value is every key's
+//! initial value.
+//!
 //! What is built so far (issue 18, part 1): read-write transactions of one or more shots
 //! (a later shot may write back a key an earlier one read: read-modify-write) and one-shot
 //! read-only transactions, with every piece above; and the paper's baselines ([`baseline`]:
