@@ -185,14 +185,16 @@ macro_rules! byte_string {
         }
 
         impl fmt::Display for $t {
-            /// A number for what [`From<u64>`] made, the text for printable ASCII, and hex
-            /// otherwise: what a failing simulator run or a test needs to show.
+            /// Printable ASCII as quoted text, then a number for 8 bytes (what [`From<u64>`]
+            /// made; a value's empty initial one shows as 0), and hex otherwise: what a
+            /// failing simulator run or a test needs to show.
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 let bytes = self.as_bytes();
-                if let Some(n) = self.to_u64() {
-                    write!(f, "{n}")
-                } else if bytes.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+                let text = bytes.iter().all(|b| b.is_ascii_graphic() || *b == b' ');
+                if text && (!bytes.is_empty() || self.to_u64().is_none()) {
                     write!(f, "{:?}", String::from_utf8_lossy(bytes))
+                } else if let Some(n) = self.to_u64() {
+                    write!(f, "{n}")
                 } else {
                     f.write_str("0x")?;
                     bytes.iter().try_for_each(|b| write!(f, "{b:02x}"))
@@ -326,6 +328,12 @@ mod tests {
         assert_eq!(Key::from(7).to_string(), "7");
         assert_eq!(Value::default().to_string(), "0");
         assert_eq!(Key::from("user:1").to_string(), "\"user:1\"");
+        assert_eq!(
+            Key::from("user:123").to_string(),
+            "\"user:123\"",
+            "8 bytes of text"
+        );
+        assert_eq!(Key::from(&b""[..]).to_string(), "\"\"");
         assert_eq!(Key::from(&[0u8, 255][..]).to_string(), "0x00ff");
     }
 }

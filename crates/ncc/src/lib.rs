@@ -50,7 +50,7 @@ pub mod workload;
 
 pub use client::{Client, ClientEvent, ClientStats, Outcome};
 pub use protocol::{GroupFault, ProtocolKind, TxnClient, TxnServer};
-pub use server::{Mistakes, Server};
+pub use server::{MessageLimits, Mistakes, Server};
 pub use store::{MemStore, Store, Stored};
 pub use types::{
     ClientId, Effects, ExecResult, Finished, Key, Msg, Op, OpReply, RecordState, ServerId, Ts,

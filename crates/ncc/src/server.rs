@@ -194,6 +194,31 @@ pub struct Server<S = MemStore> {
     /// Keep every committed value (for [`Server::committed_versions`], which a history
     /// checker needs); off, a key holds only the versions that may still be needed.
     keep_history: bool,
+    /// What a transport's message limit allows ([`Server::with_message_limits`]).
+    limits: MessageLimits,
+}
+
+/// The bytes of keys and values a server takes in one request and puts in one message, so
+/// that every message it sends fits a transport's frame ([`Server::with_message_limits`];
+/// unlimited by default, as in the simulator).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MessageLimits {
+    /// A request's key and value together, at most ([`Server::admits`] refuses more). So a
+    /// read answers at most this many bytes of value.
+    pub request_bytes_max: usize,
+    /// The results merged into one answer ([`Server::drain`]), at most, counted as their
+    /// values' bytes plus [`crate::wire::RESULT_OVERHEAD_MAX`] each, unless a single result
+    /// is more.
+    pub reply_bytes_max: usize,
+}
+
+impl Default for MessageLimits {
+    fn default() -> MessageLimits {
+        MessageLimits {
+            request_bytes_max: usize::MAX,
+            reply_bytes_max: usize::MAX,
+        }
+    }
 }
 
 impl Server<MemStore> {
@@ -223,6 +248,7 @@ impl<S: Store> Server<S> {
             violation: None,
             finished: Default::default(),
             keep_history: true,
+            limits: MessageLimits::default(),
         }
     }
 
@@ -231,6 +257,12 @@ impl<S: Store> Server<S> {
     /// what is in flight. [`Server::committed_versions`] then lists only the versions kept.
     pub fn without_history(mut self) -> Server<S> {
         self.keep_history = false;
+        self
+    }
+
+    /// Keeps every message within `limits` (a transport with a frame limit sets them).
+    pub fn with_message_limits(mut self, limits: MessageLimits) -> Server<S> {
+        self.limits = limits;
         self
     }
 
@@ -245,10 +277,14 @@ impl<S: Store> Server<S> {
 
     /// Messages to send, as (client, message). The answers to one transaction released by
     /// one event leave in one message (a read-only transaction's reads at a server, a run
-    /// of reads a decision releases): as many messages as the paper's per-server rounds.
+    /// of reads a decision releases): as many messages as the paper's per-server rounds,
+    /// unless they pass `MessageLimits::reply_bytes_max`; then they leave in several (a
+    /// client takes a transaction's answers in any number of messages).
     pub fn drain(&mut self) -> Vec<(ClientId, Msg)> {
+        let budget = self.limits.reply_bytes_max;
         let mut out: Vec<(ClientId, Msg)> = Vec::with_capacity(self.out.len());
-        let mut first_reply: Vec<(TxnId, usize)> = Vec::new();
+        // Per transaction: the message its answers are merged into, and its bytes.
+        let mut open_reply: Vec<(TxnId, usize, usize)> = Vec::new();
         for (c, msg) in std::mem::take(&mut self.out) {
             if let Msg::ExecReply {
                 txn,
@@ -257,19 +293,24 @@ impl<S: Store> Server<S> {
                 ..
             } = &msg
             {
-                if let Some(&(_, at)) = first_reply.iter().find(|(t, _)| t == txn) {
-                    if let Msg::ExecReply {
-                        results: into,
-                        latest: into_latest,
-                        ..
-                    } = &mut out[at].1
-                    {
-                        into.extend(results.iter().cloned());
-                        *into_latest = (*into_latest).max(*latest);
+                let bytes = value_bytes(results);
+                match open_reply.iter_mut().find(|(t, ..)| t == txn) {
+                    Some((_, at, merged)) if merged.saturating_add(bytes) <= budget => {
+                        if let Msg::ExecReply {
+                            results: into,
+                            latest: into_latest,
+                            ..
+                        } = &mut out[*at].1
+                        {
+                            into.extend(results.iter().cloned());
+                            *into_latest = (*into_latest).max(*latest);
+                        }
+                        *merged += bytes;
+                        continue;
                     }
-                    continue;
+                    Some(open) => *open = (*txn, out.len(), bytes),
+                    None => open_reply.push((*txn, out.len(), bytes)),
                 }
-                first_reply.push((*txn, out.len()));
             }
             out.push((c, msg));
         }
@@ -828,6 +869,20 @@ fn stored_version(v: Stored) -> Version {
         committed: true,
         read: false,
     }
+}
+
+/// What `results` count against `MessageLimits::reply_bytes_max`.
+fn value_bytes(results: &[(u32, ExecResult)]) -> usize {
+    results
+        .iter()
+        .map(|(_, r)| {
+            let value = match r {
+                ExecResult::Done(reply) => reply.value.as_ref().map_or(0, Value::len),
+                _ => 0,
+            };
+            crate::wire::RESULT_OVERHEAD_MAX + value
+        })
+        .sum()
 }
 
 #[cfg(test)]

@@ -34,6 +34,17 @@ fn text_keys_placed_by_their_hash_are_strictly_serializable() {
         .map(|n| verso_ncc::client::shard_of(&verso_ncc::Key::from(format!("user:{n}")), 3))
         .collect();
     assert_eq!(placed.len(), 3, "{placed:?}");
+    // Text keys of 8 bytes too (a number's length): 900 keys over 16 servers, 56 each on
+    // average, none far off.
+    let mut per_server = [0u32; 16];
+    for n in 100..1_000 {
+        let key = verso_ncc::Key::from(format!("user:{n}"));
+        per_server[verso_ncc::client::shard_of(&key, 16) as usize] += 1;
+    }
+    assert!(
+        per_server.iter().all(|&c| (35..=80).contains(&c)),
+        "{per_server:?}"
+    );
     let (total, failed) = seeds(0..300, |o| o.text_keys = true);
     assert_passed(&failed);
     assert_eq!(total.committed, 300 * 4 * 30);

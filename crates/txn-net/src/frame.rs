@@ -19,9 +19,21 @@ use std::io::{self, BufRead, Read, Write};
 use verso_ncc::wire::{parse_decimal, push_decimal, Encoding, Wire};
 use verso_ncc::{Effects, Key, TxnId, Value};
 
-/// The largest frame accepted: far above one transaction's messages (a few hundred bytes)
-/// and a dump chunk ([`DUMP_CHUNK_KEYS`]), far below what would hurt to buffer.
+/// The largest frame accepted (a frame's body, or a RESP message): above one transaction's
+/// requests to a server with keys and values of [`REQUEST_BYTES_MAX`] and a dump chunk
+/// ([`DUMP_CHUNK_BYTES`]), far below what would hurt to buffer. Neither side sends more
+/// (an error for the sender).
 pub const MAX_FRAME: usize = 4 << 20;
+
+/// A request's key and value together, at most (NCC's servers refuse more,
+/// `verso_ncc::MessageLimits`): a quarter of [`MAX_FRAME`], so that an answer carrying
+/// such a value fits a frame in either form.
+pub const REQUEST_BYTES_MAX: usize = MAX_FRAME / 4;
+
+/// What an NCC server merges into one answer message, at most (values, plus
+/// `verso_ncc::wire::RESULT_OVERHEAD_MAX` per result); with one more result of a value of
+/// [`REQUEST_BYTES_MAX`], an answer stays within half of [`MAX_FRAME`].
+pub const REPLY_BYTES_MAX: usize = MAX_FRAME / 4;
 
 /// Keys per [`Frame::Dump`] chunk, at most.
 pub const DUMP_CHUNK_KEYS: usize = 4096;
@@ -264,7 +276,7 @@ impl Frame {
             2 => Frame::DumpRequest,
             3 => {
                 let n = count(&mut r, 8, "a key count larger than the frame")?;
-                let mut keys = Vec::with_capacity(n);
+                let mut keys = Vec::with_capacity(n.min(1024));
                 for _ in 0..n {
                     let k = Key::from(bytes_(&mut r)?);
                     let m = count(&mut r, 4, "a version count larger than the frame")?;
@@ -293,7 +305,7 @@ impl Frame {
             5 => Frame::Shutdown,
             6 => {
                 let n = count(&mut r, 20, "a transaction count larger than the frame")?;
-                let mut txns = Vec::with_capacity(n);
+                let mut txns = Vec::with_capacity(n.min(1024));
                 for _ in 0..n {
                     let client = u32_(&mut r)?;
                     let seq = u64_(&mut r)?;
@@ -472,14 +484,19 @@ pub fn write_frame(
 ) -> io::Result<()> {
     scratch.clear();
     match (encoding, frame) {
-        (Encoding::Binary, _) => frame.encode(scratch),
+        (Encoding::Binary, _) => {
+            frame.encode(scratch);
+            within_limit(scratch.len() - 4)?;
+        }
         (Encoding::Resp, Frame::Msg { party, bytes }) => {
+            within_limit(bytes.len())?;
             resp_msg_header(scratch, *party);
             scratch.extend_from_slice(bytes);
         }
         (Encoding::Resp, _) => {
             frame.encode(scratch);
             let body = scratch.split_off(4);
+            within_limit(body.len())?;
             scratch.clear();
             scratch.extend_from_slice(b"*2\r\n$3\r\nCTL\r\n$");
             push_decimal(scratch, body.len() as u64);
@@ -530,15 +547,30 @@ pub fn write_msg<M: Wire>(
             scratch.push(1);
             scratch.extend_from_slice(&party.to_le_bytes());
             msg.encode(scratch);
+            within_limit(scratch.len() - 4)?;
             let len = (scratch.len() - 4) as u32;
             scratch[..4].copy_from_slice(&len.to_le_bytes());
         }
         Encoding::Resp => {
             resp_msg_header(scratch, party);
+            let header = scratch.len();
             msg.encode_as(Encoding::Resp, scratch);
+            within_limit(scratch.len() - header)?;
         }
     }
     w.write_all(scratch)
+}
+
+/// Refuses to send what the peer would refuse to read (a frame's body, or a RESP
+/// message, over [`MAX_FRAME`]): the sender gets an error instead of a dropped connection.
+fn within_limit(bytes: usize) -> io::Result<()> {
+    if bytes > MAX_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a message of {bytes} bytes, over the {MAX_FRAME}-byte frame limit"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

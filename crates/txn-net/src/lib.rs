@@ -117,8 +117,13 @@ impl Protocol {
         recovery_after_us: u64,
         keep_history: bool,
     ) -> Server<S> {
+        let limits = verso_ncc::MessageLimits {
+            request_bytes_max: frame::REQUEST_BYTES_MAX,
+            reply_bytes_max: frame::REPLY_BYTES_MAX,
+        };
         let server = Server::with_store(verso_ncc::Mistakes::default(), store)
-            .with_recovery(id, recovery_after_us);
+            .with_recovery(id, recovery_after_us)
+            .with_message_limits(limits);
         if keep_history {
             server
         } else {

@@ -186,6 +186,7 @@ impl Session {
                 "a shot needs at least one request",
             ));
         }
+        shot_fits(&first)?;
         let deadline = Instant::now() + self.timeout;
         self.driver.begin(first, last)?;
         let mut reads: Vec<(Key, Value)> = Vec::new();
@@ -217,6 +218,12 @@ impl Session {
                                 "a shot needs at least one request (mark the last shot as last)",
                             ));
                         }
+                        if let Err(e) = shot_fits(&ops) {
+                            // Its earlier shots stay undecided at the servers until their
+                            // backup coordinator aborts them (no last shot arrives).
+                            self.broken = Some(format!("a transaction's shot was refused: {e}"));
+                            return Err(e);
+                        }
                         self.driver.next_shot(ops, last)?;
                     }
                     ClientEvent::Restarted => reads.clear(),
@@ -225,6 +232,29 @@ impl Session {
             }
         }
     }
+}
+
+/// Refuses a shot the servers would refuse (and drop the connection for): more requests
+/// than a message carries, or a key and value over [`crate::frame::REQUEST_BYTES_MAX`].
+fn shot_fits(ops: &[Op]) -> io::Result<()> {
+    let refuse = |why: String| Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+    if ops.len() > verso_ncc::wire::OPS_MAX {
+        return refuse(format!(
+            "a shot of {} requests; at most {}",
+            ops.len(),
+            verso_ncc::wire::OPS_MAX
+        ));
+    }
+    for op in ops {
+        let bytes = op.key().len() + op.written().map_or(0, Value::len);
+        if bytes > crate::frame::REQUEST_BYTES_MAX {
+            return refuse(format!(
+                "a request of {bytes} bytes of key and value; at most {}",
+                crate::frame::REQUEST_BYTES_MAX
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A one-shot transaction's shot is its last: the protocol never asks for another.

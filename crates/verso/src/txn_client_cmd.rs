@@ -16,7 +16,7 @@ use verso_txn_net::Protocol;
 
 #[derive(Args, Debug)]
 pub struct TxnClientArgs {
-    /// Every server's address by id, comma-separated (key k lives on server k % count).
+    /// Every server's address by id, comma-separated (key k, below 2^56, lives on server k % count).
     #[arg(long)]
     servers: String,
     /// The protocol the servers run.
@@ -54,6 +54,16 @@ pub struct TxnClientArgs {
     reported: Option<u64>,
 }
 
+/// A key or a value of this command line as its number: 8 bytes big-endian, or none for
+/// the empty value (0). Bytes some other client wrote show as hex.
+fn number(bytes: &[u8]) -> String {
+    match bytes.try_into() {
+        Ok(b) => u64::from_be_bytes(b).to_string(),
+        Err(_) if bytes.is_empty() => "0".into(),
+        Err(_) => bytes.iter().map(|b| format!("{b:02x}")).collect::<String>() + " (hex)",
+    }
+}
+
 fn parse_pair(s: &str) -> Result<(u64, u64), String> {
     let (k, v) = s.split_once('=').ok_or("K=V")?;
     Ok((
@@ -89,7 +99,7 @@ fn run_inner(args: &TxnClientArgs) -> std::io::Result<()> {
     if !args.get.is_empty() {
         let get: Vec<Key> = args.get.iter().map(|&k| k.into()).collect();
         for (k, v) in s.get(&get)? {
-            writeln!(out, "{k} {v}")?;
+            writeln!(out, "{} {}", number(k.as_bytes()), number(v.as_bytes()))?;
         }
     }
     if let Some(count) = args.reported {
@@ -162,7 +172,7 @@ fn reported(
         (u64::from(args.client) << 52) | (verso_txn_net::now_us() & ((1 << 52) - 1));
     let pairs = |v: &[(Key, Value)]| {
         v.iter()
-            .map(|(k, v)| format!("{k}={v}"))
+            .map(|(k, v)| format!("{}={}", number(k.as_bytes()), number(v.as_bytes())))
             .collect::<Vec<_>>()
             .join(",")
     };

@@ -10,6 +10,7 @@ use verso_ncc::sim::SimOptions;
 use verso_ncc::wire::Encoding;
 use verso_ncc::workload::Workload;
 use verso_ncc::{Key, Value};
+use verso_txn_net::frame::REQUEST_BYTES_MAX;
 use verso_txn_net::load::{self, LoadConfig};
 use verso_txn_net::local::{Dump, LocalCluster};
 use verso_txn_net::session::Session;
@@ -107,9 +108,11 @@ fn ncc_over_the_engine_is_strictly_serializable_between_processes() {
 }
 
 /// Keys and values are any bytes, in both wire forms: empty ones, bytes RESP itself uses,
-/// a key just under the engine's limit and a value of a megabyte come back as written. A
-/// key over the limit is refused (the server drops the connection: an error, no hang), and
-/// the servers go on serving other sessions.
+/// a key just under the engine's limit and a value just under the request limit come back
+/// as written. Reads whose values together pass the frame limit come back too (the servers
+/// split their answers). A value over the request limit is refused by the session before
+/// anything is sent, and the session goes on; a key over the engine's limit is refused by
+/// the server, which drops the connection (an error, no hang), and goes on serving others.
 #[test]
 fn any_bytes_are_keys_and_values_between_processes() {
     let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
@@ -117,6 +120,8 @@ fn any_bytes_are_keys_and_values_between_processes() {
     let cluster = LocalCluster::start_with(exe, 2, protocol, false, StoreKind::Engine)
         .expect("servers start");
     let began = std::time::Instant::now();
+    // Room for the rewrite's extra byte and the key within `REQUEST_BYTES_MAX`.
+    let large = REQUEST_BYTES_MAX - 64;
     let pairs: Vec<(Key, Value)> = vec![
         (Key::from(&b""[..]), Value::from("the empty key")),
         (Key::from("empty value"), Value::from(&b""[..])),
@@ -126,7 +131,7 @@ fn any_bytes_are_keys_and_values_between_processes() {
             Value::from(vec![0u8, 1, 2, 0, 255]),
         ),
         (Key::from(vec![b'k'; 64 << 10]), Value::from("at the limit")),
-        (Key::from("a megabyte"), Value::from(vec![7u8; 1 << 20])),
+        (Key::from("large"), Value::from(vec![7u8; large])),
     ];
     for (client, encoding) in [(1, Encoding::Binary), (2, Encoding::Resp)] {
         let mut s = Session::connect(&cluster.addrs, protocol, client, encoding).expect("connect");
@@ -146,22 +151,44 @@ fn any_bytes_are_keys_and_values_between_processes() {
             fresh,
             "{encoding:?}"
         );
+        // Ten large values, written one per transaction, read in one: at least five on
+        // one server, more than a frame holds in a single answer.
+        let many: Vec<(Key, Value)> = (0..10u8)
+            .map(|i| (Key::from(format!("large {i}")), Value::from(vec![i; large])))
+            .collect();
+        for pair in &many {
+            s.put(std::slice::from_ref(pair))
+                .expect("a large write commits");
+        }
+        let keys: Vec<Key> = many.iter().map(|(k, _)| k.clone()).collect();
+        assert!(
+            s.get(&keys).expect("the large reads commit") == many,
+            "{encoding:?}"
+        );
+        // Over the request limit: refused here, and the session is still usable.
+        let over = s.put(&[(Key::from("over"), Value::from(vec![1u8; REQUEST_BYTES_MAX]))]);
+        assert_eq!(
+            over.map(|_| ()).map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::InvalidInput)
+        );
+        assert_eq!(
+            s.get(&[Key::from("empty value")])
+                .expect("still usable")
+                .len(),
+            1
+        );
     }
     let mut s = Session::connect(&cluster.addrs, protocol, 3, Encoding::Binary).expect("connect");
     s.set_timeout(Duration::from_secs(20));
     let too_long = Key::from(vec![b'k'; (64 << 10) + 1]);
     assert!(
         s.put(&[(too_long, Value::from("x"))]).is_err(),
-        "a key over the limit"
+        "a key over the engine's limit"
     );
     let mut s = Session::connect(&cluster.addrs, protocol, 4, Encoding::Binary).expect("connect");
     s.set_timeout(Duration::from_secs(20));
-    assert_eq!(
-        s.get(&[Key::from("a megabyte")]).expect("still served")[0]
-            .1
-            .len(),
-        (1 << 20) + 1
-    );
+    let got = s.get(&[Key::from("large")]).expect("still served");
+    assert_eq!(got[0].1.len(), large + 1);
     assert!(began.elapsed() < Duration::from_secs(60));
     cluster.shutdown().expect("the servers stop");
 }

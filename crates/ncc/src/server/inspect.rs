@@ -14,12 +14,17 @@ impl<S: Store> Server<S> {
     }
 
     /// Whether `msg`'s timestamps, keys and values fit its store (`Store::admits`,
-    /// `Store::fits`): a transport drops a sender whose message does not, instead of
-    /// handing it to [`Server::on_message`].
+    /// `Store::fits`) and its message limits (`MessageLimits::request_bytes_max`): a
+    /// transport drops a sender whose message does not, instead of handing it to
+    /// [`Server::on_message`].
     pub fn admits(&self, msg: &Msg) -> bool {
+        let within = |op: &Op| {
+            let bytes = op.key().len() + op.written().map_or(0, Value::len);
+            bytes <= self.limits.request_bytes_max
+        };
         match msg {
             Msg::Execute { ts, ops, .. } => {
-                self.store.admits(*ts) && ops.iter().all(|op| self.store.fits(op))
+                self.store.admits(*ts) && ops.iter().all(|op| within(op) && self.store.fits(op))
             }
             Msg::SmartRetry { to, .. } | Msg::RecoverRetry { to, .. } => self.store.admits(*to),
             _ => true,

@@ -556,3 +556,74 @@ fn versions_in_use_are_not_pruned() {
         "the abort left the version below it newest"
     );
 }
+
+/// With message limits, the answers a read-only transaction gets at once leave in several
+/// messages, none over the budget (unless a single answer is), all of them in; and a
+/// request over the limit is not admitted.
+#[test]
+fn answers_are_split_to_stay_within_the_message_limits() {
+    let limits = MessageLimits {
+        request_bytes_max: 1_000,
+        reply_bytes_max: 2_000,
+    };
+    let mut s = Server::new(Mistakes::default()).with_message_limits(limits);
+    let value = |i: u64| Value::from(vec![i as u8; 600]);
+    for i in 0..8u64 {
+        let t = txn(1, i + 1);
+        done(&exec(&mut s, t, ts(10 + i, 1), &[Op::write(i, value(i))]));
+        s.on_message(
+            0,
+            Msg::Decide {
+                txn: t,
+                commit: true,
+            },
+        );
+        s.drain();
+    }
+    let reads: Vec<Op> = (0..8u64).map(Op::read).collect();
+    let ro = Msg::Execute {
+        txn: txn(2, 1),
+        ts: ts(100, 2),
+        shot: 1,
+        ops: reads,
+        t_ro: Some(u64::MAX),
+        coord: 0,
+        cohorts: None,
+        done: Finished::default(),
+    };
+    assert!(s.admits(&ro));
+    s.on_message(0, ro);
+    let out = s.drain();
+    assert!(
+        out.len() >= 3,
+        "8 answers of 600 bytes within 2,000: {}",
+        out.len()
+    );
+    let mut seen = Vec::new();
+    for (_, m) in out {
+        let Msg::ExecReply { results, .. } = m else {
+            panic!("{m:?}");
+        };
+        assert!(value_bytes(&results) <= 2_000 || results.len() == 1);
+        seen.extend(results);
+    }
+    seen.sort_by_key(|(i, _)| *i);
+    assert_eq!(seen.len(), 8);
+    for (i, r) in seen {
+        let ExecResult::Done(reply) = r else {
+            panic!("{r:?}");
+        };
+        assert_eq!(reply.value, Some(value(u64::from(i))));
+    }
+    let too_big = Msg::Execute {
+        txn: txn(3, 1),
+        ts: ts(200, 3),
+        shot: 1,
+        ops: vec![Op::write(1, vec![0u8; 993])],
+        t_ro: None,
+        coord: 0,
+        cohorts: None,
+        done: Finished::default(),
+    };
+    assert!(!s.admits(&too_big), "8 bytes of key and 993 of value");
+}

@@ -173,6 +173,9 @@ pub(super) trait Source {
     }
     fn ops(&mut self) -> Result<Vec<Op>, DecodeError> {
         let n = self.len(MIN_OP)?;
+        if n > super::OPS_MAX {
+            return Err(DecodeError("more requests than a message may carry"));
+        }
         (0..n).map(|_| self.op()).collect()
     }
     fn opt_u64(&mut self) -> Result<Option<u64>, DecodeError> {

@@ -18,6 +18,17 @@ use crate::baseline::BMsg;
 use crate::types::{ExecResult, Msg, OpReply, RecordState};
 use codec::{FieldCount, Reader, RespReader, RespWriter, Sink, Source, Writer, MIN_RESULT, PAIR};
 
+/// The most requests one message carries (an `Execute`: one transaction's requests at one
+/// server, in one shot); a decoder refuses more. A decoded request takes some 70 bytes of
+/// memory against 5 on the wire, so this bounds what a forged message can make a server
+/// allocate (1.2 MB).
+pub const OPS_MAX: usize = 16_384;
+
+/// The most bytes one result of an answer takes in either form, besides its value's own
+/// (binary 34, RESP at most 132): a server keeping its answers within a frame counts this
+/// much per result (`crate::MessageLimits`).
+pub const RESULT_OVERHEAD_MAX: usize = 160;
+
 /// Why bytes are not a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecodeError(pub &'static str);
@@ -36,7 +47,8 @@ pub enum Encoding {
     /// Little-endian integers, a tag byte per variant, `u32` counts before lists.
     #[default]
     Binary,
-    /// One RESP array of bulk strings, each a field in decimal: a Redis command's shape.
+    /// One RESP array of bulk strings, a number's field in decimal and a key or a value as
+    /// its bytes: a Redis command's shape.
     Resp,
 }
 
@@ -260,6 +272,9 @@ fn get_msg<R: Source>(r: &mut R) -> Result<Msg, DecodeError> {
         2 => {
             let txn = r.txn()?;
             let n = r.len(MIN_RESULT)?;
+            if n > OPS_MAX {
+                return Err(DecodeError("more results than a message may carry"));
+            }
             let mut results = Vec::with_capacity(n);
             for _ in 0..n {
                 let i = r.u32()?;
@@ -672,6 +687,31 @@ mod tests {
             prop_assert_eq!(&again, bytes);
         }
         Ok(())
+    }
+
+    proptest! {
+        /// One more result in an answer takes at most `RESULT_OVERHEAD_MAX` bytes beyond its
+        /// value's, in either form, whatever its numbers (what servers budget by).
+        #[test]
+        fn a_result_costs_at_most_its_value_and_the_overhead(
+            index in any::<u32>(),
+            r in result(),
+            txn in txn(),
+            ts_server in any::<u64>(),
+            latest in any::<u64>(),
+        ) {
+            let value = match &r {
+                ExecResult::Done(reply) => reply.value.as_ref().map_or(0, Value::len),
+                _ => 0,
+            };
+            for encoding in [Encoding::Binary, Encoding::Resp] {
+                let reply = |results| Msg::ExecReply { txn, results, ts_server, latest };
+                let (mut none, mut one) = (Vec::new(), Vec::new());
+                reply(vec![]).encode_as(encoding, &mut none);
+                reply(vec![(index, r.clone())]).encode_as(encoding, &mut one);
+                prop_assert!(one.len() - none.len() <= RESULT_OVERHEAD_MAX + value);
+            }
+        }
     }
 
     proptest! {
