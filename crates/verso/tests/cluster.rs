@@ -746,23 +746,39 @@ fn a_replica_that_lost_its_disk_rejoins_by_state_transfer() {
         g.log_tail()
     );
     // With every replica back, the logs are trimmed again at the next checkpoints.
+    let wait_on_disks = || {
+        answer(&ports, |c| {
+            Ok(match c.call(&["WAIT", "2", "10000"])? {
+                Reply::Int(2) => Ok(()),
+                other => panic!("WAIT: {other:?}"),
+            })
+        })
+    };
     for i in 4000..4500 {
         write(&mut model, i);
     }
     // Every acknowledged write is on every disk, then every process dies.
-    answer(&ports, |c| {
-        Ok(match c.call(&["WAIT", "2", "10000"])? {
-            Reply::Int(2) => Ok(()),
-            other => panic!("WAIT: {other:?}"),
-        })
-    });
+    wait_on_disks();
     // 4.5 MB of values went through each log; compacted, each holds about the entries
-    // since its last checkpoint (100 KB or so).
-    for id in 0..REPLICAS {
-        let size = std::fs::metadata(g.dir.path().join(format!("replica{id}/vsr.log")))
-            .unwrap()
-            .len();
-        assert!(size < 1 << 20, "replica {id}'s log holds {size} bytes");
+    // since its last checkpoint (100 KB or so). Writes start checkpoints, and a loaded
+    // machine (the tests run side by side) may still be writing one when WAIT returns: so
+    // more writes, 100 at a time, until every log is small (bounded: 20 rounds).
+    let log_sizes = || -> Vec<u64> {
+        (0..REPLICAS)
+            .map(|id| {
+                let log = g.dir.path().join(format!("replica{id}/vsr.log"));
+                std::fs::metadata(log).unwrap().len()
+            })
+            .collect()
+    };
+    let mut next = 4500;
+    while log_sizes().iter().any(|&size| size >= 1 << 20) {
+        assert!(next < 6500, "the logs hold {:?} bytes", log_sizes());
+        for i in next..next + 100 {
+            write(&mut model, i);
+        }
+        next += 100;
+        wait_on_disks();
     }
     for id in 0..REPLICAS {
         g.kill(id);
