@@ -293,7 +293,7 @@ impl<S: Store> Server<S> {
                 ..
             } = &msg
             {
-                let bytes = value_bytes(results);
+                let bytes = reply_bytes(results);
                 match open_reply.iter_mut().find(|(t, ..)| t == txn) {
                     Some((_, at, merged)) if merged.saturating_add(bytes) <= budget => {
                         if let Msg::ExecReply {
@@ -872,7 +872,7 @@ fn stored_version(v: Stored) -> Version {
 }
 
 /// What `results` count against `MessageLimits::reply_bytes_max`.
-fn value_bytes(results: &[(u32, ExecResult)]) -> usize {
+fn reply_bytes(results: &[(u32, ExecResult)]) -> usize {
     results
         .iter()
         .map(|(_, r)| {

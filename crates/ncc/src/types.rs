@@ -81,6 +81,12 @@ impl Op {
         matches!(self, Op::Read(_) | Op::ReadWrite(..))
     }
 
+    /// The bytes of its key and the value it writes, together: what message limits count
+    /// (`crate::MessageLimits::request_bytes_max`).
+    pub fn bytes(&self) -> usize {
+        self.key().len() + self.written().map_or(0, Value::len)
+    }
+
     /// The value it writes.
     pub fn written(&self) -> Option<&Value> {
         match self {

@@ -246,7 +246,7 @@ fn shot_fits(ops: &[Op]) -> io::Result<()> {
         ));
     }
     for op in ops {
-        let bytes = op.key().len() + op.written().map_or(0, Value::len);
+        let bytes = op.bytes();
         if bytes > crate::frame::REQUEST_BYTES_MAX {
             return refuse(format!(
                 "a request of {bytes} bytes of key and value; at most {}",

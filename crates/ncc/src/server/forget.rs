@@ -35,7 +35,9 @@ impl<S: Store> Server<S> {
         let stored = self.store.load(key);
         if self.keep_history {
             // Listed for the checker even if never written: its reads saw the initial 0.
-            self.archive.entry(key.clone()).or_default();
+            if !self.archive.contains_key(key) {
+                self.archive.insert(key.clone(), Vec::new());
+            }
         }
         debug_assert!(stored.tr >= stored.tw, "key {key}: {stored:?}");
         self.next_version = self.next_version.max(stored.id + 1);

@@ -18,10 +18,7 @@ impl<S: Store> Server<S> {
     /// transport drops a sender whose message does not, instead of handing it to
     /// [`Server::on_message`].
     pub fn admits(&self, msg: &Msg) -> bool {
-        let within = |op: &Op| {
-            let bytes = op.key().len() + op.written().map_or(0, Value::len);
-            bytes <= self.limits.request_bytes_max
-        };
+        let within = |op: &Op| op.bytes() <= self.limits.request_bytes_max;
         match msg {
             Msg::Execute { ts, ops, .. } => {
                 self.store.admits(*ts) && ops.iter().all(|op| within(op) && self.store.fits(op))

@@ -604,7 +604,7 @@ fn answers_are_split_to_stay_within_the_message_limits() {
         let Msg::ExecReply { results, .. } = m else {
             panic!("{m:?}");
         };
-        assert!(value_bytes(&results) <= 2_000 || results.len() == 1);
+        assert!(reply_bytes(&results) <= 2_000 || results.len() == 1);
         seen.extend(results);
     }
     seen.sort_by_key(|(i, _)| *i);
