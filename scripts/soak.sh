@@ -38,6 +38,10 @@ cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 300)) --seed "
   --replicated sync --group-failovers 3 --group-total-crashes 1 --crash 10 --pause 10
 cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 300)) --seed "$RANDOM$RANDOM" \
   --replicated lazy-answers-on-disk --group-failovers 3 --group-total-crashes 1
+# ... with each group three real Lazy VSR replicas (about 100 seeds a second).
+cargo run --release --quiet -p verso -- sim ncc --seeds $((secs * 100)) --seed "$RANDOM$RANDOM" \
+  --replicated lazy-answers-on-disk --vsr --group-failovers 3 --group-total-crashes 1 \
+  --crash 10 --pause 10 --restart --loss 5
 # The baselines on the same simulator (TAPIR-CC's strict violations are counted, not failed).
 for p in docc d2pl-no-wait d2pl-wound-wait tapir-cc; do
   cargo run --release --quiet -p verso -- sim ncc --protocol "$p" --seeds $((secs * 200)) --seed "$RANDOM$RANDOM"

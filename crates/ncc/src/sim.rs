@@ -17,7 +17,7 @@ use crate::baseline::{BaselineClient, BaselineServer, Flavor};
 use crate::check::{serializable_with, strictly_serializable, TxnRecord};
 use crate::client::{Client, ClientEvent, ClientStats};
 use crate::protocol::{GroupFault, ProtocolKind, TxnClient, TxnServer};
-use crate::replicated::{Replicated, ReplicationModel, ReplicationStats};
+use crate::replicated::{Replicated, ReplicationModel, ReplicationStats, VsrReplicated};
 use crate::server::{Mistakes, Server};
 use crate::store::Store;
 use crate::types::{ClientId, Effects, Key, ServerId, Ts, TxnId, Value};
@@ -385,6 +385,9 @@ pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
                 .map(|s| with_recovery(Server::new(opts.mistakes), s, opts.recovery_after))
                 .collect();
             match opts.replication {
+                Some(model) if model.real_replicas => {
+                    run_with(opts, vsr_replicated(servers, model, opts.seed), clients)
+                }
                 Some(model) => run_with(opts, replicated(servers, model), clients),
                 None => run_with(opts, servers, clients),
             }
@@ -409,6 +412,9 @@ pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
                 })
                 .collect();
             match opts.replication {
+                Some(model) if model.real_replicas => {
+                    run_with(opts, vsr_replicated(servers, model, opts.seed), clients)
+                }
                 Some(model) => run_with(opts, replicated(servers, model), clients),
                 None => run_with(opts, servers, clients),
             }
@@ -424,6 +430,17 @@ where
     servers
         .into_iter()
         .map(|s| Replicated::new(s, model))
+        .collect()
+}
+
+fn vsr_replicated<S>(servers: Vec<S>, model: ReplicationModel, seed: u64) -> Vec<VsrReplicated<S>>
+where
+    S: TxnServer + Clone,
+{
+    servers
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| VsrReplicated::new(s, model, seed.wrapping_mul(31).wrapping_add(i as u64)))
         .collect()
 }
 

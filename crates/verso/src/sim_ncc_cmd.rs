@@ -79,6 +79,10 @@ pub struct NccSimArgs {
     /// with its input (group commit).
     #[arg(long, value_parser = parse_durability, value_name = "lazy|sync|lazy-answers-on-disk")]
     replicated: Option<Durability>,
+    /// With --replicated: each server's group is three real Lazy VSR replicas
+    /// (`verso_vsr`, with view changes, lost suffixes and disks) instead of the model.
+    #[arg(long)]
+    vsr: bool,
     /// With --replicated: failovers of each server's group per run, at random moments
     /// (default 2).
     #[arg(long, value_name = "N")]
@@ -168,9 +172,9 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     if args.replicated.is_none()
-        && (args.group_failovers.is_some() || args.group_total_crashes.is_some())
+        && (args.group_failovers.is_some() || args.group_total_crashes.is_some() || args.vsr)
     {
-        eprintln!("error: --group-failovers and --group-total-crashes need --replicated");
+        eprintln!("error: --group-failovers, --group-total-crashes and --vsr need --replicated");
         return ExitCode::from(2);
     }
     let engine_store = args.store == "engine";
@@ -237,6 +241,7 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
         o.replication = args.replicated.map(|durability| ReplicationModel {
             durability,
             answers_before_commit,
+            real_replicas: args.vsr,
             ..ReplicationModel::default()
         });
         o.group_failovers = args.group_failovers.unwrap_or(2);

@@ -31,6 +31,9 @@
 
 use std::collections::VecDeque;
 
+mod vsr_group;
+pub use vsr_group::VsrReplicated;
+
 use crate::protocol::{GroupFault, TxnServer};
 use crate::types::{ClientId, Effects, Key, ServerId, TxnId, Value};
 
@@ -59,6 +62,9 @@ pub struct ReplicationModel {
     /// A mistake, for tests: outputs leave as soon as the primary executed their input,
     /// before it commits (what a server does when its responses do not wait for the log).
     pub answers_before_commit: bool,
+    /// The group is three real `verso-vsr` replicas ([`VsrReplicated`]) instead of this
+    /// model: `round` and `sync_gap` then scale its message delays, timers and disks.
+    pub real_replicas: bool,
 }
 
 impl Default for ReplicationModel {
@@ -68,6 +74,7 @@ impl Default for ReplicationModel {
             round: 300,
             sync_gap: 2_000,
             answers_before_commit: false,
+            real_replicas: false,
         }
     }
 }
@@ -404,6 +411,7 @@ mod tests {
             round: 100,
             sync_gap: 1_000,
             answers_before_commit: false,
+            real_replicas: false,
         };
         Replicated::new(Counter::default(), model)
     }

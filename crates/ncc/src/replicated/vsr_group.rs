@@ -1,0 +1,1027 @@
+//! A shard whose replication group is three real Lazy VSR replicas (`verso-vsr`), not the
+//! model of [`super::Replicated`]: the server's inputs are the requests of a real log, with
+//! its view changes, lost suffixes and disks, inside the NCC simulator.
+//!
+//! The shape is the cluster simulator's (`verso-cluster`'s `sim/vsr_group.rs`), which runs
+//! Lazen's group the same way:
+//! - the log's application ([`InputLog`]) is the list of inputs applied, each with its
+//!   operation number; undoing drops the tail. A replica that leads its view, once its
+//!   view's first entry has committed and is durable (so everything in its log is
+//!   committed), becomes the group's *host*: it rebuilds the server by replaying its log
+//!   into a fresh one;
+//! - the host executes each input at once on its live server (so later inputs see it) and
+//!   hands it to its replica as a request; the input's outputs leave only when the
+//!   replica's reply for it comes back, in log order, that is once the input committed
+//!   (and, under [`Durability::LazyAnswersOnDisk`], once it is on a majority's disks: the
+//!   request is `sync`). [`Durability::Sync`] runs the replicas as VSR-Sync;
+//! - messages for the shard go to the host in the newest view; with none (an election
+//!   under way) they are lost, and their senders send again, as after the model's
+//!   failover.
+//!
+//! Time is the server's clock (µs): every event of the group (a message between replicas,
+//! a disk's sync, a restart, the replicas' timers) is queued at a time on it, and runs when
+//! the simulator next calls the server at or after that time, with its own time, so the
+//! replicas see exactly the run they would have seen had they been called at once. The
+//! server asks to be ticked while the group has work in flight.
+//!
+//! What this checks beyond the model: **every input whose outputs left is in every later
+//! host's log**, unless a total crash under Lazy VSR came after it (Lazy VSR's lost
+//! suffix, counted in [`ReplicationStats::committed_lost`]); anything else is reported by
+//! [`TxnServer::check_invariants`].
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::fmt::Debug;
+use std::hash::{Hash, Hasher};
+
+use verso_vsr::{
+    Action, Address, App, ClientId as VsrClientId, Config as VsrConfig, DiskWrite, Durable,
+    Message as VsrMessage, MessageOf, Mode, Replica, Request as VsrRequest, Role, ViewNum,
+};
+
+use super::{Durability, Input, Outputs, ReplicationModel, ReplicationStats};
+use crate::protocol::{GroupFault, TxnServer};
+use crate::types::{ClientId, Effects, Key, ServerId, TxnId, Value};
+use crate::workload::Rng;
+
+/// Replicas per group.
+const REPLICAS: u8 = 3;
+/// How often the replicas' timers are looked at (µs of the server's clock).
+const REPLICA_TICK: u64 = 500;
+
+/// An input as the group's log carries it. `uid` names it across failovers (unique within
+/// the group), and equality, order and hash are the uid's: the log asks them of its
+/// operations, which a protocol's messages need not offer.
+#[derive(Clone, Debug)]
+pub(crate) struct Logged<M> {
+    uid: u64,
+    input: Input<M>,
+}
+
+impl<M> PartialEq for Logged<M> {
+    fn eq(&self, other: &Self) -> bool {
+        self.uid == other.uid
+    }
+}
+
+impl<M> Eq for Logged<M> {}
+
+impl<M> PartialOrd for Logged<M> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<M> Ord for Logged<M> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.uid.cmp(&other.uid)
+    }
+}
+
+impl<M> Hash for Logged<M> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.uid.hash(state);
+    }
+}
+
+/// The replicated application: every input applied, with its operation number, in log
+/// order. The server itself is rebuilt from it by the host (module docs), so undo is
+/// dropping the tail.
+#[derive(Clone, Debug)]
+pub(crate) struct InputLog<M> {
+    applied: Vec<(u64, Logged<M>)>,
+}
+
+impl<M> Default for InputLog<M> {
+    fn default() -> Self {
+        InputLog {
+            applied: Vec::new(),
+        }
+    }
+}
+
+impl<M: Clone + Debug> App for InputLog<M> {
+    type Op = Logged<M>;
+    type Reply = ();
+    type Snapshot = Vec<(u64, Logged<M>)>;
+
+    fn apply(&mut self, op_number: u64, op: &Logged<M>) {
+        debug_assert!(self.applied.last().is_none_or(|(n, _)| *n <= op_number));
+        self.applied.push((op_number, op.clone()));
+    }
+
+    fn undo_to(&mut self, op_number: u64) {
+        while self.applied.last().is_some_and(|(n, _)| *n > op_number) {
+            self.applied.pop();
+        }
+    }
+
+    fn forget_undo(&mut self, _op_number: u64) {}
+
+    fn snapshot(&self) -> Self::Snapshot {
+        self.applied.clone()
+    }
+
+    fn restore(&mut self, snapshot: &Self::Snapshot) {
+        self.applied = snapshot.clone();
+    }
+}
+
+type Msg<M> = MessageOf<InputLog<M>>;
+type Write<M> = DiskWrite<Logged<M>, (), Vec<(u64, Logged<M>)>>;
+type Disk<M> = Durable<Logged<M>, (), Vec<(u64, Logged<M>)>>;
+
+/// An input the host executed and handed to its replica.
+#[derive(Debug)]
+struct Submitted<M> {
+    seq: u64,
+    uid: u64,
+    /// Its outputs, held until the reply comes (already sent under
+    /// `answers_before_commit`).
+    outputs: Option<Outputs<M>>,
+    replied: bool,
+}
+
+/// The server on the replica that leads (module docs).
+#[derive(Debug)]
+struct Host<S: TxnServer> {
+    view: ViewNum,
+    /// A fresh client identity per host, so its request numbers start at 1.
+    client: VsrClientId,
+    seq: u64,
+    server: S,
+    /// When the server was last ticked (its recovery timers).
+    ticked_at: u64,
+    pending: VecDeque<Submitted<S::Msg>>,
+}
+
+/// One replica with its disk.
+struct Node<M: Clone + Debug> {
+    replica: Option<Replica<InputLog<M>>>,
+    /// Bumped by each crash: what was under way for an earlier life is dropped.
+    incarnation: u64,
+    durable: Disk<M>,
+    /// Writes issued and not yet durable, oldest first.
+    unsynced: VecDeque<Write<M>>,
+    /// Syncs asked for, oldest first: each makes the writes issued before it durable.
+    syncs: VecDeque<(u64, usize)>,
+    issued: usize,
+    made_durable: usize,
+    /// When the last scheduled sync completes (syncs complete in order).
+    sync_at: u64,
+}
+
+#[derive(Debug)]
+enum Event<M: Clone + Debug> {
+    Deliver {
+        to: u8,
+        from: u8,
+        incarnation: u64,
+        msg: Box<Msg<M>>,
+    },
+    SyncDone {
+        replica: u8,
+        incarnation: u64,
+    },
+    Restart {
+        replica: u8,
+    },
+    /// The replicas' timers (always one queued).
+    Tick,
+}
+
+/// A server `S` whose replication group is three real `verso-vsr` replicas (module docs).
+pub struct VsrReplicated<S: TxnServer> {
+    model: ReplicationModel,
+    /// The server in its initial state: every host rebuilds from it.
+    initial: S,
+    nodes: Vec<Node<S::Msg>>,
+    hosts: Vec<Option<Host<S>>>,
+    seed: u64,
+    rng: Rng,
+    /// The group's clock: the time of the event it runs, or of the last call.
+    now: u64,
+    queue: BinaryHeap<Reverse<(u64, u64)>>,
+    events: BTreeMap<u64, Event<S::Msg>>,
+    next_event: u64,
+    /// Queued events other than the timers' tick: while there are any, the group has work.
+    in_flight: usize,
+    next_uid: u64,
+    next_client: VsrClientId,
+    /// Whether a replica hosted yet (the first host is not a failover).
+    hosted: bool,
+    /// Inputs whose outputs left, with when.
+    answered: BTreeMap<u64, u64>,
+    /// Inputs a deposed host handed to its replica without a reply: the next host's log
+    /// tells whether they committed.
+    orphans: BTreeSet<u64>,
+    total_crash_at: Option<u64>,
+    ready: Vec<(ClientId, S::Msg)>,
+    ready_peers: Vec<(ServerId, S::Msg)>,
+    violation: Option<String>,
+    pub stats: ReplicationStats,
+}
+
+impl<S> VsrReplicated<S>
+where
+    S: TxnServer + Clone,
+{
+    /// `server` in its initial state, replicated by three replicas whose timing
+    /// (`model.round`, `model.sync_gap`) and durability follow `model`; `seed` draws the
+    /// group's delays and crashes.
+    pub fn new(server: S, model: ReplicationModel, seed: u64) -> VsrReplicated<S> {
+        assert!(model.round > 0, "a replication round takes time");
+        let nodes = (0..REPLICAS)
+            .map(|r| Node {
+                replica: Some(Replica::new(
+                    r,
+                    replica_config(seed, model, r),
+                    InputLog::default(),
+                    0,
+                )),
+                incarnation: 0,
+                durable: Durable::default(),
+                unsynced: VecDeque::new(),
+                syncs: VecDeque::new(),
+                issued: 0,
+                made_durable: 0,
+                sync_at: 0,
+            })
+            .collect();
+        let mut g = VsrReplicated {
+            model,
+            initial: server,
+            nodes,
+            hosts: (0..REPLICAS).map(|_| None).collect(),
+            seed,
+            rng: Rng(seed ^ 0x5eed_0f9e),
+            now: 0,
+            queue: BinaryHeap::new(),
+            events: BTreeMap::new(),
+            next_event: 0,
+            in_flight: 0,
+            next_uid: 1,
+            next_client: 1,
+            hosted: false,
+            answered: BTreeMap::new(),
+            orphans: BTreeSet::new(),
+            total_crash_at: None,
+            ready: Vec::new(),
+            ready_peers: Vec::new(),
+            violation: None,
+            stats: ReplicationStats::default(),
+        };
+        g.schedule(REPLICA_TICK, Event::Tick);
+        g
+    }
+
+    fn schedule(&mut self, after: u64, e: Event<S::Msg>) {
+        if !matches!(e, Event::Tick) {
+            self.in_flight += 1;
+        }
+        let id = self.next_event;
+        self.next_event += 1;
+        self.queue.push(Reverse((self.now + after, id)));
+        self.events.insert(id, e);
+    }
+
+    /// Runs every event due by `now`, each at its own time.
+    fn advance(&mut self, now: u64) {
+        while let Some(&Reverse((at, id))) = self.queue.peek() {
+            if at > now {
+                break;
+            }
+            self.queue.pop();
+            self.now = self.now.max(at);
+            let e = self.events.remove(&id).expect("queued");
+            if !matches!(e, Event::Tick) {
+                self.in_flight -= 1;
+            }
+            self.step(e);
+        }
+        self.now = self.now.max(now);
+    }
+
+    fn step(&mut self, e: Event<S::Msg>) {
+        let now = self.now;
+        match e {
+            Event::Deliver {
+                to,
+                from,
+                incarnation,
+                msg,
+            } => {
+                let node = &mut self.nodes[usize::from(to)];
+                if node.incarnation != incarnation {
+                    return; // sent to a life that crashed since
+                }
+                let Some(r) = node.replica.as_mut() else {
+                    return;
+                };
+                r.handle_message(now, Address::Replica(from), *msg);
+                self.pump(to);
+            }
+            Event::SyncDone {
+                replica,
+                incarnation,
+            } => {
+                let node = &mut self.nodes[usize::from(replica)];
+                if node.incarnation != incarnation {
+                    return;
+                }
+                let Some((id, mark)) = node.syncs.pop_front() else {
+                    return;
+                };
+                let mut checkpoints = Vec::new();
+                while node.made_durable < mark {
+                    let w = node.unsynced.pop_front().expect("an issued write");
+                    node.durable.apply(&w, None);
+                    if let DiskWrite::Checkpoint(s) = &w {
+                        checkpoints.push(s.ap);
+                    }
+                    node.made_durable += 1;
+                }
+                let Some(r) = node.replica.as_mut() else {
+                    return;
+                };
+                r.handle_synced(now, id);
+                for ap in checkpoints {
+                    r.handle_checkpoint_durable(now, ap);
+                }
+                self.pump(replica);
+            }
+            Event::Restart { replica } => self.restart(replica),
+            Event::Tick => {
+                for r in 0..REPLICAS {
+                    let node = &mut self.nodes[usize::from(r)];
+                    if let Some(rep) = node.replica.as_mut() {
+                        if rep.poll_timeout() <= now {
+                            rep.handle_timeout(now);
+                            self.pump(r);
+                        }
+                    }
+                }
+                self.schedule(REPLICA_TICK, Event::Tick);
+            }
+        }
+    }
+
+    /// Carries out what replica `r` asked for, then lets its host release what committed.
+    fn pump(&mut self, r: u8) {
+        let mut replies = Vec::new();
+        loop {
+            let now = self.now;
+            let node = &mut self.nodes[usize::from(r)];
+            let Some(rep) = node.replica.as_mut() else {
+                return;
+            };
+            let Some(action) = rep.poll_action() else {
+                break;
+            };
+            match action {
+                Action::Send {
+                    to: Address::Replica(to),
+                    message,
+                } => self.send(to, r, message),
+                Action::Send {
+                    to: Address::Client(_),
+                    message,
+                } => replies.push(message),
+                Action::Write(w) => {
+                    node.unsynced.push_back(w);
+                    node.issued += 1;
+                }
+                Action::Sync { id } => {
+                    node.syncs.push_back((id, node.issued));
+                    let delay = 1 + self.rng.below(self.model.sync_gap.max(1));
+                    let node = &mut self.nodes[usize::from(r)];
+                    let at = (now + delay).max(node.sync_at);
+                    node.sync_at = at;
+                    let incarnation = node.incarnation;
+                    self.schedule(
+                        at - now,
+                        Event::SyncDone {
+                            replica: r,
+                            incarnation,
+                        },
+                    );
+                }
+            }
+        }
+        if let Some(host) = self.hosts[usize::from(r)].as_mut() {
+            for m in replies {
+                if let VsrMessage::Reply { client, seq, .. } = m {
+                    if client == host.client {
+                        if let Some(p) = host.pending.iter_mut().find(|p| p.seq == seq) {
+                            p.replied = true;
+                        }
+                    }
+                }
+            }
+        }
+        self.check_host(r);
+        self.release(r);
+    }
+
+    fn send(&mut self, to: u8, from: u8, msg: Msg<S::Msg>) {
+        // One way is about half a round, give or take: replicas' messages overtake
+        // each other.
+        let half = self.model.round / 2;
+        let delay = 1 + half / 2 + self.rng.below(half.max(1));
+        let incarnation = self.nodes[usize::from(to)].incarnation;
+        self.schedule(
+            delay,
+            Event::Deliver {
+                to,
+                from,
+                incarnation,
+                msg: Box::new(msg),
+            },
+        );
+    }
+
+    /// Drops a host whose replica no longer leads its view; starts one on a replica that
+    /// leads and whose view's first entry is committed and durable.
+    fn check_host(&mut self, r: u8) {
+        let Some(rep) = self.nodes[usize::from(r)].replica.as_ref() else {
+            return;
+        };
+        let leads = rep.role() == Role::Primary;
+        if let Some(h) = &self.hosts[usize::from(r)] {
+            if !leads || rep.view() != h.view {
+                self.drop_host(r);
+            }
+            return;
+        }
+        let op_max = rep.op_max();
+        if !leads || rep.commit() != Some(op_max) || rep.dp() < op_max {
+            return;
+        }
+        let view = rep.view();
+        let log: Vec<Logged<S::Msg>> = rep.app().applied.iter().map(|(_, l)| l.clone()).collect();
+        self.start_host(r, view, &log);
+    }
+
+    fn drop_host(&mut self, r: u8) {
+        if let Some(h) = self.hosts[usize::from(r)].take() {
+            self.orphans
+                .extend(h.pending.iter().filter(|p| !p.replied).map(|p| p.uid));
+        }
+    }
+
+    /// Replica `r` starts hosting over `log`, its committed inputs.
+    fn start_host(&mut self, r: u8, view: ViewNum, log: &[Logged<S::Msg>]) {
+        let uids: BTreeSet<u64> = log.iter().map(|l| l.uid).collect();
+        let gone: Vec<(u64, u64)> = self
+            .answered
+            .iter()
+            .filter(|(uid, _)| !uids.contains(uid))
+            .map(|(&uid, &at)| (uid, at))
+            .collect();
+        for (uid, at) in gone {
+            self.answered.remove(&uid);
+            let lost_to_lazy_crash = self.model.durability == Durability::Lazy
+                && self.total_crash_at.is_some_and(|t| t >= at);
+            if lost_to_lazy_crash {
+                self.stats.committed_lost += 1;
+            } else if self.violation.is_none() {
+                self.violation = Some(format!(
+                    "input #{uid}, answered at {at} µs, is not in the log of the host starting \
+                     on replica {r} in view {view:?} (last total crash: {:?})",
+                    self.total_crash_at
+                ));
+            }
+        }
+        for uid in std::mem::take(&mut self.orphans) {
+            if !uids.contains(&uid) {
+                self.stats.uncommitted_lost += 1;
+            }
+        }
+        let mut server = self.initial.clone();
+        for l in log {
+            execute(&mut server, &l.input);
+        }
+        let ticked_at = log
+            .iter()
+            .rev()
+            .find_map(|l| match l.input {
+                Input::Tick(t) => Some(t),
+                Input::Message(..) => None,
+            })
+            .unwrap_or(0);
+        if self.hosted {
+            self.stats.failovers += 1;
+        }
+        self.hosted = true;
+        let client = self.next_client;
+        self.next_client += 1;
+        self.hosts[usize::from(r)] = Some(Host {
+            view,
+            client,
+            seq: 0,
+            server,
+            ticked_at,
+            pending: VecDeque::new(),
+        });
+    }
+
+    /// The host on replica `r` releases the outputs of its inputs whose replies came, in
+    /// log order.
+    fn release(&mut self, r: u8) {
+        let Some(host) = self.hosts[usize::from(r)].as_mut() else {
+            return;
+        };
+        while host.pending.front().is_some_and(|p| p.replied) {
+            let p = host.pending.pop_front().expect("checked");
+            self.stats.inputs_committed += 1;
+            self.answered.insert(p.uid, self.now);
+            if let Some((to_clients, to_peers)) = p.outputs {
+                self.ready.extend(to_clients);
+                self.ready_peers.extend(to_peers);
+            }
+        }
+    }
+
+    /// The host in the newest view, if any: where the shard's messages go.
+    fn leader(&self) -> Option<u8> {
+        (0..REPLICAS)
+            .filter(|&r| self.hosts[usize::from(r)].is_some())
+            .max_by_key(|&r| self.hosts[usize::from(r)].as_ref().map(|h| h.view))
+    }
+
+    /// The leader executes `input` and hands it to its replica.
+    fn submit(&mut self, r: u8, input: Input<S::Msg>) {
+        let now = self.now;
+        let uid = self.next_uid;
+        self.next_uid += 1;
+        let sync = self.model.durability == Durability::LazyAnswersOnDisk;
+        let early = self.model.answers_before_commit;
+        let Some(host) = self.hosts[usize::from(r)].as_mut() else {
+            return;
+        };
+        let outputs = execute(&mut host.server, &input);
+        let outputs = if early {
+            self.ready.extend(outputs.0);
+            self.ready_peers.extend(outputs.1);
+            None
+        } else {
+            Some(outputs)
+        };
+        host.seq += 1;
+        host.pending.push_back(Submitted {
+            seq: host.seq,
+            uid,
+            outputs,
+            replied: false,
+        });
+        let request = VsrRequest {
+            client: host.client,
+            seq: host.seq,
+            op: Logged { uid, input },
+            sync,
+        };
+        let client = host.client;
+        let Some(rep) = self.nodes[usize::from(r)].replica.as_mut() else {
+            return;
+        };
+        let ev = rep.view();
+        rep.handle_message(
+            now,
+            Address::Client(client),
+            VsrMessage::Request { request, ev },
+        );
+        self.pump(r);
+    }
+
+    fn crash(&mut self, r: u8) {
+        if self.nodes[usize::from(r)].replica.is_none() {
+            return;
+        }
+        self.drop_host(r);
+        let keep_draw = self.rng.next();
+        let torn_draw = self.rng.next();
+        let node = &mut self.nodes[usize::from(r)];
+        node.replica = None;
+        node.incarnation += 1;
+        // The disk keeps a random prefix of what was not synced, the last append maybe
+        // torn.
+        let writes: Vec<Write<S::Msg>> = node.unsynced.drain(..).collect();
+        let keep = (keep_draw % (writes.len() as u64 + 1)) as usize;
+        for (i, w) in writes.iter().take(keep).enumerate() {
+            let part = match w {
+                DiskWrite::Append(es) if i + 1 == keep => {
+                    Some((torn_draw % (es.len() as u64 + 1)) as usize)
+                }
+                _ => None,
+            };
+            node.durable.apply(w, part);
+        }
+        node.syncs.clear();
+        node.issued = 0;
+        node.made_durable = 0;
+        node.sync_at = 0;
+    }
+
+    fn restart(&mut self, r: u8) {
+        let now = self.now;
+        let config = replica_config(self.seed, self.model, r);
+        let node = &mut self.nodes[usize::from(r)];
+        if node.replica.is_some() {
+            return;
+        }
+        node.replica = Some(Replica::recover(
+            r,
+            config,
+            InputLog::default(),
+            &node.durable,
+            now,
+        ));
+        self.pump(r);
+    }
+
+    /// Whether a replica is down or has not recovered from a crash yet.
+    fn impaired(&self) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| n.replica.as_ref().is_none_or(|r| r.is_amnesiac()))
+    }
+
+    /// What the group's log says: the server rebuilt from the inputs of the replica that
+    /// committed the most.
+    fn logged_state(&self) -> S {
+        let best = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.replica.as_ref())
+            .max_by_key(|r| (r.commit(), r.app().applied.len()));
+        let mut server = self.initial.clone();
+        for (_, l) in best.map_or(&[][..], |r| &r.app().applied[..]) {
+            execute(&mut server, &l.input);
+        }
+        server
+    }
+
+    /// A one-line account of the replicas.
+    pub fn describe(&self) -> String {
+        let replicas: Vec<String> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| match &n.replica {
+                None => format!("r{i} down"),
+                Some(r) => format!(
+                    "r{i} {:?} view {:?} op_max {} commit {:?} dp {}{}",
+                    r.role(),
+                    r.view(),
+                    r.op_max().op,
+                    r.commit().map(|c| c.op),
+                    r.dp().op,
+                    self.hosts[i].as_ref().map_or(String::new(), |h| format!(
+                        " hosting, {} pending",
+                        h.pending.len()
+                    ))
+                ),
+            })
+            .collect();
+        replicas.join(" / ")
+    }
+}
+
+fn execute<S: TxnServer>(server: &mut S, input: &Input<S::Msg>) -> Outputs<S::Msg> {
+    match input {
+        Input::Message(now, msg) => server.on_message(*now, msg.clone()),
+        Input::Tick(now) => server.tick(*now),
+    }
+    (server.drain(), server.drain_peers())
+}
+
+/// The replicas' settings, in µs of the server's clock: a view change after about
+/// 30 rounds without the primary, so that failovers are rare next to the clients' 10 ms
+/// resends but happen many times in a run.
+fn replica_config(seed: u64, model: ReplicationModel, replica: u8) -> VsrConfig {
+    let mut c = VsrConfig::new(REPLICAS);
+    c.mode = match model.durability {
+        Durability::Sync => Mode::Sync,
+        Durability::Lazy | Durability::LazyAnswersOnDisk => Mode::Lazy,
+    };
+    let round = model.round;
+    c.heartbeat_interval = 3 * round;
+    c.view_change_timeout = 30 * round;
+    c.view_change_jitter = 15 * round;
+    c.election_timeout = 25 * round;
+    c.catch_up_timeout = 10 * round;
+    c.lease = 0;
+    // The log stays small in a run: no checkpoints.
+    c.checkpoint_interval = 0;
+    c.seed = seed
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .wrapping_add(u64::from(replica));
+    c
+}
+
+impl<S> TxnServer for VsrReplicated<S>
+where
+    S: TxnServer + Clone,
+{
+    type Msg = S::Msg;
+
+    fn on_message(&mut self, now: u64, msg: S::Msg) {
+        self.advance(now);
+        if let Some(r) = self.leader() {
+            self.submit(r, Input::Message(now, msg));
+        }
+    }
+
+    fn drain(&mut self) -> Vec<(ClientId, S::Msg)> {
+        std::mem::take(&mut self.ready)
+    }
+
+    fn drain_peers(&mut self) -> Vec<(ServerId, S::Msg)> {
+        std::mem::take(&mut self.ready_peers)
+    }
+
+    fn admits(&self, msg: &S::Msg) -> bool {
+        self.initial.admits(msg)
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        if let Some(v) = &self.violation {
+            return Err(format!("the replication group lost an answered input: {v}"));
+        }
+        let mut views = BTreeSet::new();
+        for h in self.hosts.iter().flatten() {
+            if !views.insert(h.view) {
+                return Err(format!("two hosts in view {:?}", h.view));
+            }
+            h.server.check_invariants()?;
+        }
+        Ok(())
+    }
+
+    fn committed_versions(&self) -> Vec<(Key, Vec<Value>)> {
+        self.logged_state().committed_versions()
+    }
+
+    fn undecided(&self) -> Vec<TxnId> {
+        self.logged_state().undecided()
+    }
+
+    fn describe_waits(&self) -> String {
+        let inner = self
+            .leader()
+            .and_then(|r| self.hosts[usize::from(r)].as_ref())
+            .map_or("no host".to_string(), |h| h.server.describe_waits());
+        format!("{}; {inner}", self.describe())
+    }
+
+    fn tick_every(&self) -> Option<u64> {
+        let busy = self.in_flight > 0
+            || self.leader().is_none()
+            || self.hosts.iter().flatten().any(|h| !h.pending.is_empty());
+        let replication = busy.then_some(REPLICA_TICK);
+        let inner = self
+            .leader()
+            .and_then(|r| self.hosts[usize::from(r)].as_ref())
+            .and_then(|h| h.server.tick_every());
+        match (inner, replication) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn tick(&mut self, now: u64) {
+        self.advance(now);
+        let Some(r) = self.leader() else {
+            return;
+        };
+        let due = self.hosts[usize::from(r)].as_ref().is_some_and(|h| {
+            h.server
+                .tick_every()
+                .is_some_and(|every| now >= h.ticked_at + every)
+        });
+        if due {
+            if let Some(h) = self.hosts[usize::from(r)].as_mut() {
+                h.ticked_at = now;
+            }
+            self.submit(r, Input::Tick(now));
+        }
+    }
+
+    fn committed_effects(&self) -> Vec<(TxnId, Effects)> {
+        self.logged_state().committed_effects()
+    }
+
+    fn decisions(&self) -> Vec<(TxnId, bool)> {
+        self.logged_state().decisions()
+    }
+
+    fn replication_stats(&self) -> Option<ReplicationStats> {
+        Some(self.stats)
+    }
+
+    fn group_fault(&mut self, now: u64, fault: GroupFault) {
+        self.advance(now);
+        match fault {
+            GroupFault::Failover { .. } => {
+                // The primary crashes (what survives is the protocol's to decide, not
+                // the fault's); never a second replica while one is down or recovering:
+                // that is a total crash.
+                if self.impaired() {
+                    return;
+                }
+                let r = match self.leader() {
+                    Some(r) => r,
+                    None => self.rng.below(u64::from(REPLICAS)) as u8,
+                };
+                self.crash(r);
+                let after = self.model.round * (5 + self.rng.below(60));
+                self.schedule(after, Event::Restart { replica: r });
+            }
+            GroupFault::TotalCrash => {
+                self.stats.total_crashes += 1;
+                self.total_crash_at = Some(now);
+                for r in 0..REPLICAS {
+                    self.crash(r);
+                    let after = self.model.round * (3 + self.rng.below(30));
+                    self.schedule(after, Event::Restart { replica: r });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server that keeps every message it got and answers each with the count so far.
+    #[derive(Clone, Debug, Default)]
+    struct Counter {
+        seen: Vec<u64>,
+        out: Vec<(ClientId, u64)>,
+    }
+
+    impl TxnServer for Counter {
+        type Msg = u64;
+        fn on_message(&mut self, _now: u64, msg: u64) {
+            self.seen.push(msg);
+            self.out.push((0, self.seen.len() as u64));
+        }
+        fn drain(&mut self) -> Vec<(ClientId, u64)> {
+            std::mem::take(&mut self.out)
+        }
+        fn check_invariants(&self) -> Result<(), String> {
+            Ok(())
+        }
+        fn committed_versions(&self) -> Vec<(Key, Vec<Value>)> {
+            let seen = self.seen.iter().map(|&v| Value::from(v)).collect();
+            vec![(Key::from(0), seen)]
+        }
+        fn undecided(&self) -> Vec<TxnId> {
+            Vec::new()
+        }
+        fn describe_waits(&self) -> String {
+            String::new()
+        }
+    }
+
+    fn group(durability: Durability, seed: u64) -> VsrReplicated<Counter> {
+        let model = ReplicationModel {
+            durability,
+            round: 100,
+            sync_gap: 400,
+            answers_before_commit: false,
+            real_replicas: true,
+        };
+        VsrReplicated::new(Counter::default(), model, seed)
+    }
+
+    fn logged(g: &VsrReplicated<Counter>) -> Vec<u64> {
+        g.committed_versions()[0]
+            .1
+            .iter()
+            .map(|v| v.to_u64().expect("a number"))
+            .collect()
+    }
+
+    /// Ticks the group until `until`, gathering what it answers.
+    fn run(g: &mut VsrReplicated<Counter>, from: u64, until: u64) -> Vec<u64> {
+        let mut answers = Vec::new();
+        let mut t = from;
+        while t <= until {
+            g.tick(t);
+            answers.extend(g.drain().into_iter().map(|(_, a)| a));
+            assert_eq!(g.check_invariants(), Ok(()));
+            t += 50;
+        }
+        answers
+    }
+
+    /// Sends `msg` until it is answered (it is lost while there is no host), as a
+    /// client's resends do. Returns the answer and the time.
+    fn send(g: &mut VsrReplicated<Counter>, mut now: u64, msg: u64) -> (u64, u64) {
+        for _ in 0..200 {
+            g.on_message(now, msg);
+            let answers = run(g, now, now + 2_000);
+            now += 2_050;
+            if let Some(&a) = answers.last() {
+                return (a, now);
+            }
+        }
+        panic!("message {msg} never answered: {}", g.describe());
+    }
+
+    #[test]
+    fn a_host_is_elected_and_answers_leave_only_after_their_input_commits() {
+        for seed in 0..20 {
+            let mut g = group(Durability::Lazy, seed);
+            let (_, now) = send(&mut g, 0, 1);
+            // Submitted now, its answer cannot leave before a round trip between replicas.
+            g.on_message(now, 2);
+            assert!(g.drain().is_empty(), "seed {seed}: answered before commit");
+            let answers = run(&mut g, now, now + 5_000);
+            assert!(answers.contains(&2), "seed {seed}: {answers:?}");
+            assert_eq!(logged(&g), vec![1, 2], "seed {seed}");
+            assert_eq!(g.stats.committed_lost, 0);
+        }
+    }
+
+    #[test]
+    fn failovers_keep_every_answered_input() {
+        for seed in 0..20 {
+            let mut g = group(Durability::Lazy, seed);
+            let mut now = 0;
+            let mut answered = Vec::new();
+            for msg in 1..=8 {
+                let (a, t) = send(&mut g, now, msg);
+                answered.push(a);
+                now = t;
+                if msg % 2 == 0 {
+                    g.group_fault(now, GroupFault::Failover { keep: 0 });
+                }
+            }
+            run(&mut g, now, now + 20_000);
+            let log = logged(&g);
+            for msg in 1..=8 {
+                assert!(
+                    log.contains(&msg),
+                    "seed {seed}: {msg} missing from {log:?}"
+                );
+            }
+            assert!(g.stats.failovers > 0, "seed {seed}: no failover happened");
+            assert_eq!(g.check_invariants(), Ok(()));
+        }
+    }
+
+    #[test]
+    fn a_total_crash_loses_answered_inputs_only_under_lazy_durability() {
+        let mut lost_under_lazy = 0;
+        for durability in [
+            Durability::Lazy,
+            Durability::Sync,
+            Durability::LazyAnswersOnDisk,
+        ] {
+            for seed in 0..30 {
+                let mut g = group(durability, seed);
+                let (_, mut now) = send(&mut g, 0, 1);
+                for msg in 2..=4 {
+                    g.on_message(now, msg);
+                    now += 10;
+                }
+                // The group crashes whole the moment the first of them is answered: its
+                // disks may not have caught up yet.
+                let mut answers = Vec::new();
+                while answers.is_empty() && now < 100_000 {
+                    now += 10;
+                    g.tick(now);
+                    answers.extend(g.drain().into_iter().map(|(_, a)| a));
+                }
+                g.group_fault(now, GroupFault::TotalCrash);
+                answers.extend(g.drain().into_iter().map(|(_, a)| a));
+                let (_, now) = send(&mut g, now, 5);
+                run(&mut g, now, now + 5_000);
+                let log = logged(&g);
+                assert!(log.contains(&5), "{durability:?} seed {seed}: {log:?}");
+                match durability {
+                    Durability::Lazy => {
+                        lost_under_lazy += g.stats.committed_lost;
+                        assert_eq!(g.check_invariants(), Ok(()));
+                    }
+                    Durability::Sync | Durability::LazyAnswersOnDisk => {
+                        // Every answered input survived (the group checks it too).
+                        assert_eq!(g.stats.committed_lost, 0);
+                        assert!(log.contains(&1));
+                        assert!(
+                            log.len() >= answers.len() + 2,
+                            "{durability:?} seed {seed}: answered {answers:?}, log {log:?}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(
+            lost_under_lazy > 0,
+            "a total crash under Lazy VSR never lost an answered input in 30 seeds"
+        );
+    }
+}
