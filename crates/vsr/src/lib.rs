@@ -23,6 +23,7 @@ pub mod client_table;
 pub mod kv;
 pub mod message;
 mod replica;
+pub mod sim_disk;
 pub mod types;
 
 pub use app::App;

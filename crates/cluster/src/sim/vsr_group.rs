@@ -30,9 +30,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use verso_vsr::sim_disk::SimDisk;
 use verso_vsr::{
-    Action as VsrAction, Address, App, ClientId, Config as VsrConfig, DiskWrite, Durable,
-    Message as VsrMessage, MessageOf, Mistake, Replica, Request as VsrRequest, Role, ViewNum,
+    Action as VsrAction, Address, App, ClientId, Config as VsrConfig, Message as VsrMessage,
+    MessageOf, Mistake, Replica, Request as VsrRequest, Role, ViewNum,
 };
 
 use super::{Event, Sim};
@@ -115,7 +116,7 @@ impl App for RecordApp {
 }
 
 type Msg = MessageOf<RecordApp>;
-type Write = DiskWrite<LoggedRecord, (), Vec<(u64, LoggedRecord)>>;
+type Disk = SimDisk<LoggedRecord, (), Vec<(u64, LoggedRecord)>>;
 
 /// Lazen's group state machine on the replica that leads.
 struct Host {
@@ -135,16 +136,7 @@ struct ReplicaNode {
     replica: Option<Replica<RecordApp>>,
     /// Bumped by each crash: disk completions of an earlier life are dropped.
     incarnation: u64,
-    durable: Durable<LoggedRecord, (), Vec<(u64, LoggedRecord)>>,
-    /// Writes issued and not yet durable, oldest first.
-    unsynced: VecDeque<Write>,
-    /// Syncs asked for, oldest first: each makes the writes before it durable.
-    syncs: VecDeque<(u64, usize)>,
-    /// Writes issued since the last crash, and how many of them are durable.
-    issued: usize,
-    made_durable: usize,
-    /// When the last scheduled sync completes (syncs complete in order).
-    sync_at: u64,
+    disk: Disk,
     /// Messages to and from the other replicas are lost until then.
     cut_off_until: u64,
     host: Option<Host>,
@@ -230,12 +222,7 @@ impl VsrGroup {
                     0,
                 )),
                 incarnation: 0,
-                durable: Durable::default(),
-                unsynced: VecDeque::new(),
-                syncs: VecDeque::new(),
-                issued: 0,
-                made_durable: 0,
-                sync_at: 0,
+                disk: Disk::default(),
                 cut_off_until: 0,
                 host: None,
             })
@@ -348,18 +335,9 @@ impl Sim {
                 if node.incarnation != incarnation {
                     return;
                 }
-                let Some((id, mark)) = node.syncs.pop_front() else {
+                let Some((id, checkpoints)) = node.disk.complete_sync() else {
                     return;
                 };
-                let mut checkpoints = Vec::new();
-                while node.made_durable < mark {
-                    let w = node.unsynced.pop_front().expect("an issued write");
-                    node.durable.apply(&w, None);
-                    if let DiskWrite::Checkpoint(s) = &w {
-                        checkpoints.push(s.ap);
-                    }
-                    node.made_durable += 1;
-                }
                 let Some(r) = node.replica.as_mut() else {
                     return;
                 };
@@ -412,19 +390,13 @@ impl Sim {
                         to: Address::Client(c),
                         message,
                     } => replies.push((c, message)),
-                    VsrAction::Write(w) => {
-                        node.unsynced.push_back(w);
-                        node.issued += 1;
-                    }
+                    VsrAction::Write(w) => node.disk.write(w),
                     VsrAction::Sync { id } => {
-                        let mark = node.issued;
-                        node.syncs.push_back((id, mark));
                         // A slow disk under faults: more of the lazy suffix is in flight when
                         // a whole group crashes.
                         let delay = 1 + self.rng.below(if self.faulty() { 30 } else { 2 });
                         let node = &mut self.vsr_mut(g).nodes[usize::from(r)];
-                        let at = (now + delay).max(node.sync_at);
-                        node.sync_at = at;
+                        let at = node.disk.sync(id, now, delay);
                         let incarnation = node.incarnation;
                         self.schedule(
                             at - now,
@@ -842,21 +814,7 @@ impl Sim {
         let node = &mut self.vsr_mut(g).nodes[usize::from(r)];
         node.replica = None;
         node.incarnation += 1;
-        let writes: Vec<Write> = node.unsynced.drain(..).collect();
-        let keep = (keep_draw % (writes.len() as u64 + 1)) as usize;
-        for (i, w) in writes.iter().take(keep).enumerate() {
-            let part = match w {
-                DiskWrite::Append(es) if i + 1 == keep => {
-                    Some((torn_draw % (es.len() as u64 + 1)) as usize)
-                }
-                _ => None,
-            };
-            node.durable.apply(w, part);
-        }
-        node.syncs.clear();
-        node.issued = 0;
-        node.made_durable = 0;
-        node.sync_at = 0;
+        node.disk.crash(keep_draw, torn_draw);
     }
 
     fn restart_replica(&mut self, g: GroupId, r: u8) {
@@ -868,12 +826,12 @@ impl Sim {
         if node.replica.is_some() {
             return;
         }
-        let tail = node.durable.tail();
+        let tail = node.disk.durable.tail();
         node.replica = Some(Replica::recover(
             r,
             replica_config(seed, mistake, g, r),
             app,
-            &node.durable,
+            &node.disk.durable,
             now,
         ));
         self.trace(|| format!("group {g} r{r} restarts, disk log to {tail:?}"));

@@ -34,9 +34,10 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
 
+use verso_vsr::sim_disk::SimDisk;
 use verso_vsr::{
-    Action, Address, App, ClientId as VsrClientId, Config as VsrConfig, DiskWrite, Durable,
-    Message as VsrMessage, MessageOf, Mode, Replica, Request as VsrRequest, Role, ViewNum,
+    Action, Address, App, ClientId as VsrClientId, Config as VsrConfig, Message as VsrMessage,
+    MessageOf, Mode, Replica, Request as VsrRequest, Role, ViewNum,
 };
 
 use super::{Durability, Input, Outputs, ReplicationModel, ReplicationStats};
@@ -128,8 +129,7 @@ impl<M: Clone + Debug> App for InputLog<M> {
 }
 
 type Msg<M> = MessageOf<InputLog<M>>;
-type Write<M> = DiskWrite<Logged<M>, (), Vec<(u64, Logged<M>)>>;
-type Disk<M> = Durable<Logged<M>, (), Vec<(u64, Logged<M>)>>;
+type Disk<M> = SimDisk<Logged<M>, (), Vec<(u64, Logged<M>)>>;
 
 /// An input the host executed and handed to its replica.
 #[derive(Debug)]
@@ -160,15 +160,7 @@ struct Node<M: Clone + Debug> {
     replica: Option<Replica<InputLog<M>>>,
     /// Bumped by each crash: what was under way for an earlier life is dropped.
     incarnation: u64,
-    durable: Disk<M>,
-    /// Writes issued and not yet durable, oldest first.
-    unsynced: VecDeque<Write<M>>,
-    /// Syncs asked for, oldest first: each makes the writes issued before it durable.
-    syncs: VecDeque<(u64, usize)>,
-    issued: usize,
-    made_durable: usize,
-    /// When the last scheduled sync completes (syncs complete in order).
-    sync_at: u64,
+    disk: Disk<M>,
 }
 
 #[derive(Debug)]
@@ -240,12 +232,7 @@ where
                     0,
                 )),
                 incarnation: 0,
-                durable: Durable::default(),
-                unsynced: VecDeque::new(),
-                syncs: VecDeque::new(),
-                issued: 0,
-                made_durable: 0,
-                sync_at: 0,
+                disk: Disk::default(),
             })
             .collect();
         let mut g = VsrReplicated {
@@ -329,18 +316,9 @@ where
                 if node.incarnation != incarnation {
                     return;
                 }
-                let Some((id, mark)) = node.syncs.pop_front() else {
+                let Some((id, checkpoints)) = node.disk.complete_sync() else {
                     return;
                 };
-                let mut checkpoints = Vec::new();
-                while node.made_durable < mark {
-                    let w = node.unsynced.pop_front().expect("an issued write");
-                    node.durable.apply(&w, None);
-                    if let DiskWrite::Checkpoint(s) = &w {
-                        checkpoints.push(s.ap);
-                    }
-                    node.made_durable += 1;
-                }
                 let Some(r) = node.replica.as_mut() else {
                     return;
                 };
@@ -387,16 +365,11 @@ where
                     to: Address::Client(_),
                     message,
                 } => replies.push(message),
-                Action::Write(w) => {
-                    node.unsynced.push_back(w);
-                    node.issued += 1;
-                }
+                Action::Write(w) => node.disk.write(w),
                 Action::Sync { id } => {
-                    node.syncs.push_back((id, node.issued));
                     let delay = 1 + self.rng.below(self.model.sync_gap.max(1));
                     let node = &mut self.nodes[usize::from(r)];
-                    let at = (now + delay).max(node.sync_at);
-                    node.sync_at = at;
+                    let at = node.disk.sync(id, now, delay);
                     let incarnation = node.incarnation;
                     self.schedule(
                         at - now,
@@ -603,23 +576,7 @@ where
         let node = &mut self.nodes[usize::from(r)];
         node.replica = None;
         node.incarnation += 1;
-        // The disk keeps a random prefix of what was not synced, the last append maybe
-        // torn.
-        let writes: Vec<Write<S::Msg>> = node.unsynced.drain(..).collect();
-        let keep = (keep_draw % (writes.len() as u64 + 1)) as usize;
-        for (i, w) in writes.iter().take(keep).enumerate() {
-            let part = match w {
-                DiskWrite::Append(es) if i + 1 == keep => {
-                    Some((torn_draw % (es.len() as u64 + 1)) as usize)
-                }
-                _ => None,
-            };
-            node.durable.apply(w, part);
-        }
-        node.syncs.clear();
-        node.issued = 0;
-        node.made_durable = 0;
-        node.sync_at = 0;
+        node.disk.crash(keep_draw, torn_draw);
     }
 
     fn restart(&mut self, r: u8) {
@@ -633,7 +590,7 @@ where
             r,
             config,
             InputLog::default(),
-            &node.durable,
+            &node.disk.durable,
             now,
         ));
         self.pump(r);
