@@ -198,6 +198,8 @@ pub struct VsrReplicated<S: TxnServer> {
     next_event: u64,
     /// Queued events other than the timers' tick: while there are any, the group has work.
     in_flight: usize,
+    /// Per link (from, to): when its last message arrives (links are FIFO).
+    link_free_at: [[u64; REPLICAS as usize]; REPLICAS as usize],
     next_uid: u64,
     next_client: VsrClientId,
     /// Whether a replica hosted yet (the first host is not a failover).
@@ -247,6 +249,7 @@ where
             events: BTreeMap::new(),
             next_event: 0,
             in_flight: 0,
+            link_free_at: [[0; REPLICAS as usize]; REPLICAS as usize],
             next_uid: 1,
             next_client: 1,
             hosted: false,
@@ -397,13 +400,17 @@ where
     }
 
     fn send(&mut self, to: u8, from: u8, msg: Msg<S::Msg>) {
-        // One way is about half a round, give or take: replicas' messages overtake
-        // each other.
+        // One way is about half a round, give or take, and a link delivers in order, as a
+        // TCP connection does (`verso sim vsr` is where replicas' messages are reordered,
+        // lost and duplicated; reordered PREPAREs here cost a catch-up timeout each).
         let half = self.model.round / 2;
         let delay = 1 + half / 2 + self.rng.below(half.max(1));
+        let link = &mut self.link_free_at[usize::from(from)][usize::from(to)];
+        let at = (self.now + delay).max(*link);
+        *link = at;
         let incarnation = self.nodes[usize::from(to)].incarnation;
         self.schedule(
-            delay,
+            at - self.now,
             Event::Deliver {
                 to,
                 from,
@@ -735,7 +742,12 @@ where
         let busy = self.in_flight > 0
             || self.leader().is_none()
             || self.hosts.iter().flatten().any(|h| !h.pending.is_empty());
-        let replication = busy.then_some(REPLICA_TICK);
+        // Called back exactly when the group's next event is due, so that an answer leaves
+        // when its reply comes, not at the next multiple of some period.
+        let next = self.queue.peek().map_or(REPLICA_TICK, |Reverse((at, _))| {
+            at.saturating_sub(self.now).max(1)
+        });
+        let replication = busy.then_some(next);
         let inner = self
             .leader()
             .and_then(|r| self.hosts[usize::from(r)].as_ref())
