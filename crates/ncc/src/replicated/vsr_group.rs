@@ -32,13 +32,16 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::fmt::Debug;
-use std::hash::{Hash, Hasher};
 
 use verso_vsr::sim_disk::SimDisk;
 use verso_vsr::{
-    Action, Address, App, ClientId as VsrClientId, Config as VsrConfig, Message as VsrMessage,
+    Action, Address, ClientId as VsrClientId, Config as VsrConfig, Message as VsrMessage,
     MessageOf, Mode, Replica, Request as VsrRequest, Role, ViewNum,
 };
+
+mod input_log;
+
+use input_log::{InputLog, Logged};
 
 use super::{Durability, Input, Outputs, ReplicationModel, ReplicationStats};
 use crate::protocol::{GroupFault, TxnServer};
@@ -49,84 +52,6 @@ use crate::workload::Rng;
 const REPLICAS: u8 = 3;
 /// How often the replicas' timers are looked at (µs of the server's clock).
 const REPLICA_TICK: u64 = 500;
-
-/// An input as the group's log carries it. `uid` names it across failovers (unique within
-/// the group), and equality, order and hash are the uid's: the log asks them of its
-/// operations, which a protocol's messages need not offer.
-#[derive(Clone, Debug)]
-pub(crate) struct Logged<M> {
-    uid: u64,
-    input: Input<M>,
-}
-
-impl<M> PartialEq for Logged<M> {
-    fn eq(&self, other: &Self) -> bool {
-        self.uid == other.uid
-    }
-}
-
-impl<M> Eq for Logged<M> {}
-
-impl<M> PartialOrd for Logged<M> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl<M> Ord for Logged<M> {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.uid.cmp(&other.uid)
-    }
-}
-
-impl<M> Hash for Logged<M> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.uid.hash(state);
-    }
-}
-
-/// The replicated application: every input applied, with its operation number, in log
-/// order. The server itself is rebuilt from it by the host (module docs), so undo is
-/// dropping the tail.
-#[derive(Clone, Debug)]
-pub(crate) struct InputLog<M> {
-    applied: Vec<(u64, Logged<M>)>,
-}
-
-impl<M> Default for InputLog<M> {
-    fn default() -> Self {
-        InputLog {
-            applied: Vec::new(),
-        }
-    }
-}
-
-impl<M: Clone + Debug> App for InputLog<M> {
-    type Op = Logged<M>;
-    type Reply = ();
-    type Snapshot = Vec<(u64, Logged<M>)>;
-
-    fn apply(&mut self, op_number: u64, op: &Logged<M>) {
-        debug_assert!(self.applied.last().is_none_or(|(n, _)| *n <= op_number));
-        self.applied.push((op_number, op.clone()));
-    }
-
-    fn undo_to(&mut self, op_number: u64) {
-        while self.applied.last().is_some_and(|(n, _)| *n > op_number) {
-            self.applied.pop();
-        }
-    }
-
-    fn forget_undo(&mut self, _op_number: u64) {}
-
-    fn snapshot(&self) -> Self::Snapshot {
-        self.applied.clone()
-    }
-
-    fn restore(&mut self, snapshot: &Self::Snapshot) {
-        self.applied = snapshot.clone();
-    }
-}
 
 type Msg<M> = MessageOf<InputLog<M>>;
 type Disk<M> = SimDisk<Logged<M>, (), Vec<(u64, Logged<M>)>>;
@@ -820,177 +745,4 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A server that keeps every message it got and answers each with the count so far.
-    #[derive(Clone, Debug, Default)]
-    struct Counter {
-        seen: Vec<u64>,
-        out: Vec<(ClientId, u64)>,
-    }
-
-    impl TxnServer for Counter {
-        type Msg = u64;
-        fn on_message(&mut self, _now: u64, msg: u64) {
-            self.seen.push(msg);
-            self.out.push((0, self.seen.len() as u64));
-        }
-        fn drain(&mut self) -> Vec<(ClientId, u64)> {
-            std::mem::take(&mut self.out)
-        }
-        fn check_invariants(&self) -> Result<(), String> {
-            Ok(())
-        }
-        fn committed_versions(&self) -> Vec<(Key, Vec<Value>)> {
-            let seen = self.seen.iter().map(|&v| Value::from(v)).collect();
-            vec![(Key::from(0), seen)]
-        }
-        fn undecided(&self) -> Vec<TxnId> {
-            Vec::new()
-        }
-        fn describe_waits(&self) -> String {
-            String::new()
-        }
-    }
-
-    fn group(durability: Durability, seed: u64) -> VsrReplicated<Counter> {
-        let model = ReplicationModel {
-            durability,
-            round: 100,
-            sync_gap: 400,
-            answers_before_commit: false,
-            real_replicas: true,
-        };
-        VsrReplicated::new(Counter::default(), model, seed)
-    }
-
-    fn logged(g: &VsrReplicated<Counter>) -> Vec<u64> {
-        g.committed_versions()[0]
-            .1
-            .iter()
-            .map(|v| v.to_u64().expect("a number"))
-            .collect()
-    }
-
-    /// Ticks the group until `until`, gathering what it answers.
-    fn run(g: &mut VsrReplicated<Counter>, from: u64, until: u64) -> Vec<u64> {
-        let mut answers = Vec::new();
-        let mut t = from;
-        while t <= until {
-            g.tick(t);
-            answers.extend(g.drain().into_iter().map(|(_, a)| a));
-            assert_eq!(g.check_invariants(), Ok(()));
-            t += 50;
-        }
-        answers
-    }
-
-    /// Sends `msg` until it is answered (it is lost while there is no host), as a
-    /// client's resends do. Returns the answer and the time.
-    fn send(g: &mut VsrReplicated<Counter>, mut now: u64, msg: u64) -> (u64, u64) {
-        for _ in 0..200 {
-            g.on_message(now, msg);
-            let answers = run(g, now, now + 2_000);
-            now += 2_050;
-            if let Some(&a) = answers.last() {
-                return (a, now);
-            }
-        }
-        panic!("message {msg} never answered: {}", g.describe());
-    }
-
-    #[test]
-    fn a_host_is_elected_and_answers_leave_only_after_their_input_commits() {
-        for seed in 0..20 {
-            let mut g = group(Durability::Lazy, seed);
-            let (_, now) = send(&mut g, 0, 1);
-            // Submitted now, its answer cannot leave before a round trip between replicas.
-            g.on_message(now, 2);
-            assert!(g.drain().is_empty(), "seed {seed}: answered before commit");
-            let answers = run(&mut g, now, now + 5_000);
-            assert!(answers.contains(&2), "seed {seed}: {answers:?}");
-            assert_eq!(logged(&g), vec![1, 2], "seed {seed}");
-            assert_eq!(g.stats.committed_lost, 0);
-        }
-    }
-
-    #[test]
-    fn failovers_keep_every_answered_input() {
-        for seed in 0..20 {
-            let mut g = group(Durability::Lazy, seed);
-            let mut now = 0;
-            let mut answered = Vec::new();
-            for msg in 1..=8 {
-                let (a, t) = send(&mut g, now, msg);
-                answered.push(a);
-                now = t;
-                if msg % 2 == 0 {
-                    g.group_fault(now, GroupFault::Failover { keep: 0 });
-                }
-            }
-            run(&mut g, now, now + 20_000);
-            let log = logged(&g);
-            for msg in 1..=8 {
-                assert!(
-                    log.contains(&msg),
-                    "seed {seed}: {msg} missing from {log:?}"
-                );
-            }
-            assert!(g.stats.failovers > 0, "seed {seed}: no failover happened");
-            assert_eq!(g.check_invariants(), Ok(()));
-        }
-    }
-
-    #[test]
-    fn a_total_crash_loses_answered_inputs_only_under_lazy_durability() {
-        let mut lost_under_lazy = 0;
-        for durability in [
-            Durability::Lazy,
-            Durability::Sync,
-            Durability::LazyAnswersOnDisk,
-        ] {
-            for seed in 0..30 {
-                let mut g = group(durability, seed);
-                let (_, mut now) = send(&mut g, 0, 1);
-                for msg in 2..=4 {
-                    g.on_message(now, msg);
-                    now += 10;
-                }
-                // The group crashes whole the moment the first of them is answered: its
-                // disks may not have caught up yet.
-                let mut answers = Vec::new();
-                while answers.is_empty() && now < 100_000 {
-                    now += 10;
-                    g.tick(now);
-                    answers.extend(g.drain().into_iter().map(|(_, a)| a));
-                }
-                g.group_fault(now, GroupFault::TotalCrash);
-                answers.extend(g.drain().into_iter().map(|(_, a)| a));
-                let (_, now) = send(&mut g, now, 5);
-                run(&mut g, now, now + 5_000);
-                let log = logged(&g);
-                assert!(log.contains(&5), "{durability:?} seed {seed}: {log:?}");
-                match durability {
-                    Durability::Lazy => {
-                        lost_under_lazy += g.stats.committed_lost;
-                        assert_eq!(g.check_invariants(), Ok(()));
-                    }
-                    Durability::Sync | Durability::LazyAnswersOnDisk => {
-                        // Every answered input survived (the group checks it too).
-                        assert_eq!(g.stats.committed_lost, 0);
-                        assert!(log.contains(&1));
-                        assert!(
-                            log.len() >= answers.len() + 2,
-                            "{durability:?} seed {seed}: answered {answers:?}, log {log:?}"
-                        );
-                    }
-                }
-            }
-        }
-        assert!(
-            lost_under_lazy > 0,
-            "a total crash under Lazy VSR never lost an answered input in 30 seeds"
-        );
-    }
-}
+mod tests;
