@@ -86,6 +86,9 @@ struct Node<M: Clone + Debug> {
     /// Bumped by each crash: what was under way for an earlier life is dropped.
     incarnation: u64,
     disk: Disk<M>,
+    /// Its messages to and from the other replicas are lost until then: a primary cut off
+    /// goes on hosting until it learns it was replaced.
+    cut_off_until: u64,
 }
 
 #[derive(Debug)]
@@ -93,7 +96,10 @@ enum Event<M: Clone + Debug> {
     Deliver {
         to: u8,
         from: u8,
+        /// The receiver's and the sender's lives when it was sent: a crash of either
+        /// loses what was on the wire.
         incarnation: u64,
+        from_incarnation: u64,
         msg: Box<Msg<M>>,
     },
     SyncDone {
@@ -105,6 +111,8 @@ enum Event<M: Clone + Debug> {
     },
     /// The replicas' timers (always one queued).
     Tick,
+    /// A replica's cut-off ends (nothing to do but count as work in flight until then).
+    Reconnect,
 }
 
 /// A server `S` whose replication group is three real `verso-vsr` replicas (module docs).
@@ -127,8 +135,9 @@ pub struct VsrReplicated<S: TxnServer> {
     link_free_at: [[u64; REPLICAS as usize]; REPLICAS as usize],
     next_uid: u64,
     next_client: VsrClientId,
-    /// Whether a replica hosted yet (the first host is not a failover).
-    hosted: bool,
+    /// The newest view a replica hosted in (`None`: none yet; the first host is not a
+    /// failover). A replica of an older view that catches up late does not host.
+    hosted: Option<ViewNum>,
     /// Inputs whose outputs left, with when.
     answered: BTreeMap<u64, u64>,
     /// Inputs a deposed host handed to its replica without a reply: the next host's log
@@ -160,6 +169,7 @@ where
                 )),
                 incarnation: 0,
                 disk: Disk::default(),
+                cut_off_until: 0,
             })
             .collect();
         let mut g = VsrReplicated {
@@ -177,7 +187,7 @@ where
             link_free_at: [[0; REPLICAS as usize]; REPLICAS as usize],
             next_uid: 1,
             next_client: 1,
-            hosted: false,
+            hosted: None,
             answered: BTreeMap::new(),
             orphans: BTreeSet::new(),
             total_crash_at: None,
@@ -224,8 +234,14 @@ where
                 to,
                 from,
                 incarnation,
+                from_incarnation,
                 msg,
             } => {
+                if self.nodes[usize::from(from)].incarnation != from_incarnation
+                    || self.cut_off(from, to)
+                {
+                    return; // its sender crashed since, or the link is cut
+                }
                 let node = &mut self.nodes[usize::from(to)];
                 if node.incarnation != incarnation {
                     return; // sent to a life that crashed since
@@ -257,6 +273,7 @@ where
                 self.pump(replica);
             }
             Event::Restart { replica } => self.restart(replica),
+            Event::Reconnect => {}
             Event::Tick => {
                 for r in 0..REPLICAS {
                     let node = &mut self.nodes[usize::from(r)];
@@ -328,21 +345,32 @@ where
         // One way is about half a round, give or take, and a link delivers in order, as a
         // TCP connection does (`verso sim vsr` is where replicas' messages are reordered,
         // lost and duplicated; reordered PREPAREs here cost a catch-up timeout each).
+        if self.cut_off(from, to) {
+            return;
+        }
         let half = self.model.round / 2;
         let delay = 1 + half / 2 + self.rng.below(half.max(1));
         let link = &mut self.link_free_at[usize::from(from)][usize::from(to)];
         let at = (self.now + delay).max(*link);
         *link = at;
         let incarnation = self.nodes[usize::from(to)].incarnation;
+        let from_incarnation = self.nodes[usize::from(from)].incarnation;
         self.schedule(
             at - self.now,
             Event::Deliver {
                 to,
                 from,
                 incarnation,
+                from_incarnation,
                 msg: Box::new(msg),
             },
         );
+    }
+
+    /// Whether messages between `a` and `b` are lost now (one of them is cut off).
+    fn cut_off(&self, a: u8, b: u8) -> bool {
+        self.nodes[usize::from(a)].cut_off_until > self.now
+            || self.nodes[usize::from(b)].cut_off_until > self.now
     }
 
     /// Drops a host whose replica no longer leads its view; starts one on a replica that
@@ -363,6 +391,9 @@ where
             return;
         }
         let view = rep.view();
+        if self.hosted.is_some_and(|v| v >= view) {
+            return;
+        }
         let log: Vec<Logged<S::Msg>> = rep.app().applied.iter().map(|(_, l)| l.clone()).collect();
         self.start_host(r, view, &log);
     }
@@ -414,10 +445,10 @@ where
                 Input::Message(..) => None,
             })
             .unwrap_or(0);
-        if self.hosted {
+        if self.hosted.is_some() {
             self.stats.failovers += 1;
         }
-        self.hosted = true;
+        self.hosted = Some(view);
         let client = self.next_client;
         self.next_client += 1;
         self.hosts[usize::from(r)] = Some(Host {
@@ -439,19 +470,24 @@ where
         while host.pending.front().is_some_and(|p| p.replied) {
             let p = host.pending.pop_front().expect("checked");
             self.stats.inputs_committed += 1;
-            self.answered.insert(p.uid, self.now);
             if let Some((to_clients, to_peers)) = p.outputs {
+                self.answered.insert(p.uid, self.now);
                 self.ready.extend(to_clients);
                 self.ready_peers.extend(to_peers);
             }
         }
     }
 
-    /// The host in the newest view, if any: where the shard's messages go.
+    /// The host in the newest view hosted, if it still hosts: where the shard's messages
+    /// go. A deposed host that has not heard of its successor takes no new input (its
+    /// replica could never commit it, and its server would see decisions for transactions
+    /// its successor executed); what it already handed over may still commit and leave.
     fn leader(&self) -> Option<u8> {
-        (0..REPLICAS)
-            .filter(|&r| self.hosts[usize::from(r)].is_some())
-            .max_by_key(|&r| self.hosts[usize::from(r)].as_ref().map(|h| h.view))
+        (0..REPLICAS).find(|&r| {
+            self.hosts[usize::from(r)]
+                .as_ref()
+                .is_some_and(|h| Some(h.view) == self.hosted)
+        })
     }
 
     /// The leader executes `input` and hands it to its replica.
@@ -466,6 +502,7 @@ where
         };
         let outputs = execute(&mut host.server, &input);
         let outputs = if early {
+            self.answered.insert(uid, now);
             self.ready.extend(outputs.0);
             self.ready_peers.extend(outputs.1);
             None
@@ -528,11 +565,11 @@ where
         self.pump(r);
     }
 
-    /// Whether a replica is down or has not recovered from a crash yet.
+    /// Whether a replica is down, cut off, or has not recovered from a crash yet.
     fn impaired(&self) -> bool {
-        self.nodes
-            .iter()
-            .any(|n| n.replica.as_ref().is_none_or(|r| r.is_amnesiac()))
+        self.nodes.iter().any(|n| {
+            n.cut_off_until > self.now || n.replica.as_ref().is_none_or(|r| r.is_amnesiac())
+        })
     }
 
     /// What the group's log says: the server rebuilt from the inputs of the replica that
@@ -593,12 +630,17 @@ fn replica_config(seed: u64, model: ReplicationModel, replica: u8) -> VsrConfig 
         Durability::Sync => Mode::Sync,
         Durability::Lazy | Durability::LazyAnswersOnDisk => Mode::Lazy,
     };
-    let round = model.round;
-    c.heartbeat_interval = 3 * round;
-    c.view_change_timeout = 30 * round;
-    c.view_change_jitter = 15 * round;
-    c.election_timeout = 25 * round;
-    c.catch_up_timeout = 10 * round;
+    // The timers' unit: a round, or a tenth of the disks' delay if that is longer (an
+    // election waits for a disk write; with timers shorter than the disks it never ends).
+    let unit = model.round.max(model.sync_gap / 10);
+    c.heartbeat_interval = 3 * unit;
+    c.view_change_timeout = 30 * unit;
+    c.view_change_jitter = 15 * unit;
+    c.election_timeout = 25 * unit;
+    c.catch_up_timeout = 10 * unit;
+    // A request the primary dropped would hold back every later answer of its host, which
+    // waits for replies in order: the queue is not the limit here.
+    c.request_queue_max = usize::MAX;
     c.lease = 0;
     // The log stays small in a run: no checkpoints.
     c.checkpoint_interval = 0;
@@ -727,9 +769,17 @@ where
                     Some(r) => r,
                     None => self.rng.below(u64::from(REPLICAS)) as u8,
                 };
-                self.crash(r);
-                let after = self.model.round * (5 + self.rng.below(60));
-                self.schedule(after, Event::Restart { replica: r });
+                if self.rng.below(2) == 0 {
+                    self.crash(r);
+                    let after = self.model.round * (5 + self.rng.below(60));
+                    self.schedule(after, Event::Restart { replica: r });
+                } else {
+                    // Cut off from its peers, long enough for them to elect another now
+                    // and then: it hosts on, deposed, until it hears of its successor.
+                    let until = now + self.model.round * (10 + self.rng.below(60));
+                    self.nodes[usize::from(r)].cut_off_until = until;
+                    self.schedule(until - now, Event::Reconnect);
+                }
             }
             GroupFault::TotalCrash => {
                 self.stats.total_crashes += 1;
