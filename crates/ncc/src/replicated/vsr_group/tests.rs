@@ -231,14 +231,7 @@ proptest::proptest! {
         steps in proptest::collection::vec(step(), 1..40),
         elected_by in 0u64..6_000,
     ) {
-        let model = ReplicationModel {
-            durability,
-            round: 100,
-            sync_gap: 400,
-            answers_before_commit: false,
-            real_replicas: true,
-        };
-        let mut g = VsrReplicated::new(Numbered::default(), model, seed);
+        let mut g = group(durability, seed);
         // Messages before the first election (about 3-5 ms) are lost; most cases let it
         // happen first.
         let mut now = 0;
