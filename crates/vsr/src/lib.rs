@@ -22,6 +22,7 @@ pub mod client;
 pub mod client_table;
 pub mod kv;
 pub mod message;
+pub mod op_log;
 mod replica;
 pub mod sim_disk;
 pub mod types;

@@ -30,10 +30,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use verso_vsr::op_log::OpLog;
 use verso_vsr::sim_disk::SimDisk;
 use verso_vsr::{
-    Action as VsrAction, Address, App, ClientId, Config as VsrConfig, Message as VsrMessage,
-    MessageOf, Mistake, Replica, Request as VsrRequest, Role, ViewNum,
+    Action as VsrAction, Address, ClientId, Config as VsrConfig, Message as VsrMessage, MessageOf,
+    Mistake, Replica, Request as VsrRequest, Role, ViewNum,
 };
 
 use super::{Event, Sim};
@@ -65,53 +66,22 @@ pub(super) struct LoggedRecord {
 /// The replicated application: every record applied, with its operation number, in log
 /// order. Operation 0 is the bootstrap (`Own`, and in group 0 the slot map's `Assign`s),
 /// which no rollback reaches.
-#[derive(Clone, Debug)]
-pub(super) struct RecordApp {
-    applied: Vec<(u64, LoggedRecord)>,
-}
+pub(super) type RecordApp = OpLog<LoggedRecord>;
 
-impl RecordApp {
-    fn bootstrap(records: &[LogRecord]) -> RecordApp {
-        RecordApp {
-            applied: records
-                .iter()
-                .map(|r| {
-                    (
-                        0,
-                        LoggedRecord {
-                            uid: 0,
-                            record: r.clone(),
-                        },
-                    )
-                })
-                .collect(),
-        }
-    }
-}
-
-impl App for RecordApp {
-    type Op = LoggedRecord;
-    type Reply = ();
-    type Snapshot = Vec<(u64, LoggedRecord)>;
-
-    fn apply(&mut self, op_number: u64, op: &LoggedRecord) {
-        self.applied.push((op_number, op.clone()));
-    }
-
-    fn undo_to(&mut self, op_number: u64) {
-        while self.applied.last().is_some_and(|(op, _)| *op > op_number) {
-            self.applied.pop();
-        }
-    }
-
-    fn forget_undo(&mut self, _op_number: u64) {}
-
-    fn snapshot(&self) -> Self::Snapshot {
-        self.applied.clone()
-    }
-
-    fn restore(&mut self, snapshot: &Self::Snapshot) {
-        self.applied = snapshot.clone();
+fn bootstrap_app(records: &[LogRecord]) -> RecordApp {
+    OpLog {
+        applied: records
+            .iter()
+            .map(|r| {
+                (
+                    0,
+                    LoggedRecord {
+                        uid: 0,
+                        record: r.clone(),
+                    },
+                )
+            })
+            .collect(),
     }
 }
 
@@ -218,7 +188,7 @@ impl VsrGroup {
                 replica: Some(Replica::new(
                     r,
                     replica_config(seed, mistake, group, r),
-                    RecordApp::bootstrap(&bootstrap),
+                    bootstrap_app(&bootstrap),
                     0,
                 )),
                 incarnation: 0,
@@ -821,7 +791,7 @@ impl Sim {
         let now = self.now;
         let (seed, mistake) = (self.opts.seed, self.opts.vsr_mistake);
         let vg = self.vsr_mut(g);
-        let app = RecordApp::bootstrap(&vg.bootstrap);
+        let app = bootstrap_app(&vg.bootstrap);
         let node = &mut vg.nodes[usize::from(r)];
         if node.replica.is_some() {
             return;

@@ -201,13 +201,7 @@ pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
             let servers: Vec<Server> = servers
                 .map(|s| with_recovery(Server::new(opts.mistakes), s, opts.recovery_after))
                 .collect();
-            match opts.replication {
-                Some(model) if model.real_replicas => {
-                    run_with(opts, vsr_replicated(servers, model, opts.seed), clients)
-                }
-                Some(model) => run_with(opts, replicated(servers, model), clients),
-                None => run_with(opts, servers, clients),
-            }
+            run_replicated_or_not(opts, servers, clients)
         }
         kind => {
             let flavor = match kind {
@@ -228,14 +222,28 @@ pub fn run(opts: &SimOptions) -> Result<SimStats, String> {
                     client
                 })
                 .collect();
-            match opts.replication {
-                Some(model) if model.real_replicas => {
-                    run_with(opts, vsr_replicated(servers, model, opts.seed), clients)
-                }
-                Some(model) => run_with(opts, replicated(servers, model), clients),
-                None => run_with(opts, servers, clients),
-            }
+            run_replicated_or_not(opts, servers, clients)
         }
+    }
+}
+
+/// Runs `servers` as they are, or each behind its replication group as `opts` says.
+fn run_replicated_or_not<C, S>(
+    opts: &SimOptions,
+    servers: Vec<S>,
+    clients: Vec<C>,
+) -> Result<SimStats, String>
+where
+    C: TxnClient,
+    S: TxnServer<Msg = C::Msg> + Clone,
+    S::Msg: PartialEq,
+{
+    match opts.replication {
+        Some(model) if model.real_replicas => {
+            run_with(opts, vsr_replicated(servers, model, opts.seed), clients)
+        }
+        Some(model) => run_with(opts, replicated(servers, model), clients),
+        None => run_with(opts, servers, clients),
     }
 }
 

@@ -1,10 +1,9 @@
-//! What the group's log holds: the server's inputs, each named by a uid, and the replicated
-//! application that applies them (a list: the host rebuilds the server from it).
+//! What the group's log holds: the server's inputs, each named by a uid. The replicated
+//! application is the list of them applied (`verso_vsr::op_log::OpLog`): the host rebuilds
+//! the server from it.
 
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
-
-use verso_vsr::App;
 
 use crate::replicated::Input;
 
@@ -43,45 +42,5 @@ impl<M> Hash for Logged<M> {
     }
 }
 
-/// The replicated application: every input applied, with its operation number, in log
-/// order. The server itself is rebuilt from it by the host (module docs), so undo is
-/// dropping the tail.
-#[derive(Clone, Debug)]
-pub(crate) struct InputLog<M> {
-    pub(super) applied: Vec<(u64, Logged<M>)>,
-}
-
-impl<M> Default for InputLog<M> {
-    fn default() -> Self {
-        InputLog {
-            applied: Vec::new(),
-        }
-    }
-}
-
-impl<M: Clone + Debug> App for InputLog<M> {
-    type Op = Logged<M>;
-    type Reply = ();
-    type Snapshot = Vec<(u64, Logged<M>)>;
-
-    fn apply(&mut self, op_number: u64, op: &Logged<M>) {
-        debug_assert!(self.applied.last().is_none_or(|(n, _)| *n <= op_number));
-        self.applied.push((op_number, op.clone()));
-    }
-
-    fn undo_to(&mut self, op_number: u64) {
-        while self.applied.last().is_some_and(|(n, _)| *n > op_number) {
-            self.applied.pop();
-        }
-    }
-
-    fn forget_undo(&mut self, _op_number: u64) {}
-
-    fn snapshot(&self) -> Self::Snapshot {
-        self.applied.clone()
-    }
-
-    fn restore(&mut self, snapshot: &Self::Snapshot) {
-        self.applied = snapshot.clone();
-    }
-}
+/// The replicated application: the inputs applied, in log order.
+pub(crate) type InputLog<M> = verso_vsr::op_log::OpLog<Logged<M>>;
