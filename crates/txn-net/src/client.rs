@@ -4,12 +4,19 @@
 //! coordinator with the client, digest pitfall 14); the pool only carries their messages
 //! and runs their timers. A reader thread per server connection decodes what arrives and
 //! hands it over a channel, so the pool's thread waits on one channel for every server.
+//!
+//! A shard served by a replication group (`crate::group`) is a list of addresses: the pool
+//! sends to the replica that last answered (the group's host) while it answered within
+//! [`LEADER_TRUST`], and otherwise to every replica it is connected to (the host takes the
+//! message, the others drop it), so that a failover costs the clients one resend. It
+//! tolerates a replica's connection being lost, and connects again, at most every
+//! [`RECONNECT_AFTER`], when it next sends there.
 
 use std::io::{self, BufWriter, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use verso_ncc::wire::{Encoding, Wire};
 use verso_ncc::{ClientEvent, ClientId, ServerId, TxnClient};
@@ -19,10 +26,30 @@ use crate::now_us;
 
 /// What a reader thread hands over.
 enum Incoming<M> {
-    /// A message and the bytes its frame took.
-    Msg(ServerId, ClientId, M, usize),
-    /// The server closed the connection or sent something unreadable.
-    Lost(ServerId, String),
+    /// A message (from the server, and which replica of its group) and the bytes its
+    /// frame took.
+    Msg(ServerId, usize, ClientId, M, usize),
+    /// The server (replica) closed the connection (the `u64`-th opened to it) or sent
+    /// something unreadable.
+    Lost(ServerId, usize, u64, String),
+}
+
+/// How long a lost replica connection rests before the pool connects again.
+pub const RECONNECT_AFTER: Duration = Duration::from_millis(100);
+
+/// A group's replica that answered within this long is taken for its host: messages go to
+/// it alone. Below the clients' resend interval (200 ms in the load driver and sessions),
+/// so a resend after a failover goes to every replica.
+pub const LEADER_TRUST: Duration = Duration::from_millis(100);
+
+/// One connection to a server, or to one replica of its group.
+struct Conn {
+    addr: SocketAddr,
+    w: Option<BufWriter<TcpStream>>,
+    retry_at: Option<Instant>,
+    /// Connections opened so far: a reader's report of a connection replaced since is
+    /// stale.
+    opened: u64,
 }
 
 /// Protocol clients `first..first + n` and their connections.
@@ -31,8 +58,13 @@ pub struct Pool<C: TxnClient> {
     first: ClientId,
     /// Per client: when its timers are next due.
     next_tick: Vec<u64>,
-    writers: Vec<BufWriter<TcpStream>>,
+    /// By server, then replica.
+    conns: Vec<Vec<Conn>>,
+    /// By server: the replica that last answered, and when.
+    leader: Vec<Option<(usize, Instant)>>,
+    tx: Sender<Incoming<C::Msg>>,
     rx: Receiver<Incoming<C::Msg>>,
+    count: u32,
     encoding: Encoding,
     scratch: Vec<u8>,
     /// Protocol messages sent and received (the paper's messages per transaction).
@@ -56,45 +88,114 @@ where
         first: ClientId,
         clients: Vec<C>,
     ) -> io::Result<Self> {
+        let groups: Vec<Vec<SocketAddr>> = servers.iter().map(|&a| vec![a]).collect();
+        Pool::connect_groups(&groups, encoding, first, clients)
+    }
+
+    /// As [`Pool::connect`], each server a group of replicas (module docs). A group of
+    /// one is a plain server, whose lost connection is an error; in a larger group, a
+    /// replica that cannot be reached now is connected to later.
+    pub fn connect_groups(
+        groups: &[Vec<SocketAddr>],
+        encoding: Encoding,
+        first: ClientId,
+        clients: Vec<C>,
+    ) -> io::Result<Self> {
         let count = u32::try_from(clients.len())
             .ok()
             .filter(|&n| (1..=crate::frame::MAX_CLIENTS_PER_CONNECTION).contains(&n))
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "1 to 65536 clients"))?;
-        let (tx, rx) = mpsc::channel();
-        let mut writers = Vec::new();
-        let mut scratch = Vec::new();
-        for (s, &addr) in servers.iter().enumerate() {
-            let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-            stream.set_nodelay(true)?;
-            let reader = stream.try_clone()?;
-            let mut w = BufWriter::new(stream);
-            write_frame(
-                &mut w,
-                encoding,
-                &Frame::Hello(Hello::Clients { first, count }),
-                &mut scratch,
-            )?;
-            w.flush()?;
-            writers.push(w);
-            let tx = tx.clone();
-            thread::Builder::new()
-                .name("txn-client-read".into())
-                .spawn(move || read_loop::<C::Msg>(s as ServerId, encoding, reader, tx))?;
+        if groups.iter().any(Vec::is_empty) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a server with no address",
+            ));
         }
+        let (tx, rx) = mpsc::channel();
         let n = clients.len();
-        Ok(Pool {
+        let mut pool = Pool {
             clients,
             first,
             next_tick: vec![0; n],
-            writers,
+            conns: groups
+                .iter()
+                .map(|g| {
+                    g.iter()
+                        .map(|&addr| Conn {
+                            addr,
+                            w: None,
+                            retry_at: None,
+                            opened: 0,
+                        })
+                        .collect()
+                })
+                .collect(),
+            leader: vec![None; groups.len()],
+            tx,
             rx,
+            count,
             encoding,
-            scratch,
+            scratch: Vec::new(),
             sent: 0,
             received: 0,
             bytes_sent: 0,
             bytes_received: 0,
-        })
+        };
+        for s in 0..pool.conns.len() {
+            let alone = pool.conns[s].len() == 1;
+            for r in 0..pool.conns[s].len() {
+                match pool.open(s, r) {
+                    Ok(()) => {}
+                    Err(e) if alone => return Err(e),
+                    Err(_) => pool.conns[s][r].retry_at = Some(Instant::now() + RECONNECT_AFTER),
+                }
+            }
+        }
+        Ok(pool)
+    }
+
+    /// Opens the connection to replica `r` of server `s`, and its reader thread.
+    fn open(&mut self, s: usize, r: usize) -> io::Result<()> {
+        let conn = &mut self.conns[s][r];
+        let stream = TcpStream::connect_timeout(&conn.addr, Duration::from_secs(5))?;
+        stream.set_nodelay(true)?;
+        let reader = stream.try_clone()?;
+        let mut w = BufWriter::new(stream);
+        let hello = Hello::Clients {
+            first: self.first,
+            count: self.count,
+        };
+        write_frame(
+            &mut w,
+            self.encoding,
+            &Frame::Hello(hello),
+            &mut self.scratch,
+        )?;
+        w.flush()?;
+        let tx = self.tx.clone();
+        let encoding = self.encoding;
+        conn.opened += 1;
+        let nth = conn.opened;
+        thread::Builder::new()
+            .name("txn-client-read".into())
+            .spawn(move || read_loop::<C::Msg>(s as ServerId, (r, nth), encoding, reader, tx))?;
+        conn.w = Some(w);
+        conn.retry_at = None;
+        Ok(())
+    }
+
+    /// Drops replica `r` of server `s`'s connection: an error for a plain server, a
+    /// reconnection later for a replica.
+    fn lost(&mut self, s: usize, r: usize, why: String) -> io::Result<()> {
+        let group = &mut self.conns[s];
+        if group.len() == 1 {
+            return Err(io::Error::other(format!("server {s}: {why}")));
+        }
+        if let Some(w) = group[r].w.take() {
+            let _ = w.get_ref().shutdown(std::net::Shutdown::Both);
+        }
+        group[r].retry_at = Some(Instant::now() + RECONNECT_AFTER);
+        Ok(())
     }
 
     pub fn len(&self) -> usize {
@@ -139,9 +240,16 @@ where
             }
         };
         let mut touched = Vec::new();
-        for incoming in first.into_iter().chain(self.rx.try_iter().take(4096)) {
+        let incoming: Vec<_> = first
+            .into_iter()
+            .chain(self.rx.try_iter().take(4096))
+            .collect();
+        for incoming in incoming {
             match incoming {
-                Incoming::Msg(s, c, msg, len) => {
+                Incoming::Msg(s, r, c, msg, len) => {
+                    if self.conns[s as usize].len() > 1 {
+                        self.leader[s as usize] = Some((r, Instant::now()));
+                    }
                     self.received += 1;
                     self.bytes_received += len as u64;
                     let Some(i) = c.checked_sub(self.first).map(|i| i as usize) else {
@@ -152,8 +260,10 @@ where
                         touched.push(i);
                     }
                 }
-                Incoming::Lost(s, why) => {
-                    return Err(io::Error::other(format!("server {s}: {why}")));
+                Incoming::Lost(s, r, nth, why) => {
+                    if self.conns[s as usize][r].opened == nth {
+                        self.lost(s as usize, r, why)?;
+                    }
                 }
             }
         }
@@ -176,32 +286,58 @@ where
             self.send_from(i)?;
             events.extend(self.clients[i].events().into_iter().map(|e| (i, e)));
         }
-        for w in &mut self.writers {
-            w.flush()?;
+        self.flush_all()
+    }
+
+    /// Flushes every connection (a lost replica connection is dropped, to be made again).
+    fn flush_all(&mut self) -> io::Result<()> {
+        for s in 0..self.conns.len() {
+            for r in 0..self.conns[s].len() {
+                let failed = match self.conns[s][r].w.as_mut().map(Write::flush) {
+                    Some(Err(e)) => e.to_string(),
+                    _ => continue,
+                };
+                self.lost(s, r, failed)?;
+            }
         }
         Ok(())
     }
 
     /// Encodes what client `i` has to send into the server buffers (flushed by `poll`,
-    /// or at once after `begin` and `next_shot`).
+    /// or at once after `begin` and `next_shot`), to every replica of a group.
     fn send_from(&mut self, i: usize) -> io::Result<()> {
         let party = self.first + i as u32;
         let out = self.clients[i].drain();
-        let mut used = Vec::new();
         for (s, msg) in out {
-            let w = self
-                .writers
-                .get_mut(s as usize)
-                .ok_or_else(|| io::Error::other(format!("no server {s}")))?;
-            write_msg(w, self.encoding, party, &msg, &mut self.scratch)?;
-            self.bytes_sent += self.scratch.len() as u64;
-            used.push(s as usize);
-            self.sent += 1;
+            let s = s as usize;
+            if s >= self.conns.len() {
+                return Err(io::Error::other(format!("no server {s}")));
+            }
+            let leader = self.leader[s]
+                .filter(|&(r, at)| at.elapsed() < LEADER_TRUST && self.conns[s][r].w.is_some())
+                .map(|(r, _)| r);
+            for r in 0..self.conns[s].len() {
+                if leader.is_some_and(|l| l != r) {
+                    continue;
+                }
+                let conn = &self.conns[s][r];
+                if conn.w.is_none() && conn.retry_at.is_some_and(|t| Instant::now() >= t) {
+                    if let Err(e) = self.open(s, r) {
+                        self.lost(s, r, e.to_string())?;
+                    }
+                }
+                let Some(w) = self.conns[s][r].w.as_mut() else {
+                    continue;
+                };
+                if let Err(e) = write_msg(w, self.encoding, party, &msg, &mut self.scratch) {
+                    self.lost(s, r, e.to_string())?;
+                    continue;
+                }
+                self.bytes_sent += self.scratch.len() as u64;
+                self.sent += 1;
+            }
         }
-        for s in used {
-            self.writers[s].flush()?;
-        }
-        Ok(())
+        self.flush_all()
     }
 
     /// Every client's counters, summed.
@@ -216,6 +352,7 @@ where
 
 fn read_loop<M: Wire>(
     server: ServerId,
+    (replica, nth): (usize, u64),
     encoding: Encoding,
     stream: TcpStream,
     tx: Sender<Incoming<M>>,
@@ -227,7 +364,10 @@ fn read_loop<M: Wire>(
             Ok(Some(Frame::Msg { party, bytes })) => match M::decode_as(encoding, &bytes) {
                 Ok(msg) => {
                     let len = msg_frame_len(encoding, party, bytes.len());
-                    if tx.send(Incoming::Msg(server, party, msg, len)).is_err() {
+                    if tx
+                        .send(Incoming::Msg(server, replica, party, msg, len))
+                        .is_err()
+                    {
                         return;
                     }
                     continue;
@@ -238,7 +378,7 @@ fn read_loop<M: Wire>(
             Ok(None) => "closed the connection".to_string(),
             Err(e) => e.to_string(),
         };
-        let _ = tx.send(Incoming::Lost(server, lost));
+        let _ = tx.send(Incoming::Lost(server, replica, nth, lost));
         return;
     }
 }

@@ -107,6 +107,9 @@ pub enum Hello {
     Server { id: u32 },
     /// The load driver's control connection (dumps, shutdown).
     Control,
+    /// Another replica of this shard's replication group (`crate::group`): it sends
+    /// [`Frame::Replica`] frames.
+    Replica { group: u32, replica: u8 },
 }
 
 /// One frame.
@@ -135,6 +138,9 @@ pub enum Frame {
     /// transactions that still have a record here, with what they read and wrote here. A
     /// checker adds those no client reported (their client died) to the history.
     Effects(Vec<(TxnId, Effects)>),
+    /// Replica → replica of one group: a Lazy VSR message (`crate::group::log`'s postcard
+    /// form, decoded by the receiver).
+    Replica(Vec<u8>),
 }
 
 /// Why bytes are not a frame.
@@ -174,6 +180,11 @@ impl Frame {
                         u32_(out, id);
                     }
                     Hello::Control => out.push(2),
+                    Hello::Replica { group, replica } => {
+                        out.push(3);
+                        u32_(out, group);
+                        out.push(replica);
+                    }
                 }
             }
             Frame::Msg { party, bytes } => {
@@ -217,6 +228,10 @@ impl Frame {
                         }
                     }
                 }
+            }
+            Frame::Replica(bytes) => {
+                out.push(7);
+                out.extend_from_slice(bytes);
             }
         }
         let len = (out.len() - start - 4) as u32;
@@ -266,6 +281,10 @@ impl Frame {
                 }
                 1 => Hello::Server { id: u32_(&mut r)? },
                 2 => Hello::Control,
+                3 => Hello::Replica {
+                    group: u32_(&mut r)?,
+                    replica: u8_(&mut r)?,
+                },
                 _ => return Err(FrameError("unknown hello")),
             }),
             1 => {
@@ -321,6 +340,7 @@ impl Frame {
                 }
                 Frame::Effects(txns)
             }
+            7 => Frame::Replica(std::mem::take(&mut r).to_vec()),
             _ => return Err(FrameError("unknown frame kind")),
         };
         if !r.is_empty() {
@@ -584,6 +604,9 @@ mod tests {
                 .prop_map(|(first, count)| Frame::Hello(Hello::Clients { first, count })),
             any::<u32>().prop_map(|id| Frame::Hello(Hello::Server { id })),
             Just(Frame::Hello(Hello::Control)),
+            (any::<u32>(), any::<u8>())
+                .prop_map(|(group, replica)| Frame::Hello(Hello::Replica { group, replica })),
+            proptest::collection::vec(any::<u8>(), 0..40).prop_map(Frame::Replica),
             (any::<u32>(), proptest::collection::vec(any::<u8>(), 0..40))
                 .prop_map(|(party, bytes)| Frame::Msg { party, bytes }),
             Just(Frame::DumpRequest),

@@ -22,8 +22,10 @@
 pub mod client;
 pub mod engine_store;
 pub mod frame;
+pub mod group;
 pub mod load;
 pub mod local;
+pub mod local_groups;
 pub mod server;
 pub mod session;
 

@@ -24,8 +24,9 @@ use crate::{now_us, Protocol};
 /// One run's load.
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
-    /// Every server, indexed by server id.
-    pub servers: Vec<SocketAddr>,
+    /// Every server, indexed by server id: its address, or its replication group's
+    /// (`crate::group`), to each of which the clients send.
+    pub servers: Vec<Vec<SocketAddr>>,
     pub protocol: Protocol,
     /// The mix: `workload`, `keys`, `ops_max`, `read_only_percent`, `f1_writes_per_100k`
     /// and `seed` are used (the simulator's own fields otherwise).
@@ -202,7 +203,7 @@ fn drive_thread(cfg: &LoadConfig, t: u32) -> io::Result<LoadReport> {
             drive(
                 cfg,
                 t,
-                Pool::connect(&cfg.servers, cfg.encoding, first, clients)?,
+                Pool::connect_groups(&cfg.servers, cfg.encoding, first, clients)?,
             )
         }
         Protocol::Baseline(flavor) => {
@@ -219,7 +220,7 @@ fn drive_thread(cfg: &LoadConfig, t: u32) -> io::Result<LoadReport> {
             drive(
                 cfg,
                 t,
-                Pool::connect(&cfg.servers, cfg.encoding, first, clients)?,
+                Pool::connect_groups(&cfg.servers, cfg.encoding, first, clients)?,
             )
         }
     }

@@ -13,6 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::frame::{read_frame, write_frame, Frame, Hello};
+use crate::group::{serve_group, GroupConfig};
 use crate::server::{serve, ServerConfig};
 use crate::{Protocol, StoreKind};
 use verso_ncc::wire::Encoding;
@@ -125,36 +126,7 @@ impl LocalCluster {
     pub fn dump(&self) -> io::Result<Dump> {
         let mut dump = Dump::default();
         for (s, &addr) in self.addrs.iter().enumerate() {
-            let stream = control(addr)?;
-            stream.set_read_timeout(Some(Duration::from_secs(60)))?;
-            let mut w = BufWriter::new(stream.try_clone()?);
-            write_frame(
-                &mut w,
-                Encoding::Binary,
-                &Frame::DumpRequest,
-                &mut Vec::new(),
-            )?;
-            w.flush()?;
-            let mut r = BufReader::new(stream);
-            let mut buf = Vec::new();
-            loop {
-                match read_frame(&mut r, Encoding::Binary, &mut buf)? {
-                    Some(Frame::Dump(keys)) => dump.versions.extend(keys),
-                    Some(Frame::Effects(txns)) => dump.effects.extend(txns),
-                    Some(Frame::DumpEnd { undecided, broken }) => {
-                        dump.undecided += u64::from(undecided);
-                        if let Some(why) = broken {
-                            dump.broken.push((s, why));
-                        }
-                        break;
-                    }
-                    other => {
-                        return Err(io::Error::other(format!(
-                            "server {s} answered a dump with {other:?}"
-                        )))
-                    }
-                }
-            }
+            dump_one(addr, s, &mut dump)?;
         }
         Ok(dump)
     }
@@ -194,6 +166,47 @@ impl Drop for LocalCluster {
     }
 }
 
+/// Asks the server at `addr` (shard `s`) for its dump and adds it to `dump`. Returns
+/// false, adding nothing, if the server says it is a replica that does not host.
+pub(crate) fn dump_one(addr: SocketAddr, s: usize, dump: &mut Dump) -> io::Result<bool> {
+    let stream = control(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut w = BufWriter::new(stream.try_clone()?);
+    write_frame(
+        &mut w,
+        Encoding::Binary,
+        &Frame::DumpRequest,
+        &mut Vec::new(),
+    )?;
+    w.flush()?;
+    let mut r = BufReader::new(stream);
+    let mut buf = Vec::new();
+    let mut got = Dump::default();
+    loop {
+        match read_frame(&mut r, Encoding::Binary, &mut buf)? {
+            Some(Frame::Dump(keys)) => got.versions.extend(keys),
+            Some(Frame::Effects(txns)) => got.effects.extend(txns),
+            Some(Frame::DumpEnd { undecided, broken }) => {
+                if broken.as_deref() == Some(crate::group::NOT_HOSTING) {
+                    return Ok(false);
+                }
+                dump.undecided += u64::from(undecided);
+                if let Some(why) = broken {
+                    dump.broken.push((s, why));
+                }
+                dump.versions.extend(got.versions);
+                dump.effects.extend(got.effects);
+                return Ok(true);
+            }
+            other => {
+                return Err(io::Error::other(format!(
+                    "server {s} answered a dump with {other:?}"
+                )))
+            }
+        }
+    }
+}
+
 /// User plus system time of process `pid` from `/proc/PID/stat` (fields 14 and 15, in
 /// clock ticks of 1/100 s: the kernel's USER_HZ, 100 on every Linux ABI).
 pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
@@ -207,14 +220,14 @@ pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
 }
 
 /// `VmRSS` of process `pid` from `/proc/PID/status`, in bytes.
-fn process_rss(pid: u32) -> Option<u64> {
+pub(crate) fn process_rss(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
 
-fn control(addr: SocketAddr) -> io::Result<TcpStream> {
+pub(crate) fn control(addr: SocketAddr) -> io::Result<TcpStream> {
     let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     let mut w = BufWriter::new(stream.try_clone()?);
     write_frame(
@@ -263,6 +276,41 @@ pub fn server_process(
         ));
     }
     serve(listener, ServerConfig { peers, ..cfg })
+}
+
+/// A group replica's process (`verso txn-server --replica R`): binds `listen`, prints
+/// `listening ADDR`, learns every shard's group (given, or a `peers A,B,C;D,E,F` line on
+/// standard input) and serves as replica `cfg.replica` of shard `cfg.server.id` until
+/// shut down.
+pub fn group_process(
+    listen: SocketAddr,
+    servers: u32,
+    groups: Option<Vec<Vec<SocketAddr>>>,
+    cfg: GroupConfig,
+) -> io::Result<()> {
+    let listener = TcpListener::bind(listen)?;
+    println!("listening {}", listener.local_addr()?);
+    io::stdout().flush()?;
+    let groups = match groups {
+        Some(g) => g,
+        None => {
+            let mut line = String::new();
+            io::stdin().lock().read_line(&mut line)?;
+            parse_groups(line.trim().strip_prefix("peers ").unwrap_or(""))?
+        }
+    };
+    if groups.len() != servers as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{servers} shards, but {} groups of addresses", groups.len()),
+        ));
+    }
+    serve_group(listener, GroupConfig { groups, ..cfg })
+}
+
+/// `A,B,C;D,E,F;...`: each shard's group of addresses.
+pub fn parse_groups(s: &str) -> io::Result<Vec<Vec<SocketAddr>>> {
+    s.split(';').map(parse_peers).collect()
 }
 
 /// `A,B,...` as socket addresses.

@@ -41,21 +41,30 @@ pub struct ServerConfig {
     pub store: StoreKind,
 }
 
-/// Inputs to the protocol thread.
-enum Input {
+/// Inputs to a protocol thread (this module's, and a group replica's).
+pub(crate) enum Input {
     Open(u64, Hello, Encoding, TcpStream),
     /// A frame, and the encoding its connection speaks (its messages' form).
     Frame(u64, Encoding, Frame),
     Closed(u64),
+    /// A group replica's disk thread reports (`crate::group`).
+    Disk(crate::group::disk::DiskDone),
+}
+
+/// Starts the thread that accepts connections on `listener`, each read by a thread of its
+/// own that hands its frames to `tx`.
+pub(crate) fn spawn_acceptor(listener: &TcpListener, tx: Sender<Input>) -> io::Result<()> {
+    let accept = listener.try_clone()?;
+    thread::Builder::new()
+        .name("txn-accept".into())
+        .spawn(move || accept_loop(accept, tx))?;
+    Ok(())
 }
 
 /// Serves on `listener` until a control connection sends [`Frame::Shutdown`].
 pub fn serve(listener: TcpListener, cfg: ServerConfig) -> io::Result<()> {
     let (tx, rx) = mpsc::channel();
-    let accept = listener.try_clone()?;
-    thread::Builder::new()
-        .name("txn-accept".into())
-        .spawn(move || accept_loop(accept, tx))?;
+    spawn_acceptor(&listener, tx)?;
     let (id, after, keep) = (cfg.id, cfg.recovery_after_us, cfg.keep_history);
     match (cfg.protocol, cfg.store) {
         (Protocol::Ncc { .. }, StoreKind::Memory) => run(
@@ -207,6 +216,7 @@ where
                 self.writers.remove(&conn);
                 self.clients.retain(|_, &mut (_, c)| c != conn);
             }
+            Input::Disk(_) => {}
         }
     }
 
@@ -223,9 +233,11 @@ where
             },
             Frame::DumpRequest => self.dump(conn),
             Frame::Shutdown => self.shutdown = true,
-            Frame::Hello(_) | Frame::Dump(_) | Frame::Effects(_) | Frame::DumpEnd { .. } => {
-                self.drop_conn(conn)
-            }
+            Frame::Hello(_)
+            | Frame::Dump(_)
+            | Frame::Effects(_)
+            | Frame::DumpEnd { .. }
+            | Frame::Replica(_) => self.drop_conn(conn),
         }
     }
 
@@ -237,32 +249,19 @@ where
     }
 
     fn dump(&mut self, conn: u64) {
-        let versions = self.server.committed_versions();
-        let effects = if self.history_kept {
-            self.server.committed_effects()
-        } else {
-            Vec::new()
-        };
-        let frames = dump_chunks(&versions)
-            .map(Frame::Dump)
-            .chain(effects_chunks(&effects).map(Frame::Effects))
-            .chain(std::iter::once(Frame::DumpEnd {
-                undecided: self.server.undecided().len() as u32,
-                broken: self.server.check_invariants().err().or_else(|| {
-                    (!self.history_kept).then(|| {
-                        "no history kept (start the server with --keep-history to check it)"
-                            .to_string()
-                    })
-                }),
-            }));
         let Some((w, encoding)) = self.writers.get_mut(&conn) else {
             return;
         };
-        for f in frames {
-            if write_frame(w, *encoding, &f, &mut self.scratch).is_err() {
-                self.drop_conn(conn);
-                return;
-            }
+        if write_dump(
+            &self.server,
+            self.history_kept,
+            w,
+            *encoding,
+            &mut self.scratch,
+        )
+        .is_err()
+        {
+            self.drop_conn(conn);
         }
     }
 
@@ -329,4 +328,36 @@ where
             *slot = None;
         }
     }
+}
+
+/// Writes `server`'s dump (its committed versions, the effects it still holds while the
+/// history is kept, and its state) as frames to `w`.
+pub(crate) fn write_dump<S: TxnServer>(
+    server: &S,
+    history_kept: bool,
+    w: &mut impl Write,
+    encoding: Encoding,
+    scratch: &mut Vec<u8>,
+) -> io::Result<()> {
+    let versions = server.committed_versions();
+    let effects = if history_kept {
+        server.committed_effects()
+    } else {
+        Vec::new()
+    };
+    let frames = dump_chunks(&versions)
+        .map(Frame::Dump)
+        .chain(effects_chunks(&effects).map(Frame::Effects))
+        .chain(std::iter::once(Frame::DumpEnd {
+            undecided: server.undecided().len() as u32,
+            broken: server.check_invariants().err().or_else(|| {
+                (!history_kept).then(|| {
+                    "no history kept (start the server with --keep-history to check it)".to_string()
+                })
+            }),
+        }));
+    for f in frames {
+        write_frame(w, encoding, &f, scratch)?;
+    }
+    Ok(())
 }

@@ -108,6 +108,19 @@ impl Session {
         client: ClientId,
         encoding: Encoding,
     ) -> io::Result<Session> {
+        let groups: Vec<Vec<SocketAddr>> = servers.iter().map(|&a| vec![a]).collect();
+        Session::connect_groups(&groups, protocol, client, encoding)
+    }
+
+    /// As [`Session::connect`], each server a replication group (`crate::group`): every
+    /// message goes to each of its replicas, and a transaction carries on across a
+    /// failover by resending.
+    pub fn connect_groups(
+        servers: &[Vec<SocketAddr>],
+        protocol: Protocol,
+        client: ClientId,
+        encoding: Encoding,
+    ) -> io::Result<Session> {
         if servers.is_empty() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "no servers"));
         }
@@ -121,12 +134,12 @@ impl Session {
             Protocol::Ncc { read_only } => {
                 let c = Protocol::ncc_client(client, n, read_only, resend_after_us)
                     .with_first_seq(first_seq);
-                Box::new(Pool::connect(servers, encoding, client, vec![c])?)
+                Box::new(Pool::connect_groups(servers, encoding, client, vec![c])?)
             }
             Protocol::Baseline(flavor) => {
                 let mut c = Protocol::baseline_client(client, n, flavor).with_first_seq(first_seq);
                 c.resend_after = resend_after_us;
-                Box::new(Pool::connect(servers, encoding, client, vec![c])?)
+                Box::new(Pool::connect_groups(servers, encoding, client, vec![c])?)
             }
         };
         Ok(Session {

@@ -9,8 +9,10 @@ use clap::Args;
 use verso_ncc::sim::SimOptions;
 use verso_ncc::wire::Encoding;
 use verso_ncc::workload::Workload;
+use verso_txn_net::group::{GroupConfig, GroupDurability};
 use verso_txn_net::load::{self, LoadConfig, LoadReport};
 use verso_txn_net::local::{self, LocalCluster};
+use verso_txn_net::local_groups::LocalGroups;
 use verso_txn_net::server::ServerConfig;
 use verso_txn_net::{Protocol, StoreKind};
 
@@ -46,6 +48,27 @@ pub struct TxnServerArgs {
     /// committed version an engine version at its `t_w`; client ids below 65,536).
     #[arg(long, default_value = "memory", value_parser = parse_store)]
     store: StoreKind,
+    /// Serve as this replica (0, 1 or 2) of shard ID's replication group of three Lazy VSR
+    /// replicas, whose log holds the server's inputs. The peers are then every shard's
+    /// group, `A,B,C;D,E,F;...` (shard by shard, replica by replica); clients send to
+    /// every replica of a group and its host answers.
+    #[arg(long)]
+    replica: Option<u8>,
+    /// With --replica: where this replica keeps its log (created if absent; a restarted
+    /// replica recovers from it).
+    #[arg(long)]
+    dir: Option<std::path::PathBuf>,
+    /// With --replica: when answers leave. answers-on-disk (each input's answers once it
+    /// is on a majority's disks: nothing answered is lost even if the whole group
+    /// crashes), sync (VSR-Sync), or lazy (plain Lazy VSR: a crash of the whole group may
+    /// lose answered inputs).
+    #[arg(long, default_value = "answers-on-disk", value_parser = parse_durability)]
+    durability: GroupDurability,
+}
+
+fn parse_durability(s: &str) -> Result<GroupDurability, String> {
+    GroupDurability::parse(s)
+        .ok_or_else(|| format!("unknown durability {s:?}; answers-on-disk, sync or lazy"))
 }
 
 fn parse_store(s: &str) -> Result<StoreKind, String> {
@@ -53,6 +76,9 @@ fn parse_store(s: &str) -> Result<StoreKind, String> {
 }
 
 pub fn run_server(args: &TxnServerArgs) -> ExitCode {
+    if let Some(replica) = args.replica {
+        return run_group_replica(args, replica);
+    }
     let peers = match args.peers.as_deref().map(local::parse_peers).transpose() {
         Ok(p) => p,
         Err(e) => {
@@ -72,6 +98,41 @@ pub fn run_server(args: &TxnServerArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: txn-server {}: {e}", args.id);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_group_replica(args: &TxnServerArgs, replica: u8) -> ExitCode {
+    let groups = match args.peers.as_deref().map(local::parse_groups).transpose() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: --peers: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(dir) = args.dir.clone() else {
+        eprintln!("error: --replica needs --dir (where the replica keeps its log)");
+        return ExitCode::from(2);
+    };
+    let cfg = GroupConfig {
+        server: ServerConfig {
+            id: args.id,
+            protocol: args.protocol,
+            peers: Vec::new(),
+            recovery_after_us: args.recovery_after_ms * 1_000,
+            keep_history: args.keep_history,
+            store: args.store,
+        },
+        replica,
+        groups: Vec::new(),
+        dir,
+        durability: args.durability,
+    };
+    match local::group_process(args.listen, args.servers, groups, cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: txn-server {} replica {replica}: {e}", args.id);
             ExitCode::FAILURE
         }
     }
@@ -137,6 +198,11 @@ pub struct BenchTxnArgs {
     /// per protocol: the paper's Figure 7).
     #[arg(long, value_name = "DIR")]
     json_dir: Option<std::path::PathBuf>,
+    /// Serve each shard by a replication group of three `txn-server --replica`
+    /// processes (their logs in a temporary directory, removed after the run) with this
+    /// durability: answers-on-disk, sync or lazy. Clients send to every replica.
+    #[arg(long, value_name = "DURABILITY", value_parser = parse_durability)]
+    replicated: Option<GroupDurability>,
 }
 
 pub fn parse_protocol(s: &str) -> Result<Protocol, String> {
@@ -356,9 +422,9 @@ fn one_run(
         Protocol::Ncc { .. } => args.store,
         Protocol::Baseline(_) => StoreKind::Memory,
     };
-    let cluster = LocalCluster::start_with(exe, args.servers, protocol, args.check, store)?;
+    let cluster = Servers::start(exe, args, protocol, store)?;
     let cfg = LoadConfig {
-        servers: cluster.addrs.clone(),
+        servers: cluster.addrs(),
         protocol,
         mix: mix.clone(),
         threads: args.threads,
@@ -397,6 +463,87 @@ fn one_run(
     Ok((report, verdict))
 }
 
+/// A run's servers: plain ones, or replication groups.
+enum Servers {
+    Plain(LocalCluster),
+    Groups(LocalGroups, std::path::PathBuf),
+}
+
+impl Servers {
+    fn start(
+        exe: &std::path::Path,
+        args: &BenchTxnArgs,
+        protocol: Protocol,
+        store: StoreKind,
+    ) -> std::io::Result<Servers> {
+        let Some(durability) = args.replicated else {
+            let c = LocalCluster::start_with(exe, args.servers, protocol, args.check, store)?;
+            return Ok(Servers::Plain(c));
+        };
+        let dir = std::env::temp_dir().join(format!(
+            "verso-bench-txn-{}-{}",
+            std::process::id(),
+            local::process_cpu_seconds(std::process::id()).map_or(0, |s| (s * 1e6) as u64)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let g = LocalGroups::start_with(
+            exe,
+            args.servers,
+            protocol,
+            args.check,
+            store,
+            durability,
+            &dir,
+        );
+        match g {
+            Ok(g) => Ok(Servers::Groups(g, dir)),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(e)
+            }
+        }
+    }
+
+    fn addrs(&self) -> Vec<Vec<SocketAddr>> {
+        match self {
+            Servers::Plain(c) => c.addrs.iter().map(|&a| vec![a]).collect(),
+            Servers::Groups(g, _) => g.groups.clone(),
+        }
+    }
+
+    fn cpu_seconds(&self) -> Vec<Option<f64>> {
+        match self {
+            Servers::Plain(c) => c.cpu_seconds(),
+            Servers::Groups(g, _) => g.cpu_seconds(),
+        }
+    }
+
+    fn rss_bytes(&self) -> Vec<Option<u64>> {
+        match self {
+            Servers::Plain(c) => c.rss_bytes(),
+            Servers::Groups(g, _) => g.rss_bytes(),
+        }
+    }
+
+    fn dump(&self) -> std::io::Result<local::Dump> {
+        match self {
+            Servers::Plain(c) => c.dump(),
+            Servers::Groups(g, _) => g.dump(),
+        }
+    }
+
+    fn shutdown(self) -> std::io::Result<()> {
+        match self {
+            Servers::Plain(c) => c.shutdown(),
+            Servers::Groups(g, dir) => {
+                let stopped = g.shutdown();
+                let _ = std::fs::remove_dir_all(&dir);
+                stopped
+            }
+        }
+    }
+}
+
 /// One run as the results tools read it (`verso bench plot`, `verso bench compare`):
 /// strings are configuration, numbers measurements unless listed as configuration.
 fn report_json(
@@ -416,6 +563,7 @@ fn report_json(
         "wire": format!("{wire:?}").to_lowercase(),
         "workload": format!("{:?}", args.workload).to_lowercase(),
         "servers": args.servers,
+        "replicated": args.replicated.map_or("no", GroupDurability::name),
         "threads": args.threads,
         "clients_per_thread": args.clients,
         "writes_per_100k": args.writes_per_100k,

@@ -54,7 +54,7 @@ fn run_mix(
     let cluster =
         LocalCluster::start_with(exe, 2, protocol, keep_history, store).expect("servers start");
     let cfg = LoadConfig {
-        servers: cluster.addrs.clone(),
+        servers: cluster.addrs.iter().map(|&a| vec![a]).collect(),
         protocol,
         mix,
         threads: 2,
@@ -250,7 +250,7 @@ fn binary_and_resp_clients_share_the_servers() {
         mix.workload = Workload::Mixed;
         mix.keys = 16;
         let cfg = |encoding: Encoding, first_client: u32| LoadConfig {
-            servers: cluster.addrs.clone(),
+            servers: cluster.addrs.iter().map(|&a| vec![a]).collect(),
             protocol,
             mix: mix.clone(),
             threads: 2,

@@ -1,0 +1,818 @@
+//! A shard served by a replication group: three `verso txn-server` processes, each a Lazy
+//! VSR replica (`verso-vsr`) whose log holds the shard server's inputs (issue 18 item 3,
+//! issue 19 item 3: every state change a response depends on goes through the group's log
+//! before the response leaves). The design is the simulator's, which proved it under
+//! failovers and total crashes (`verso_ncc`'s `replicated/vsr_group.rs`; `verso sim ncc
+//! --replicated ... --vsr`):
+//!
+//! - the log's application ([`log::InputLog`]) is the list of inputs applied: each a
+//!   protocol message (its binary wire form) or a timer tick, with the host's clock;
+//! - a replica that leads its view, once its view's first entry has committed and is
+//!   durable (so everything in its log is), becomes the **host**: it rebuilds the server
+//!   by replaying its log into a fresh one;
+//! - the host executes each input at once on its live server (so later inputs see it) and
+//!   hands it to its replica as a request; the input's outputs leave only when the
+//!   replica's reply for it comes back, in log order: once the input is committed and,
+//!   under [`GroupDurability::AnswersOnDisk`] (the default), on a majority's disks (the
+//!   request is `sync`). [`GroupDurability::Sync`] runs the replicas as VSR-Sync, and
+//!   [`GroupDurability::Lazy`] is plain Lazy VSR, which a total crash of the group can
+//!   make forget answered inputs (the simulator shows it: do not use it for data that
+//!   must survive one);
+//! - clients send every message to every replica of the shard's group
+//!   ([`crate::client::Pool::connect_groups`]); replicas that do not host drop them, and
+//!   the protocol's resends carry a transaction across a failover. A server's messages to
+//!   another shard go to every replica of that shard's group the same way.
+//!
+//! Threads: as [`crate::server`] (an acceptor, a reader per connection, one protocol
+//! thread that owns the replica, the host's server and every write half), plus the disk
+//! thread ([`disk`]). Limits: the log is never compacted (its file and each replica's
+//! copy in memory grow with every input, and a new host replays all of it); at most
+//! [`PENDING_MAX`] inputs wait for their replies, more are dropped (their senders resend).
+
+pub mod disk;
+pub mod log;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
+use std::io::{self, BufWriter, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use verso_ncc::wire::{Encoding, Wire};
+use verso_ncc::{ClientId, ServerId, TxnServer};
+use verso_vsr::{
+    Action, Address, Config as VsrConfig, Message as VsrMessage, Mode, Replica,
+    Request as VsrRequest, Role, ViewNum,
+};
+
+use crate::engine_store::{EngineStore, WALL_EPOCH_US};
+use crate::frame::{write_frame, write_msg, Frame, Hello};
+use crate::server::{spawn_acceptor, write_dump, Input, ServerConfig};
+use crate::{now_us, Protocol, StoreKind};
+use disk::{Disk, DiskDone};
+use log::{GroupBatch, GroupInput, InputLog, ReplicaMsg};
+
+/// Replicas per group.
+pub const REPLICAS: u8 = 3;
+
+/// Inputs waiting for their replies, at most; more are dropped (their senders resend).
+pub const PENDING_MAX: usize = 65_536;
+
+/// A batch (one request of the log) is handed over at the end of the host's turn, or once
+/// it holds this many bytes.
+const BATCH_BYTES: usize = 256 << 10;
+
+/// What a replica that does not host answers a dump request with (`DumpEnd`'s reason):
+/// the caller asks another replica.
+pub const NOT_HOSTING: &str = "not the group's host";
+
+/// When a host's answers may leave (module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GroupDurability {
+    /// Plain Lazy VSR: once committed (in a majority's memory).
+    Lazy,
+    /// Lazy VSR, each input's answers once it is on a majority's disks.
+    #[default]
+    AnswersOnDisk,
+    /// VSR-Sync: every entry on disk before a replica acknowledges it.
+    Sync,
+}
+
+impl GroupDurability {
+    pub fn parse(s: &str) -> Option<GroupDurability> {
+        match s {
+            "lazy" => Some(GroupDurability::Lazy),
+            "answers-on-disk" => Some(GroupDurability::AnswersOnDisk),
+            "sync" => Some(GroupDurability::Sync),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupDurability::Lazy => "lazy",
+            GroupDurability::AnswersOnDisk => "answers-on-disk",
+            GroupDurability::Sync => "sync",
+        }
+    }
+}
+
+/// One replica of a shard's group.
+#[derive(Clone, Debug)]
+pub struct GroupConfig {
+    /// The shard server's settings (`server.id` is the shard; `server.peers` is unused:
+    /// `groups` says where every shard is).
+    pub server: ServerConfig,
+    /// This replica's index in its group.
+    pub replica: u8,
+    /// Every shard's group, by shard id then replica index.
+    pub groups: Vec<Vec<SocketAddr>>,
+    /// Where this replica keeps its log.
+    pub dir: PathBuf,
+    pub durability: GroupDurability,
+}
+
+impl GroupConfig {
+    fn validate(&self) -> io::Result<()> {
+        let bad = |why: String| Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+        let id = self.server.id as usize;
+        if id >= self.groups.len() {
+            return bad(format!("shard {id} of {} groups", self.groups.len()));
+        }
+        if let Some(g) = self
+            .groups
+            .iter()
+            .position(|g| g.len() != REPLICAS as usize)
+        {
+            return bad(format!("group {g} does not have {REPLICAS} replicas"));
+        }
+        if self.replica >= REPLICAS {
+            return bad(format!("replica {} of {REPLICAS}", self.replica));
+        }
+        Ok(())
+    }
+}
+
+/// The replicas' timers, in milliseconds: a view change after half a second without the
+/// primary (several heartbeats lost on a loaded machine, not one).
+fn replica_config(durability: GroupDurability, replica: u8, seed: u64) -> VsrConfig {
+    let mut c = VsrConfig::new(REPLICAS);
+    c.mode = match durability {
+        GroupDurability::Sync => Mode::Sync,
+        GroupDurability::Lazy | GroupDurability::AnswersOnDisk => Mode::Lazy,
+    };
+    c.heartbeat_interval = 20;
+    c.view_change_timeout = 500;
+    c.view_change_jitter = 250;
+    c.election_timeout = 400;
+    c.catch_up_timeout = 100;
+    // The host bounds what it hands over (`PENDING_MAX`); a request the replica dropped
+    // would hold back every later answer, which leave in order.
+    c.request_queue_max = usize::MAX;
+    // A message must fit a frame (`frame::MAX_FRAME`, 4 MiB); one input is at most about
+    // 1 MiB (`frame::REQUEST_BYTES_MAX`).
+    c.message_bytes_max = 1 << 20;
+    c.checkpoint_interval = 0;
+    c.seed = seed ^ u64::from(replica);
+    c
+}
+
+/// Serves as replica `cfg.replica` of shard `cfg.server.id`'s group on `listener` until a
+/// control connection sends [`Frame::Shutdown`] (or the disk fails: an error).
+pub fn serve_group(listener: TcpListener, cfg: GroupConfig) -> io::Result<()> {
+    cfg.validate()?;
+    let (tx, rx) = mpsc::channel();
+    spawn_acceptor(&listener, tx.clone())?;
+    let (durable, disk) = Disk::open(&cfg.dir, tx, Input::Disk)?;
+    let s = &cfg.server;
+    let (id, after, keep) = (s.id, s.recovery_after_us, s.keep_history);
+    match (s.protocol, s.store) {
+        (Protocol::Ncc { .. }, StoreKind::Memory) => {
+            let make = move || {
+                Ok(Protocol::ncc_server(
+                    verso_ncc::MemStore::new(),
+                    id,
+                    after,
+                    keep,
+                ))
+            };
+            run(make, &cfg, durable, disk, rx)
+        }
+        (Protocol::Ncc { .. }, StoreKind::Engine) => {
+            let make = move || {
+                let store = EngineStore::new(WALL_EPOCH_US).map_err(io::Error::other)?;
+                Ok(Protocol::ncc_server(store, id, after, keep))
+            };
+            run(make, &cfg, durable, disk, rx)
+        }
+        (Protocol::Baseline(_), StoreKind::Engine) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--store engine is for NCC's servers (the baselines keep their versions in memory)",
+        )),
+        (Protocol::Baseline(flavor), StoreKind::Memory) => {
+            let make = move || Ok(Protocol::baseline_server(flavor, keep));
+            run(make, &cfg, durable, disk, rx)
+        }
+    }
+}
+
+/// An input's outputs: to clients, and to other shards.
+type Outputs<M> = (Vec<(ClientId, M)>, Vec<(ServerId, M)>);
+
+/// A batch of inputs the host executed and handed to its replica.
+struct Pending<M> {
+    seq: u64,
+    inputs: usize,
+    outputs: Outputs<M>,
+    replied: bool,
+}
+
+/// The inputs of the host's current turn, not yet handed over, and their outputs.
+struct Batch<M> {
+    batch: GroupBatch,
+    bytes: usize,
+    outputs: Outputs<M>,
+}
+
+impl<M> Default for Batch<M> {
+    fn default() -> Self {
+        Batch {
+            batch: GroupBatch::default(),
+            bytes: 0,
+            outputs: (Vec::new(), Vec::new()),
+        }
+    }
+}
+
+/// The server on the replica that leads (module docs).
+struct Host<S: TxnServer> {
+    view: ViewNum,
+    /// A fresh client identity per host, so its request numbers start at 1.
+    client: u64,
+    seq: u64,
+    server: S,
+    /// When the server's timers are next due (µs, the wall clock).
+    next_tick: u64,
+    /// Names the next input (this process's nonce and host count in the high half).
+    next_uid: u64,
+    /// Inputs executed since the last hand-over.
+    turn: Batch<S::Msg>,
+    /// Inputs executed and handed over, waiting for their replies.
+    pending_inputs: usize,
+    pending: VecDeque<Pending<S::Msg>>,
+}
+
+/// A connection this process opened, with when to try again after it failed.
+#[derive(Default)]
+struct Out {
+    w: Option<BufWriter<TcpStream>>,
+    retry_at: Option<Instant>,
+}
+
+/// How long a failed outgoing connection rests before it is tried again.
+const RECONNECT_AFTER: Duration = Duration::from_millis(100);
+
+impl Out {
+    /// The writer, connecting (with `hello`) if there is none and the rest is over.
+    fn get(
+        &mut self,
+        addr: SocketAddr,
+        hello: Hello,
+        scratch: &mut Vec<u8>,
+    ) -> Option<&mut BufWriter<TcpStream>> {
+        if self.w.is_none() {
+            if self.retry_at.is_some_and(|t| Instant::now() < t) {
+                return None;
+            }
+            let connected =
+                TcpStream::connect_timeout(&addr, Duration::from_millis(200)).and_then(|s| {
+                    s.set_nodelay(true)?;
+                    let mut w = BufWriter::new(s);
+                    write_frame(&mut w, Encoding::Binary, &Frame::Hello(hello), scratch)?;
+                    Ok(w)
+                });
+            match connected {
+                Ok(w) => self.w = Some(w),
+                Err(_) => {
+                    self.retry_at = Some(Instant::now() + RECONNECT_AFTER);
+                    return None;
+                }
+            }
+        }
+        self.w.as_mut()
+    }
+
+    fn fail(&mut self) {
+        self.w = None;
+        self.retry_at = Some(Instant::now() + RECONNECT_AFTER);
+    }
+
+    fn flush(&mut self) {
+        if self.w.as_mut().is_some_and(|w| w.flush().is_err()) {
+            self.fail();
+        }
+    }
+}
+
+/// The protocol thread's state.
+struct Group<S: TxnServer, F> {
+    make: F,
+    shard: u32,
+    me: u8,
+    durability: GroupDurability,
+    groups: Vec<Vec<SocketAddr>>,
+    replica: Replica<InputLog>,
+    disk: Disk,
+    /// Checkpoints written and not yet covered by a sync (none while the group runs
+    /// without checkpoints; kept for a replica that installs a state transfer).
+    checkpoints: Vec<(u64, verso_vsr::Viewstamp)>,
+    syncs_asked: u64,
+    started: Instant,
+    host: Option<Host<S>>,
+    /// Names this process's hosts' clients and inputs.
+    nonce: u64,
+    hosts_started: u64,
+    writers: HashMap<u64, (BufWriter<TcpStream>, Encoding)>,
+    /// Client connections by the first protocol client they speak for: (count, conn).
+    clients: BTreeMap<u32, (u32, u64)>,
+    /// Incoming connections from the other replicas: conn → replica.
+    replica_conns: HashMap<u64, u8>,
+    /// Outgoing: to this group's replicas, and to every shard's replicas.
+    to_replicas: Vec<Out>,
+    to_servers: Vec<Vec<Out>>,
+    scratch: Vec<u8>,
+    shutdown: bool,
+    history_kept: bool,
+}
+
+fn run<S, F>(
+    make: F,
+    cfg: &GroupConfig,
+    durable: log::LogDurable,
+    disk: Disk,
+    rx: Receiver<Input>,
+) -> io::Result<()>
+where
+    S: TxnServer,
+    S::Msg: Wire,
+    F: Fn() -> io::Result<S>,
+{
+    let nonce = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+        | 1;
+    let vsr = replica_config(cfg.durability, cfg.replica, nonce);
+    let replica = Replica::recover(cfg.replica, vsr, InputLog::default(), &durable, 0);
+    let mut g = Group {
+        make,
+        shard: cfg.server.id,
+        me: cfg.replica,
+        durability: cfg.durability,
+        groups: cfg.groups.clone(),
+        replica,
+        disk,
+        checkpoints: Vec::new(),
+        syncs_asked: 0,
+        started: Instant::now(),
+        host: None,
+        nonce,
+        hosts_started: 0,
+        writers: HashMap::new(),
+        clients: BTreeMap::new(),
+        replica_conns: HashMap::new(),
+        to_replicas: (0..REPLICAS).map(|_| Out::default()).collect(),
+        to_servers: cfg
+            .groups
+            .iter()
+            .map(|g| g.iter().map(|_| Out::default()).collect())
+            .collect(),
+        scratch: Vec::new(),
+        shutdown: false,
+        history_kept: cfg.server.keep_history,
+    };
+    g.pump()?;
+    while !g.shutdown {
+        let wait = g.wait();
+        match rx.recv_timeout(wait) {
+            Ok(input) => {
+                g.handle(input)?;
+                for input in rx.try_iter().take(1024) {
+                    g.handle(input)?;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        let now = g.now_ms();
+        if g.replica.poll_timeout() <= now {
+            g.replica.handle_timeout(now);
+        }
+        g.tick_host()?;
+        g.hand_over();
+        g.pump()?;
+        g.flush();
+    }
+    Ok(())
+}
+
+impl<S, F> Group<S, F>
+where
+    S: TxnServer,
+    S::Msg: Wire,
+    F: Fn() -> io::Result<S>,
+{
+    /// The replica's clock: milliseconds since this process started.
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// How long the protocol thread may wait for input: until the replica's or the
+    /// host's timers are due, and at most 10 ms.
+    fn wait(&self) -> Duration {
+        let mut wait = Duration::from_millis(10);
+        let now = self.now_ms();
+        wait = wait.min(Duration::from_millis(
+            self.replica.poll_timeout().saturating_sub(now),
+        ));
+        if let Some(h) = &self.host {
+            if h.server.tick_every().is_some() {
+                let us = h.next_tick.saturating_sub(now_us());
+                wait = wait.min(Duration::from_micros(us));
+            }
+        }
+        wait
+    }
+
+    fn handle(&mut self, input: Input) -> io::Result<()> {
+        match input {
+            Input::Open(conn, hello, encoding, stream) => match hello {
+                Hello::Clients { first, count } => {
+                    self.clients.insert(first, (count, conn));
+                    self.writers
+                        .insert(conn, (BufWriter::new(stream), encoding));
+                }
+                Hello::Control => {
+                    self.writers
+                        .insert(conn, (BufWriter::new(stream), encoding));
+                }
+                Hello::Replica { group, replica } => {
+                    if group == self.shard && replica < REPLICAS && replica != self.me {
+                        self.replica_conns.insert(conn, replica);
+                    } else {
+                        let _ = stream.shutdown(std::net::Shutdown::Both);
+                    }
+                }
+                // Another shard's server only sends.
+                Hello::Server { .. } => {}
+            },
+            Input::Frame(conn, encoding, frame) => self.on_frame(conn, encoding, frame),
+            Input::Closed(conn) => self.forget_conn(conn),
+            Input::Disk(DiskDone::Synced(id)) => {
+                let now = self.now_ms();
+                self.replica.handle_synced(now, id);
+                while self.checkpoints.first().is_some_and(|&(at, _)| at <= id) {
+                    let (_, ap) = self.checkpoints.remove(0);
+                    self.replica.handle_checkpoint_durable(now, ap);
+                }
+            }
+            Input::Disk(DiskDone::Failed(why)) => {
+                return Err(io::Error::other(format!(
+                    "the group log's disk failed: {why}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn on_frame(&mut self, conn: u64, encoding: Encoding, frame: Frame) {
+        match frame {
+            Frame::Replica(bytes) => {
+                let Some(&from) = self.replica_conns.get(&conn) else {
+                    return self.drop_conn(conn);
+                };
+                match log::decode_msg(&bytes) {
+                    Ok(m) => {
+                        let now = self.now_ms();
+                        self.replica.handle_message(now, Address::Replica(from), m);
+                    }
+                    Err(_) => self.drop_conn(conn),
+                }
+            }
+            Frame::Msg { bytes, .. } => match S::Msg::decode_as(encoding, &bytes) {
+                Ok(msg) if !self.admits(&msg) => {
+                    eprintln!("txn-server: dropping a connection: a message with a timestamp, key or value this server's store cannot hold");
+                    self.drop_conn(conn)
+                }
+                Ok(msg) => self.submit(Some(msg)),
+                Err(_) => self.drop_conn(conn),
+            },
+            Frame::DumpRequest => self.dump(conn),
+            Frame::Shutdown => self.shutdown = true,
+            Frame::Hello(_) | Frame::Dump(_) | Frame::Effects(_) | Frame::DumpEnd { .. } => {
+                self.drop_conn(conn)
+            }
+        }
+    }
+
+    /// Whether the store could hold what `msg` carries (any host's server would say the
+    /// same: it depends on the message alone).
+    fn admits(&self, msg: &S::Msg) -> bool {
+        self.host.as_ref().is_none_or(|h| h.server.admits(msg))
+    }
+
+    fn forget_conn(&mut self, conn: u64) {
+        self.writers.remove(&conn);
+        self.replica_conns.remove(&conn);
+        self.clients.retain(|_, &mut (_, c)| c != conn);
+    }
+
+    fn drop_conn(&mut self, conn: u64) {
+        if let Some((w, _)) = self.writers.remove(&conn) {
+            let _ = w.get_ref().shutdown(std::net::Shutdown::Both);
+        }
+        self.forget_conn(conn);
+    }
+
+    fn dump(&mut self, conn: u64) {
+        let Some((w, encoding)) = self.writers.get_mut(&conn) else {
+            return;
+        };
+        let written = match &self.host {
+            Some(h) => write_dump(
+                &h.server,
+                self.history_kept,
+                w,
+                *encoding,
+                &mut self.scratch,
+            ),
+            None => {
+                let end = Frame::DumpEnd {
+                    undecided: 0,
+                    broken: Some(NOT_HOSTING.to_string()),
+                };
+                write_frame(w, *encoding, &end, &mut self.scratch)
+            }
+        };
+        if written.is_err() {
+            self.drop_conn(conn);
+        }
+    }
+
+    /// The host executes an input (a message, or with `None` a timer tick) and adds it to
+    /// its turn's batch; without a host it is dropped (its sender resends).
+    fn submit(&mut self, msg: Option<S::Msg>) {
+        let Some(h) = self.host.as_mut() else {
+            return;
+        };
+        if h.pending_inputs + h.turn.batch.inputs.len() >= PENDING_MAX {
+            return;
+        }
+        let at = now_us();
+        let bytes = msg.as_ref().map(|m| {
+            let mut b = Vec::new();
+            m.encode(&mut b);
+            b
+        });
+        match msg {
+            Some(m) => h.server.on_message(at, m),
+            None => h.server.tick(at),
+        }
+        h.turn.outputs.0.extend(h.server.drain());
+        h.turn.outputs.1.extend(h.server.drain_peers());
+        h.turn.bytes += bytes.as_ref().map_or(0, Vec::len);
+        h.next_uid += 1;
+        h.turn.batch.inputs.push(GroupInput {
+            uid: h.next_uid,
+            at,
+            msg: bytes,
+        });
+        if h.turn.bytes >= BATCH_BYTES {
+            self.hand_over();
+        }
+    }
+
+    /// The host hands its turn's batch to its replica as one request; its outputs leave
+    /// when the reply comes.
+    fn hand_over(&mut self) {
+        let Some(h) = self.host.as_mut() else {
+            return;
+        };
+        if h.turn.batch.inputs.is_empty() {
+            return;
+        }
+        let turn = std::mem::take(&mut h.turn);
+        h.seq += 1;
+        h.pending_inputs += turn.batch.inputs.len();
+        h.pending.push_back(Pending {
+            seq: h.seq,
+            inputs: turn.batch.inputs.len(),
+            outputs: turn.outputs,
+            replied: false,
+        });
+        let request = VsrRequest {
+            client: h.client,
+            seq: h.seq,
+            op: turn.batch,
+            sync: self.durability == GroupDurability::AnswersOnDisk,
+        };
+        let client = h.client;
+        let ev = self.replica.view();
+        let now = self.now_ms();
+        self.replica.handle_message(
+            now,
+            Address::Client(client),
+            VsrMessage::Request { request, ev },
+        );
+    }
+
+    /// Runs the host's server timers when due (an input like any other).
+    fn tick_host(&mut self) -> io::Result<()> {
+        let Some(h) = self.host.as_mut() else {
+            return Ok(());
+        };
+        let Some(every) = h.server.tick_every() else {
+            return Ok(());
+        };
+        let now = now_us();
+        if now < h.next_tick {
+            return Ok(());
+        }
+        h.next_tick = now + every;
+        self.submit(None);
+        Ok(())
+    }
+
+    /// Carries out what the replica asked for, then starts, keeps or drops the host and
+    /// releases what committed.
+    fn pump(&mut self) -> io::Result<()> {
+        while let Some(action) = self.replica.poll_action() {
+            match action {
+                Action::Send {
+                    to: Address::Replica(to),
+                    message,
+                } => self.send_replica(to, &message),
+                Action::Send {
+                    to: Address::Client(c),
+                    message,
+                } => self.on_reply(c, message),
+                Action::Write(w) => {
+                    if let verso_vsr::DiskWrite::Checkpoint(s) = &w {
+                        // Durable with the next sync asked for.
+                        self.checkpoints.push((self.syncs_asked + 1, s.ap));
+                    }
+                    self.disk.write(&w);
+                }
+                Action::Sync { id } => {
+                    self.syncs_asked = self.syncs_asked.max(id);
+                    self.disk.sync(id);
+                }
+            }
+        }
+        self.check_host()?;
+        self.release();
+        Ok(())
+    }
+
+    fn on_reply(&mut self, client: u64, message: ReplicaMsg) {
+        let Some(h) = self.host.as_mut() else {
+            return;
+        };
+        if client != h.client {
+            return;
+        }
+        match message {
+            VsrMessage::Reply { seq, .. } => {
+                if let Some(p) = h.pending.iter_mut().find(|p| p.seq == seq) {
+                    p.replied = true;
+                }
+            }
+            // The replica no longer takes this host's requests: what it executed past
+            // them will never commit. A new host rebuilds from the log.
+            _ => self.host = None,
+        }
+    }
+
+    /// Drops a host whose replica no longer leads its view; starts one on a replica that
+    /// leads and whose log is all committed and durable.
+    fn check_host(&mut self) -> io::Result<()> {
+        let leads = self.replica.role() == Role::Primary;
+        if let Some(h) = &self.host {
+            if !leads || self.replica.view() != h.view {
+                self.host = None;
+            }
+            return Ok(());
+        }
+        let op_max = self.replica.op_max();
+        if !leads || self.replica.commit() != Some(op_max) || self.replica.dp() < op_max {
+            return Ok(());
+        }
+        let mut server = (self.make)()?;
+        for (_, input) in &self.replica.app().applied {
+            match &input.msg {
+                None => server.tick(input.at),
+                Some(bytes) => match S::Msg::decode(bytes) {
+                    Ok(m) => server.on_message(input.at, m),
+                    // Every logged message was encoded by a host from a message it
+                    // decoded: this is a bug, not a peer's garbage.
+                    Err(e) => {
+                        return Err(io::Error::other(format!(
+                            "input {} in the group log does not decode: {e}",
+                            input.uid
+                        )))
+                    }
+                },
+            }
+            // Replayed outputs left when their inputs first ran (or were never answered,
+            // and their senders resend).
+            server.drain();
+            server.drain_peers();
+        }
+        self.hosts_started += 1;
+        self.host = Some(Host {
+            view: self.replica.view(),
+            client: (self.nonce << 16) ^ self.hosts_started,
+            seq: 0,
+            server,
+            next_tick: 0,
+            next_uid: (self.nonce ^ self.hosts_started) << 32,
+            turn: Batch::default(),
+            pending_inputs: 0,
+            pending: VecDeque::new(),
+        });
+        eprintln!(
+            "txn-server: shard {} replica {} hosts in view {:?} after replaying {} inputs",
+            self.shard,
+            self.me,
+            self.replica.view(),
+            self.replica.app().applied.len()
+        );
+        Ok(())
+    }
+
+    /// Sends the outputs of the inputs whose replies came, in log order.
+    fn release(&mut self) {
+        let mut ready = Vec::new();
+        if let Some(h) = self.host.as_mut() {
+            while h.pending.front().is_some_and(|p| p.replied) {
+                let p = h.pending.pop_front().expect("checked");
+                h.pending_inputs -= p.inputs;
+                ready.push(p.outputs);
+            }
+        }
+        for (to_clients, to_servers) in ready {
+            for (client, msg) in to_clients {
+                self.send_client(client, &msg);
+            }
+            for (to, msg) in to_servers {
+                self.send_server(to, &msg);
+            }
+        }
+    }
+
+    fn client_conn(&self, client: u32) -> Option<u64> {
+        let (&first, &(count, conn)) = self.clients.range(..=client).next_back()?;
+        (client - first < count).then_some(conn)
+    }
+
+    fn send_client(&mut self, client: ClientId, msg: &S::Msg) {
+        // A client that is gone sends again when it returns.
+        let Some(conn) = self.client_conn(client) else {
+            return;
+        };
+        let Some((w, encoding)) = self.writers.get_mut(&conn) else {
+            return;
+        };
+        if write_msg(w, *encoding, client, msg, &mut self.scratch).is_err() {
+            self.drop_conn(conn);
+        }
+    }
+
+    /// To every replica of shard `to`'s group (only its host takes it).
+    fn send_server(&mut self, to: ServerId, msg: &S::Msg) {
+        let Some(group) = self.groups.get(to as usize) else {
+            return;
+        };
+        let hello = Hello::Server { id: self.shard };
+        for (r, &addr) in group.iter().enumerate() {
+            let out = &mut self.to_servers[to as usize][r];
+            if let Some(w) = out.get(addr, hello, &mut self.scratch) {
+                if write_msg(w, Encoding::Binary, self.shard, msg, &mut self.scratch).is_err() {
+                    out.fail();
+                }
+            }
+        }
+    }
+
+    fn send_replica(&mut self, to: u8, msg: &ReplicaMsg) {
+        let Some(&addr) = self.groups[self.shard as usize].get(usize::from(to)) else {
+            return;
+        };
+        let hello = Hello::Replica {
+            group: self.shard,
+            replica: self.me,
+        };
+        let out = &mut self.to_replicas[usize::from(to)];
+        if let Some(w) = out.get(addr, hello, &mut self.scratch) {
+            let frame = Frame::Replica(log::encode_msg(msg));
+            // A message too large for a frame is lost like any other; the protocol
+            // bounds its messages below the limit (`message_bytes_max`).
+            if write_frame(w, Encoding::Binary, &frame, &mut self.scratch).is_err() {
+                out.fail();
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        let mut failed = Vec::new();
+        for (&conn, (w, _)) in &mut self.writers {
+            if w.flush().is_err() {
+                failed.push(conn);
+            }
+        }
+        failed.into_iter().for_each(|c| self.drop_conn(c));
+        self.to_replicas.iter_mut().for_each(Out::flush);
+        self.to_servers.iter_mut().flatten().for_each(Out::flush);
+    }
+}

@@ -1,0 +1,285 @@
+//! Shards served by replication groups on loopback (`crate::group`): three `verso
+//! txn-server --replica R` processes per shard, each with its log in a directory of its
+//! own, for the tests. Replicas can be killed (`SIGKILL`: what was not on disk is lost)
+//! and restarted on the same address from the same directory.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::frame::{write_frame, Frame};
+use crate::group::{GroupDurability, REPLICAS};
+use crate::local::{control, process_cpu_seconds, process_rss};
+use crate::local::{dump_one, Dump};
+use crate::{Protocol, StoreKind};
+use verso_ncc::wire::Encoding;
+
+/// How long a replica may take to start and say where it listens.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long [`LocalGroups::dump`] looks for each group's host.
+const HOST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Replica processes started by [`LocalGroups::start`]; killed when dropped.
+pub struct LocalGroups {
+    exe: PathBuf,
+    dir: PathBuf,
+    protocol: Protocol,
+    keep_history: bool,
+    store: StoreKind,
+    durability: GroupDurability,
+    servers: u32,
+    /// By shard, then replica; `None` while killed.
+    children: Vec<Vec<Option<Child>>>,
+    /// Every shard's group of addresses.
+    pub groups: Vec<Vec<SocketAddr>>,
+}
+
+impl LocalGroups {
+    /// Starts `servers` shards of three replicas each, their logs and output under `dir`.
+    pub fn start(
+        exe: &Path,
+        servers: u32,
+        protocol: Protocol,
+        keep_history: bool,
+        durability: GroupDurability,
+        dir: &Path,
+    ) -> io::Result<LocalGroups> {
+        let store = StoreKind::Memory;
+        LocalGroups::start_with(exe, servers, protocol, keep_history, store, durability, dir)
+    }
+
+    /// As [`LocalGroups::start`], NCC's servers keeping their decided versions in `store`.
+    pub fn start_with(
+        exe: &Path,
+        servers: u32,
+        protocol: Protocol,
+        keep_history: bool,
+        store: StoreKind,
+        durability: GroupDurability,
+        dir: &Path,
+    ) -> io::Result<LocalGroups> {
+        let mut g = LocalGroups {
+            exe: exe.to_path_buf(),
+            dir: dir.to_path_buf(),
+            protocol,
+            keep_history,
+            store,
+            durability,
+            servers,
+            children: Vec::new(),
+            groups: Vec::new(),
+        };
+        for s in 0..servers as usize {
+            let mut children = Vec::new();
+            let mut addrs = Vec::new();
+            for r in 0..usize::from(REPLICAS) {
+                let mut child = g.command(s, r, None)?.spawn()?;
+                addrs.push(listening(&mut child, s, r)?);
+                children.push(Some(child));
+            }
+            g.children.push(children);
+            g.groups.push(addrs);
+        }
+        let line = format!("peers {}\n", g.groups_arg());
+        for child in g.children.iter_mut().flatten().flatten() {
+            let stdin = child.stdin.as_mut().expect("piped");
+            stdin.write_all(line.as_bytes())?;
+            stdin.flush()?;
+        }
+        Ok(g)
+    }
+
+    fn groups_arg(&self) -> String {
+        let group = |g: &Vec<SocketAddr>| {
+            g.iter()
+                .map(SocketAddr::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        self.groups.iter().map(group).collect::<Vec<_>>().join(";")
+    }
+
+    /// The command for replica `r` of shard `s`; with `listen`, it binds that address and
+    /// is given its peers (a restart), else it binds any port and reads them.
+    fn command(&self, s: usize, r: usize, listen: Option<SocketAddr>) -> io::Result<Command> {
+        let dir = self.dir.join(format!("shard{s}-replica{r}"));
+        std::fs::create_dir_all(&dir)?;
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(dir.join("stderr.log"))?;
+        let mut c = Command::new(&self.exe);
+        c.args(["txn-server", "--id", &s.to_string()])
+            .args(["--servers", &self.servers.to_string()])
+            .args(["--protocol", self.protocol.name()])
+            .args(["--replica", &r.to_string()])
+            .arg("--dir")
+            .arg(&dir)
+            .args(["--durability", self.durability.name()])
+            .args(self.keep_history.then_some("--keep-history"))
+            .args(["--store", self.store.name()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log));
+        if let Some(addr) = listen {
+            c.args(["--listen", &addr.to_string()])
+                .args(["--peers", &self.groups_arg()]);
+        }
+        Ok(c)
+    }
+
+    /// Kills replica `r` of shard `s` with `SIGKILL` (a crash: what it had not synced is
+    /// lost) and waits for it to be gone.
+    pub fn kill(&mut self, s: usize, r: usize) -> io::Result<()> {
+        if let Some(mut child) = self.children[s][r].take() {
+            child.kill()?;
+            child.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Starts a killed replica again, on its address and from its directory.
+    pub fn restart(&mut self, s: usize, r: usize) -> io::Result<()> {
+        if self.children[s][r].is_some() {
+            return Ok(());
+        }
+        let mut child = self.command(s, r, Some(self.groups[s][r]))?.spawn()?;
+        let addr = listening(&mut child, s, r)?;
+        self.children[s][r] = Some(child);
+        if addr != self.groups[s][r] {
+            return Err(io::Error::other(format!(
+                "shard {s} replica {r} came back on {addr}, not {}",
+                self.groups[s][r]
+            )));
+        }
+        Ok(())
+    }
+
+    /// The replica of shard `s` that hosts now, if one answers as host within `timeout`.
+    pub fn host(&self, s: usize, timeout: Duration) -> Option<usize> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            for (r, &addr) in self.groups[s].iter().enumerate() {
+                if self.children[s][r].is_none() {
+                    continue;
+                }
+                if dump_one(addr, s, &mut Dump::default()).unwrap_or(false) {
+                    return Some(r);
+                }
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The longest log file among shard `s`'s replicas, in bytes: the group's progress,
+    /// for a test that waits for inputs to have been logged.
+    pub fn log_bytes(&self, s: usize) -> u64 {
+        (0..usize::from(REPLICAS))
+            .filter_map(|r| {
+                let path = self
+                    .dir
+                    .join(format!("shard{s}-replica{r}"))
+                    .join("group.log");
+                std::fs::metadata(path).ok().map(|m| m.len())
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Every shard's committed versions and state, from each group's host.
+    pub fn dump(&self) -> io::Result<Dump> {
+        let mut dump = Dump::default();
+        for s in 0..self.groups.len() {
+            let r = self
+                .host(s, HOST_TIMEOUT)
+                .ok_or_else(|| io::Error::other(format!("shard {s} has no host")))?;
+            if !dump_one(self.groups[s][r], s, &mut dump)? {
+                return Err(io::Error::other(format!("shard {s}'s host stepped down")));
+            }
+        }
+        Ok(dump)
+    }
+}
+
+impl LocalGroups {
+    fn pids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.children.iter().flatten().flatten().map(Child::id)
+    }
+
+    /// Every live replica's CPU time so far (user and system), in seconds.
+    pub fn cpu_seconds(&self) -> Vec<Option<f64>> {
+        self.pids().map(process_cpu_seconds).collect()
+    }
+
+    /// Every live replica's resident memory now, in bytes.
+    pub fn rss_bytes(&self) -> Vec<Option<u64>> {
+        self.pids().map(process_rss).collect()
+    }
+
+    /// Asks every replica to exit and waits (bounded) for it; kills what does not.
+    pub fn shutdown(mut self) -> io::Result<()> {
+        for (s, group) in self.groups.iter().enumerate() {
+            for (r, &addr) in group.iter().enumerate() {
+                if self.children[s][r].is_none() {
+                    continue;
+                }
+                if let Ok(stream) = control(addr) {
+                    let mut w = io::BufWriter::new(stream);
+                    let _ =
+                        write_frame(&mut w, Encoding::Binary, &Frame::Shutdown, &mut Vec::new());
+                    let _ = w.flush();
+                }
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for child in self.children.iter_mut().flatten().flatten() {
+            while child.try_wait()?.is_none() {
+                if Instant::now() > deadline {
+                    child.kill()?;
+                    child.wait()?;
+                    return Err(io::Error::other("a replica did not exit on shutdown"));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for LocalGroups {
+    fn drop(&mut self) {
+        for child in self.children.iter_mut().flatten().flatten() {
+            if matches!(child.try_wait(), Ok(None)) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// The address a starting replica prints, read on a thread so that one that never prints
+/// cannot hang the caller.
+fn listening(child: &mut Child, s: usize, r: usize) -> io::Result<SocketAddr> {
+    let stdout = child.stdout.take().expect("piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(START_TIMEOUT)
+        .map_err(|_| io::Error::other(format!("shard {s} replica {r} did not start")))?;
+    line.trim()
+        .strip_prefix("listening ")
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| io::Error::other(format!("shard {s} replica {r} said {line:?}")))
+}

@@ -1,0 +1,238 @@
+//! Shards served by replication groups between real processes (issue 18 item 3, issue 19
+//! items 3 and 6): two shards of three `verso txn-server --replica R` processes each, on
+//! loopback. Threads move value between keys of the two shards in two-shot transactions
+//! and audit the total in one-round read-only transactions while group replicas are killed
+//! with SIGKILL (the host of each shard in turn, then a whole group at once) and
+//! restarted from their logs. Every audit and the final total must equal the initial
+//! total, nothing may stay undecided, and each group's host must report its invariants
+//! intact. Every wait is on a condition, bounded in time.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use verso_ncc::wire::Encoding;
+use verso_ncc::{Key, Op, Value};
+use verso_txn_net::group::GroupDurability;
+use verso_txn_net::local_groups::LocalGroups;
+use verso_txn_net::session::Session;
+use verso_txn_net::Protocol;
+
+const KEYS: u64 = 6;
+const START: u64 = 1_000_000;
+const WORKERS: u32 = 3;
+
+/// A small seeded generator (xorshift), so each thread's transfers repeat run to run.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn number(v: &Value) -> u64 {
+    v.to_u64().expect("a balance")
+}
+
+fn total(s: &mut Session) -> u64 {
+    let keys: Vec<Key> = (0..KEYS).map(Key::from).collect();
+    s.get(&keys)
+        .expect("an audit commits")
+        .iter()
+        .map(|(_, v)| number(v))
+        .sum()
+}
+
+fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn transfers_conserve_the_total_while_group_replicas_crash_and_restart() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let protocol = Protocol::parse("ncc").expect("a known name");
+    let mut groups = LocalGroups::start(
+        exe,
+        2,
+        protocol,
+        true,
+        GroupDurability::AnswersOnDisk,
+        dir.path(),
+    )
+    .expect("the replicas start");
+    let servers = groups.groups.clone();
+    let mut setup =
+        Session::connect_groups(&servers, protocol, 0, Encoding::Binary).expect("connect");
+    setup.set_timeout(Duration::from_secs(30));
+    let initial: Vec<(Key, Value)> = (0..KEYS).map(|k| (k.into(), START.into())).collect();
+    setup.put(&initial).expect("the initial balances commit");
+    assert_eq!(total(&mut setup), START * KEYS);
+
+    let done = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let audits: Vec<u64> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (1..=WORKERS)
+            .map(|id| {
+                let (servers, done, stop) = (&servers, &done, &stop);
+                scope.spawn(move || {
+                    let mut s = Session::connect_groups(servers, protocol, id, Encoding::Binary)
+                        .expect("connect");
+                    // A failover takes about a second (a view change, then the new host
+                    // replays its log); a transaction may see two.
+                    s.set_timeout(Duration::from_secs(30));
+                    let mut rng = Rng(0x9E37_79B9 ^ u64::from(id));
+                    let mut seen = Vec::new();
+                    let mut i = 0u64;
+                    // At least 40 transfers each, then on until the faults are over.
+                    while i < 40 || !stop.load(Ordering::SeqCst) {
+                        assert!(i < 100_000, "the faults never ended");
+                        let from = rng.below(KEYS / 2) * 2;
+                        let to = rng.below(KEYS / 2) * 2 + 1;
+                        let (from, to) = if i.is_multiple_of(2) { (from, to) } else { (to, from) };
+                        let amount = 1 + rng.below(5);
+                        s.transact(vec![Op::read(from), Op::read(to)], |reads| {
+                            let (a, b) = (number(&reads[0].1), number(&reads[1].1));
+                            (
+                                vec![Op::write(from, a - amount), Op::write(to, b + amount)],
+                                true,
+                            )
+                        })
+                        .unwrap_or_else(|e| panic!("worker {id}: transfer {i}: {e}"));
+                        done.fetch_add(1, Ordering::SeqCst);
+                        if i.is_multiple_of(5) {
+                            seen.push(total(&mut s));
+                        }
+                        i += 1;
+                    }
+                    seen
+                })
+            })
+            .collect();
+
+        // The faults, each once the transfers have moved on since the last.
+        let progress = |n: u64, what: &str| {
+            let target = done.load(Ordering::SeqCst) + n;
+            wait_until(Duration::from_secs(60), what, || {
+                done.load(Ordering::SeqCst) >= target
+            });
+        };
+        progress(10, "transfers before the first fault");
+        for shard in [0usize, 1] {
+            let host = groups.host(shard, Duration::from_secs(30)).expect("a host");
+            groups.kill(shard, host).expect("kill the host");
+            progress(10, "transfers after a host was killed");
+            groups.restart(shard, host).expect("the replica restarts");
+            progress(5, "transfers after the replica came back");
+        }
+        // The whole of shard 0's group at once: answers left only once their inputs were
+        // on a majority's disks, so none is lost.
+        for r in 0..3 {
+            groups.kill(0, r).expect("kill a replica");
+        }
+        for r in 0..3 {
+            groups.restart(0, r).expect("the replica restarts");
+        }
+        progress(10, "transfers after the whole group came back");
+        stop.store(true, Ordering::SeqCst);
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("no worker panics"))
+            .collect()
+    });
+    for (i, &t) in audits.iter().enumerate() {
+        assert_eq!(t, START * KEYS, "audit {i}: the total is not conserved");
+    }
+    assert_eq!(total(&mut setup), START * KEYS, "the final total");
+    let moved = setup
+        .get(&(0..KEYS).map(Key::from).collect::<Vec<_>>())
+        .expect("a read");
+    assert!(moved.iter().any(|(_, v)| number(v) != START), "{moved:?}");
+    let dump = groups.dump().expect("each group's host dumps");
+    assert!(dump.broken.is_empty(), "{:?}", dump.broken);
+    assert_eq!(dump.undecided, 0, "transactions left undecided");
+}
+
+/// The load driver's recorded history, over groups whose replicas crash: a host of shard 0
+/// is killed and restarted, then the whole of shard 1's group, while contended
+/// transactions of every shape run. With what each group's host committed, the history
+/// must be strictly serializable, and every transaction must finish.
+#[test]
+fn the_history_is_strictly_serializable_across_failovers_and_a_total_crash() {
+    use verso_ncc::sim::SimOptions;
+    use verso_txn_net::load::{self, LoadConfig};
+
+    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let protocol = Protocol::parse("ncc").expect("a known name");
+    let mut groups = LocalGroups::start(
+        exe,
+        2,
+        protocol,
+        true,
+        GroupDurability::AnswersOnDisk,
+        dir.path(),
+    )
+    .expect("the replicas start");
+    // Every shard has a host before the load starts.
+    for s in 0..2 {
+        groups.host(s, Duration::from_secs(30)).expect("a host");
+    }
+    let mut mix = SimOptions::new(11);
+    mix.keys = 40;
+    let cfg = LoadConfig {
+        servers: groups.groups.clone(),
+        protocol,
+        mix,
+        threads: 2,
+        clients_per_thread: 6,
+        rate: 0,
+        duration: Duration::from_secs(4),
+        record_history: true,
+        resend_after_us: 200_000,
+        drain_timeout: Duration::from_secs(60),
+        first_client: 100,
+        baseline_backoff_us: None,
+        encoding: Encoding::Binary,
+    };
+    // Each fault once the load has logged more inputs (the logs' bytes on disk).
+    let logged = |groups: &LocalGroups, s: usize, more: u64, what: &str| {
+        let target = groups.log_bytes(s) + more;
+        wait_until(Duration::from_secs(60), what, || {
+            groups.log_bytes(s) >= target
+        });
+    };
+    let report = std::thread::scope(|scope| {
+        let load = scope.spawn(|| load::run(&cfg));
+        logged(&groups, 0, 20_000, "inputs before the first fault");
+        let host = groups.host(0, Duration::from_secs(30)).expect("a host");
+        groups.kill(0, host).expect("kill the host");
+        logged(&groups, 0, 20_000, "inputs after the host was killed");
+        groups.restart(0, host).expect("the replica restarts");
+        logged(&groups, 1, 20_000, "inputs on shard 1");
+        for r in 0..3 {
+            groups.kill(1, r).expect("kill a replica");
+        }
+        for r in 0..3 {
+            groups.restart(1, r).expect("the replica restarts");
+        }
+        load.join().expect("the load does not panic")
+    })
+    .expect("the load runs");
+    assert!(
+        report.committed > 100,
+        "only {} committed",
+        report.committed
+    );
+    let dump = groups.dump().expect("each group's host dumps");
+    let verdict = load::check(protocol, &report, &dump);
+    assert!(verdict.is_ok(), "{verdict:?}");
+}
