@@ -15,9 +15,13 @@
 //! - [`engine_store`]: an NCC server's decided versions as engine versions (issue 18 item
 //!   3), run by the simulator (`tests/engine_store_sim.rs`, `verso sim ncc --store engine`).
 //!
-//! Not yet here (issue 19's later items): the server processes keep NCC's versions in
-//! memory, not in the engine, and are not replicated; servers never fail in these runs (clients do:
-//! `crates/verso/tests/txn_client_faults.rs` kills and stops them mid-transaction).
+//! - [`group`]: a shard served by a replication group of three processes, each a Lazy VSR
+//!   replica whose log holds the server's inputs; the replica that leads hosts the server
+//!   and answers only once an input is committed (by default, on a majority's disks).
+//!   [`local_groups`] starts such groups on loopback and kills and restarts replicas.
+//!
+//! Not yet here (issue 19's later items): the shards are not the cluster's slots
+//! (`verso serve --cluster` does not run NCC).
 
 pub mod client;
 pub mod engine_store;

@@ -40,7 +40,8 @@ pub struct LocalGroups {
 }
 
 impl LocalGroups {
-    /// Starts `servers` shards of three replicas each, their logs and output under `dir`.
+    /// Starts `servers` shards of three replicas each, their logs and output under `dir`,
+    /// and returns once every shard's group has a host.
     pub fn start(
         exe: &Path,
         servers: u32,
@@ -90,6 +91,13 @@ impl LocalGroups {
             let stdin = child.stdin.as_mut().expect("piped");
             stdin.write_all(line.as_bytes())?;
             stdin.flush()?;
+        }
+        // A group elects its first primary (a view change, after the replicas' timeout)
+        // before it hosts: a run should not start with none.
+        for s in 0..servers as usize {
+            if g.host(s, HOST_TIMEOUT).is_none() {
+                return Err(io::Error::other(format!("shard {s} elected no host")));
+            }
         }
         Ok(g)
     }

@@ -17,6 +17,8 @@ use verso_txn_net::Protocol;
 #[derive(Args, Debug)]
 pub struct TxnClientArgs {
     /// Every server's address by id, comma-separated (key k, below 2^56, lives on server k % count).
+    /// Shards served by replication groups (`txn-server --replica`): each group's
+    /// addresses comma-separated, the groups separated by `;` (`A,B,C;D,E,F`).
     #[arg(long)]
     servers: String,
     /// The protocol the servers run.
@@ -83,8 +85,13 @@ pub fn run(args: &TxnClientArgs) -> ExitCode {
 }
 
 fn run_inner(args: &TxnClientArgs) -> std::io::Result<()> {
-    let servers = local::parse_peers(&args.servers)?;
-    let mut s = Session::connect(&servers, args.protocol, args.client, args.wire)?;
+    let mut s = if args.servers.contains(';') {
+        let groups = local::parse_groups(args.servers.trim_end_matches(';'))?;
+        Session::connect_groups(&groups, args.protocol, args.client, args.wire)?
+    } else {
+        let servers = local::parse_peers(&args.servers)?;
+        Session::connect(&servers, args.protocol, args.client, args.wire)?
+    };
     let mut out = std::io::stdout().lock();
     // Keys and values on this command line are numbers (their 8 bytes, big-endian).
     if !args.put.is_empty() {

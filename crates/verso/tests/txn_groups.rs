@@ -97,7 +97,11 @@ fn transfers_conserve_the_total_while_group_replicas_crash_and_restart() {
                         assert!(i < 100_000, "the faults never ended");
                         let from = rng.below(KEYS / 2) * 2;
                         let to = rng.below(KEYS / 2) * 2 + 1;
-                        let (from, to) = if i.is_multiple_of(2) { (from, to) } else { (to, from) };
+                        let (from, to) = if i.is_multiple_of(2) {
+                            (from, to)
+                        } else {
+                            (to, from)
+                        };
                         let amount = 1 + rng.below(5);
                         s.transact(vec![Op::read(from), Op::read(to)], |reads| {
                             let (a, b) = (number(&reads[0].1), number(&reads[1].1));
