@@ -37,6 +37,9 @@ enum Incoming<M> {
 /// How long a lost replica connection rests before the pool connects again.
 pub const RECONNECT_AFTER: Duration = Duration::from_millis(100);
 
+/// How long a connect to a group's replica may take.
+const REPLICA_CONNECT_TIMEOUT: Duration = Duration::from_millis(200);
+
 /// A group's replica that answered within this long is taken for its host: messages go to
 /// it alone. Below the clients' resend interval (200 ms in the load driver and sessions),
 /// so a resend after a failover goes to every replica.
@@ -156,8 +159,15 @@ where
 
     /// Opens the connection to replica `r` of server `s`, and its reader thread.
     fn open(&mut self, s: usize, r: usize) -> io::Result<()> {
+        // A replica that drops packets must not hold up the pool's thread (its other
+        // replicas carry on); a plain server is worth waiting for.
+        let timeout = if self.conns[s].len() > 1 {
+            REPLICA_CONNECT_TIMEOUT
+        } else {
+            Duration::from_secs(5)
+        };
         let conn = &mut self.conns[s][r];
-        let stream = TcpStream::connect_timeout(&conn.addr, Duration::from_secs(5))?;
+        let stream = TcpStream::connect_timeout(&conn.addr, timeout)?;
         stream.set_nodelay(true)?;
         let reader = stream.try_clone()?;
         let mut w = BufWriter::new(stream);

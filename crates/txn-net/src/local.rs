@@ -126,7 +126,9 @@ impl LocalCluster {
     pub fn dump(&self) -> io::Result<Dump> {
         let mut dump = Dump::default();
         for (s, &addr) in self.addrs.iter().enumerate() {
-            dump_one(addr, s, &mut dump)?;
+            if dump_one(addr, s, &mut dump)? != DumpAnswer::Dumped {
+                return Err(io::Error::other(format!("server {s} is a group replica")));
+            }
         }
         Ok(dump)
     }
@@ -166,9 +168,20 @@ impl Drop for LocalCluster {
     }
 }
 
-/// Asks the server at `addr` (shard `s`) for its dump and adds it to `dump`. Returns
-/// false, adding nothing, if the server says it is a replica that does not host.
-pub(crate) fn dump_one(addr: SocketAddr, s: usize, dump: &mut Dump) -> io::Result<bool> {
+/// What a server answered a dump request with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DumpAnswer {
+    /// Its state (added to the dump).
+    Dumped,
+    /// A group's replica that does not host.
+    NotHosting,
+    /// A group's host with inputs waiting to commit: ask again.
+    Unsettled,
+}
+
+/// Asks the server at `addr` (shard `s`) for its dump and adds it to `dump` (only when it
+/// answers [`DumpAnswer::Dumped`]).
+pub(crate) fn dump_one(addr: SocketAddr, s: usize, dump: &mut Dump) -> io::Result<DumpAnswer> {
     let stream = control(addr)?;
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     let mut w = BufWriter::new(stream.try_clone()?);
@@ -187,8 +200,10 @@ pub(crate) fn dump_one(addr: SocketAddr, s: usize, dump: &mut Dump) -> io::Resul
             Some(Frame::Dump(keys)) => got.versions.extend(keys),
             Some(Frame::Effects(txns)) => got.effects.extend(txns),
             Some(Frame::DumpEnd { undecided, broken }) => {
-                if broken.as_deref() == Some(crate::group::NOT_HOSTING) {
-                    return Ok(false);
+                match broken.as_deref() {
+                    Some(crate::group::NOT_HOSTING) => return Ok(DumpAnswer::NotHosting),
+                    Some(crate::group::UNSETTLED) => return Ok(DumpAnswer::Unsettled),
+                    _ => {}
                 }
                 dump.undecided += u64::from(undecided);
                 if let Some(why) = broken {
@@ -196,7 +211,7 @@ pub(crate) fn dump_one(addr: SocketAddr, s: usize, dump: &mut Dump) -> io::Resul
                 }
                 dump.versions.extend(got.versions);
                 dump.effects.extend(got.effects);
-                return Ok(true);
+                return Ok(DumpAnswer::Dumped);
             }
             other => {
                 return Err(io::Error::other(format!(

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::frame::{write_frame, Frame};
 use crate::group::{GroupDurability, REPLICAS};
 use crate::local::{control, process_cpu_seconds, process_rss};
-use crate::local::{dump_one, Dump};
+use crate::local::{dump_one, Dump, DumpAnswer};
 use crate::{Protocol, StoreKind};
 use verso_ncc::wire::Encoding;
 
@@ -176,7 +176,8 @@ impl LocalGroups {
                 if self.children[s][r].is_none() {
                     continue;
                 }
-                if dump_one(addr, s, &mut Dump::default()).unwrap_or(false) {
+                let answer = dump_one(addr, s, &mut Dump::default());
+                if matches!(answer, Ok(DumpAnswer::Dumped | DumpAnswer::Unsettled)) {
                     return Some(r);
                 }
             }
@@ -202,15 +203,23 @@ impl LocalGroups {
             .unwrap_or(0)
     }
 
-    /// Every shard's committed versions and state, from each group's host.
+    /// Every shard's committed versions and state, from each group's host once none of
+    /// its inputs waits to commit (call it once the load has stopped).
     pub fn dump(&self) -> io::Result<Dump> {
         let mut dump = Dump::default();
         for s in 0..self.groups.len() {
-            let r = self
-                .host(s, HOST_TIMEOUT)
-                .ok_or_else(|| io::Error::other(format!("shard {s} has no host")))?;
-            if !dump_one(self.groups[s][r], s, &mut dump)? {
-                return Err(io::Error::other(format!("shard {s}'s host stepped down")));
+            let deadline = Instant::now() + HOST_TIMEOUT;
+            loop {
+                let r = self
+                    .host(s, HOST_TIMEOUT)
+                    .ok_or_else(|| io::Error::other(format!("shard {s} has no host")))?;
+                if dump_one(self.groups[s][r], s, &mut dump)? == DumpAnswer::Dumped {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(io::Error::other(format!("shard {s}'s host never settled")));
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
         }
         Ok(dump)

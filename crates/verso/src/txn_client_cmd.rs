@@ -17,10 +17,13 @@ use verso_txn_net::Protocol;
 #[derive(Args, Debug)]
 pub struct TxnClientArgs {
     /// Every server's address by id, comma-separated (key k, below 2^56, lives on server k % count).
-    /// Shards served by replication groups (`txn-server --replica`): each group's
-    /// addresses comma-separated, the groups separated by `;` (`A,B,C;D,E,F`).
+    #[arg(long, required_unless_present = "groups", conflicts_with = "groups")]
+    servers: Option<String>,
+    /// Instead of --servers, shards served by replication groups (`txn-server
+    /// --replica`): each group's addresses comma-separated, the groups separated by `;`
+    /// (`A,B,C;D,E,F`; one group: `A,B,C`).
     #[arg(long)]
-    servers: String,
+    groups: Option<String>,
     /// The protocol the servers run.
     #[arg(long, default_value = "ncc", value_parser = crate::txn_cmd::parse_protocol)]
     protocol: Protocol,
@@ -85,12 +88,21 @@ pub fn run(args: &TxnClientArgs) -> ExitCode {
 }
 
 fn run_inner(args: &TxnClientArgs) -> std::io::Result<()> {
-    let mut s = if args.servers.contains(';') {
-        let groups = local::parse_groups(args.servers.trim_end_matches(';'))?;
-        Session::connect_groups(&groups, args.protocol, args.client, args.wire)?
-    } else {
-        let servers = local::parse_peers(&args.servers)?;
-        Session::connect(&servers, args.protocol, args.client, args.wire)?
+    let mut s = match (&args.groups, &args.servers) {
+        (Some(groups), _) => {
+            let groups = local::parse_groups(groups)?;
+            Session::connect_groups(&groups, args.protocol, args.client, args.wire)?
+        }
+        (None, Some(servers)) => {
+            let servers = local::parse_peers(servers)?;
+            Session::connect(&servers, args.protocol, args.client, args.wire)?
+        }
+        (None, None) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "--servers or --groups is required",
+            ))
+        }
     };
     let mut out = std::io::stdout().lock();
     // Keys and values on this command line are numbers (their 8 bytes, big-endian).

@@ -94,6 +94,10 @@ impl Disk {
         wrap: fn(DiskDone) -> T,
     ) -> io::Result<(LogDurable, Disk)> {
         std::fs::create_dir_all(dir)?;
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            // The directory's own entry must survive a crash too.
+            File::open(parent)?.sync_all()?;
+        }
         let path = dir.join("group.log");
         let (durable, file) = recover(&path)?;
         let (jobs, rx) = mpsc::channel();
@@ -160,8 +164,10 @@ fn recover(path: &Path) -> io::Result<(LogDurable, File)> {
     let end = (MAGIC.len() + valid) as u64;
     if end < bytes.len() as u64 {
         file.set_len(end)?;
-        file.sync_all()?;
     }
+    // What a killed process wrote may still be only in the page cache: the replica will
+    // report all of it as on disk (its durable point counts it), so make it so.
+    file.sync_all()?;
     file.seek(SeekFrom::Start(end))?;
     Ok((durable, file))
 }

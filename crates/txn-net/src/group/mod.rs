@@ -30,11 +30,12 @@
 //! [`PENDING_MAX`] inputs wait for their replies, more are dropped (their senders resend).
 
 pub mod disk;
+mod link;
 pub mod log;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
-use std::io::{self, BufWriter, Write};
+use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -52,6 +53,7 @@ use crate::frame::{write_frame, write_msg, Frame, Hello};
 use crate::server::{spawn_acceptor, write_dump, Input, ServerConfig};
 use crate::{now_us, Protocol, StoreKind};
 use disk::{Disk, DiskDone};
+use link::Link;
 use log::{GroupBatch, GroupInput, InputLog, ReplicaMsg};
 
 /// Replicas per group.
@@ -64,9 +66,16 @@ pub const PENDING_MAX: usize = 65_536;
 /// it holds this many bytes.
 const BATCH_BYTES: usize = 256 << 10;
 
+/// How long a new host replays its log per turn of the loop (`Group::replay`).
+const REPLAY_SLICE: Duration = Duration::from_millis(5);
+
 /// What a replica that does not host answers a dump request with (`DumpEnd`'s reason):
 /// the caller asks another replica.
 pub const NOT_HOSTING: &str = "not the group's host";
+
+/// What a host answers a dump request with while inputs it executed wait to commit (its
+/// server's state may hold effects a failover would lose): the caller asks again.
+pub const UNSETTLED: &str = "the host has inputs waiting to commit";
 
 /// When a host's answers may leave (module docs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -233,6 +242,13 @@ struct Host<S: TxnServer> {
     client: u64,
     seq: u64,
     server: S,
+    /// Log inputs replayed into `server` so far; it serves once all are (`ready`).
+    replayed: usize,
+    ready: bool,
+    created: Instant,
+    /// The latest input time it has seen: a new host's clock may be behind its
+    /// predecessor's, and the server must not see time go backwards.
+    last_at: u64,
     /// When the server's timers are next due (µs, the wall clock).
     next_tick: u64,
     /// Names the next input (this process's nonce and host count in the high half).
@@ -244,55 +260,21 @@ struct Host<S: TxnServer> {
     pending: VecDeque<Pending<S::Msg>>,
 }
 
-/// A connection this process opened, with when to try again after it failed.
-#[derive(Default)]
-struct Out {
-    w: Option<BufWriter<TcpStream>>,
-    retry_at: Option<Instant>,
+/// A connection a peer opened, answered through a [`Link`].
+struct Accepted {
+    link: Link,
+    encoding: Encoding,
+    socket: TcpStream,
 }
 
-/// How long a failed outgoing connection rests before it is tried again.
-const RECONNECT_AFTER: Duration = Duration::from_millis(100);
-
-impl Out {
-    /// The writer, connecting (with `hello`) if there is none and the rest is over.
-    fn get(
-        &mut self,
-        addr: SocketAddr,
-        hello: Hello,
-        scratch: &mut Vec<u8>,
-    ) -> Option<&mut BufWriter<TcpStream>> {
-        if self.w.is_none() {
-            if self.retry_at.is_some_and(|t| Instant::now() < t) {
-                return None;
-            }
-            let connected =
-                TcpStream::connect_timeout(&addr, Duration::from_millis(200)).and_then(|s| {
-                    s.set_nodelay(true)?;
-                    let mut w = BufWriter::new(s);
-                    write_frame(&mut w, Encoding::Binary, &Frame::Hello(hello), scratch)?;
-                    Ok(w)
-                });
-            match connected {
-                Ok(w) => self.w = Some(w),
-                Err(_) => {
-                    self.retry_at = Some(Instant::now() + RECONNECT_AFTER);
-                    return None;
-                }
-            }
-        }
-        self.w.as_mut()
-    }
-
-    fn fail(&mut self) {
-        self.w = None;
-        self.retry_at = Some(Instant::now() + RECONNECT_AFTER);
-    }
-
-    fn flush(&mut self) {
-        if self.w.as_mut().is_some_and(|w| w.flush().is_err()) {
-            self.fail();
-        }
+impl Accepted {
+    fn new(stream: TcpStream, encoding: Encoding) -> io::Result<Accepted> {
+        let socket = stream.try_clone()?;
+        Ok(Accepted {
+            link: Link::accepted(stream)?,
+            encoding,
+            socket,
+        })
     }
 }
 
@@ -302,7 +284,6 @@ struct Group<S: TxnServer, F> {
     shard: u32,
     me: u8,
     durability: GroupDurability,
-    groups: Vec<Vec<SocketAddr>>,
     replica: Replica<InputLog>,
     disk: Disk,
     /// Checkpoints written and not yet covered by a sync (none while the group runs
@@ -314,14 +295,16 @@ struct Group<S: TxnServer, F> {
     /// Names this process's hosts' clients and inputs.
     nonce: u64,
     hosts_started: u64,
-    writers: HashMap<u64, (BufWriter<TcpStream>, Encoding)>,
+    /// Connections peers opened that this replica answers on (clients, control), with
+    /// the encoding each speaks and the socket, to shut down.
+    writers: HashMap<u64, Accepted>,
     /// Client connections by the first protocol client they speak for: (count, conn).
     clients: BTreeMap<u32, (u32, u64)>,
     /// Incoming connections from the other replicas: conn → replica.
     replica_conns: HashMap<u64, u8>,
-    /// Outgoing: to this group's replicas, and to every shard's replicas.
-    to_replicas: Vec<Out>,
-    to_servers: Vec<Vec<Out>>,
+    /// Outgoing: to this group's other replicas, and to every shard's replicas.
+    to_replicas: Vec<Option<Link>>,
+    to_servers: Vec<Vec<Link>>,
     scratch: Vec<u8>,
     shutdown: bool,
     history_kept: bool,
@@ -350,7 +333,6 @@ where
         shard: cfg.server.id,
         me: cfg.replica,
         durability: cfg.durability,
-        groups: cfg.groups.clone(),
         replica,
         disk,
         checkpoints: Vec::new(),
@@ -362,12 +344,26 @@ where
         writers: HashMap::new(),
         clients: BTreeMap::new(),
         replica_conns: HashMap::new(),
-        to_replicas: (0..REPLICAS).map(|_| Out::default()).collect(),
+        to_replicas: (0..REPLICAS)
+            .map(|r| {
+                let hello = Hello::Replica {
+                    group: cfg.server.id,
+                    replica: cfg.replica,
+                };
+                let addr = cfg.groups[cfg.server.id as usize][usize::from(r)];
+                (r != cfg.replica)
+                    .then(|| Link::outgoing(addr, hello))
+                    .transpose()
+            })
+            .collect::<io::Result<_>>()?,
         to_servers: cfg
             .groups
             .iter()
-            .map(|g| g.iter().map(|_| Out::default()).collect())
-            .collect(),
+            .map(|g| {
+                let hello = Hello::Server { id: cfg.server.id };
+                g.iter().map(|&a| Link::outgoing(a, hello)).collect()
+            })
+            .collect::<io::Result<_>>()?,
         scratch: Vec::new(),
         shutdown: false,
         history_kept: cfg.server.keep_history,
@@ -389,10 +385,10 @@ where
         if g.replica.poll_timeout() <= now {
             g.replica.handle_timeout(now);
         }
+        g.replay()?;
         g.tick_host()?;
         g.hand_over();
         g.pump()?;
-        g.flush();
     }
     Ok(())
 }
@@ -411,6 +407,9 @@ where
     /// How long the protocol thread may wait for input: until the replica's or the
     /// host's timers are due, and at most 10 ms.
     fn wait(&self) -> Duration {
+        if self.host.as_ref().is_some_and(|h| !h.ready) {
+            return Duration::ZERO; // replaying
+        }
         let mut wait = Duration::from_millis(10);
         let now = self.now_ms();
         wait = wait.min(Duration::from_millis(
@@ -429,13 +428,15 @@ where
         match input {
             Input::Open(conn, hello, encoding, stream) => match hello {
                 Hello::Clients { first, count } => {
-                    self.clients.insert(first, (count, conn));
-                    self.writers
-                        .insert(conn, (BufWriter::new(stream), encoding));
+                    if let Ok(a) = Accepted::new(stream, encoding) {
+                        self.clients.insert(first, (count, conn));
+                        self.writers.insert(conn, a);
+                    }
                 }
                 Hello::Control => {
-                    self.writers
-                        .insert(conn, (BufWriter::new(stream), encoding));
+                    if let Ok(a) = Accepted::new(stream, encoding) {
+                        self.writers.insert(conn, a);
+                    }
                 }
                 Hello::Replica { group, replica } => {
                     if group == self.shard && replica < REPLICAS && replica != self.me {
@@ -509,33 +510,38 @@ where
     }
 
     fn drop_conn(&mut self, conn: u64) {
-        if let Some((w, _)) = self.writers.remove(&conn) {
-            let _ = w.get_ref().shutdown(std::net::Shutdown::Both);
+        if let Some(a) = self.writers.remove(&conn) {
+            let _ = a.socket.shutdown(std::net::Shutdown::Both);
         }
         self.forget_conn(conn);
     }
 
+    /// Answers a control connection's dump request: the host's committed state, once no
+    /// input it executed is still waiting to commit (else [`UNSETTLED`]: the caller asks
+    /// again); a replica that does not host says [`NOT_HOSTING`].
     fn dump(&mut self, conn: u64) {
-        let Some((w, encoding)) = self.writers.get_mut(&conn) else {
+        let Some(a) = self.writers.get(&conn) else {
             return;
         };
-        let written = match &self.host {
-            Some(h) => write_dump(
-                &h.server,
-                self.history_kept,
-                w,
-                *encoding,
-                &mut self.scratch,
-            ),
-            None => {
-                let end = Frame::DumpEnd {
-                    undecided: 0,
-                    broken: Some(NOT_HOSTING.to_string()),
-                };
-                write_frame(w, *encoding, &end, &mut self.scratch)
-            }
+        let mut bytes = Vec::new();
+        let end = |why: &str| Frame::DumpEnd {
+            undecided: 0,
+            broken: Some(why.to_string()),
         };
-        if written.is_err() {
+        let written = match &self.host {
+            Some(h) if h.ready && h.pending.is_empty() && h.turn.batch.inputs.is_empty() => {
+                write_dump(
+                    &h.server,
+                    self.history_kept,
+                    &mut bytes,
+                    a.encoding,
+                    &mut self.scratch,
+                )
+            }
+            Some(_) => write_frame(&mut bytes, a.encoding, &end(UNSETTLED), &mut self.scratch),
+            None => write_frame(&mut bytes, a.encoding, &end(NOT_HOSTING), &mut self.scratch),
+        };
+        if written.is_err() || !a.link.send_waiting(bytes) {
             self.drop_conn(conn);
         }
     }
@@ -543,13 +549,14 @@ where
     /// The host executes an input (a message, or with `None` a timer tick) and adds it to
     /// its turn's batch; without a host it is dropped (its sender resends).
     fn submit(&mut self, msg: Option<S::Msg>) {
-        let Some(h) = self.host.as_mut() else {
+        let Some(h) = self.host.as_mut().filter(|h| h.ready) else {
             return;
         };
         if h.pending_inputs + h.turn.batch.inputs.len() >= PENDING_MAX {
             return;
         }
-        let at = now_us();
+        let at = now_us().max(h.last_at);
+        h.last_at = at;
         let bytes = msg.as_ref().map(|m| {
             let mut b = Vec::new();
             m.encode(&mut b);
@@ -609,7 +616,7 @@ where
 
     /// Runs the host's server timers when due (an input like any other).
     fn tick_host(&mut self) -> io::Result<()> {
-        let Some(h) = self.host.as_mut() else {
+        let Some(h) = self.host.as_mut().filter(|h| h.ready) else {
             return Ok(());
         };
         let Some(every) = h.server.tick_every() else {
@@ -650,8 +657,10 @@ where
                 }
             }
         }
-        self.check_host()?;
+        // Replied batches are committed: their outputs leave even if the host is about to
+        // be dropped.
         self.release();
+        self.check_host()?;
         Ok(())
     }
 
@@ -688,12 +697,43 @@ where
         if !leads || self.replica.commit() != Some(op_max) || self.replica.dp() < op_max {
             return Ok(());
         }
-        let mut server = (self.make)()?;
-        for (_, input) in &self.replica.app().applied {
+        self.hosts_started += 1;
+        self.host = Some(Host {
+            view: self.replica.view(),
+            client: (self.nonce << 16) ^ self.hosts_started,
+            seq: 0,
+            server: (self.make)()?,
+            replayed: 0,
+            ready: false,
+            created: Instant::now(),
+            last_at: 0,
+            next_tick: 0,
+            next_uid: (self.nonce ^ self.hosts_started) << 32,
+            turn: Batch::default(),
+            pending_inputs: 0,
+            pending: VecDeque::new(),
+        });
+        Ok(())
+    }
+
+    /// A new host replays its log into its server, a slice of at most [`REPLAY_SLICE`] per
+    /// turn of the loop, so that the replica's heartbeats and votes go on meanwhile (a long
+    /// log takes seconds, and the group would depose a primary that stops for that long).
+    fn replay(&mut self) -> io::Result<()> {
+        let Some(h) = self.host.as_mut().filter(|h| !h.ready) else {
+            return Ok(());
+        };
+        let log = &self.replica.app().applied;
+        let started = Instant::now();
+        while h.replayed < log.len() {
+            if h.replayed % 256 == 0 && started.elapsed() > REPLAY_SLICE {
+                return Ok(());
+            }
+            let input = &log[h.replayed].1;
             match &input.msg {
-                None => server.tick(input.at),
+                None => h.server.tick(input.at),
                 Some(bytes) => match S::Msg::decode(bytes) {
-                    Ok(m) => server.on_message(input.at, m),
+                    Ok(m) => h.server.on_message(input.at, m),
                     // Every logged message was encoded by a host from a message it
                     // decoded: this is a bug, not a peer's garbage.
                     Err(e) => {
@@ -706,27 +746,19 @@ where
             }
             // Replayed outputs left when their inputs first ran (or were never answered,
             // and their senders resend).
-            server.drain();
-            server.drain_peers();
+            h.server.drain();
+            h.server.drain_peers();
+            h.last_at = h.last_at.max(input.at);
+            h.replayed += 1;
         }
-        self.hosts_started += 1;
-        self.host = Some(Host {
-            view: self.replica.view(),
-            client: (self.nonce << 16) ^ self.hosts_started,
-            seq: 0,
-            server,
-            next_tick: 0,
-            next_uid: (self.nonce ^ self.hosts_started) << 32,
-            turn: Batch::default(),
-            pending_inputs: 0,
-            pending: VecDeque::new(),
-        });
+        h.ready = true;
         eprintln!(
-            "txn-server: shard {} replica {} hosts in view {:?} after replaying {} inputs",
+            "txn-server: shard {} replica {} hosts in view {:?} after replaying {} inputs in {} ms",
             self.shard,
             self.me,
-            self.replica.view(),
-            self.replica.app().applied.len()
+            h.view,
+            h.replayed,
+            h.created.elapsed().as_millis()
         );
         Ok(())
     }
@@ -761,58 +793,49 @@ where
         let Some(conn) = self.client_conn(client) else {
             return;
         };
-        let Some((w, encoding)) = self.writers.get_mut(&conn) else {
+        let Some(a) = self.writers.get(&conn) else {
             return;
         };
-        if write_msg(w, *encoding, client, msg, &mut self.scratch).is_err() {
+        let mut bytes = Vec::new();
+        let sent = write_msg(&mut bytes, a.encoding, client, msg, &mut self.scratch).is_ok()
+            && a.link.send(bytes);
+        if !sent {
+            // A client that does not keep up loses its connection (it reconnects).
             self.drop_conn(conn);
         }
     }
 
     /// To every replica of shard `to`'s group (only its host takes it).
     fn send_server(&mut self, to: ServerId, msg: &S::Msg) {
-        let Some(group) = self.groups.get(to as usize) else {
+        let Some(group) = self.to_servers.get(to as usize) else {
             return;
         };
-        let hello = Hello::Server { id: self.shard };
-        for (r, &addr) in group.iter().enumerate() {
-            let out = &mut self.to_servers[to as usize][r];
-            if let Some(w) = out.get(addr, hello, &mut self.scratch) {
-                if write_msg(w, Encoding::Binary, self.shard, msg, &mut self.scratch).is_err() {
-                    out.fail();
-                }
-            }
+        let mut bytes = Vec::new();
+        if write_msg(
+            &mut bytes,
+            Encoding::Binary,
+            self.shard,
+            msg,
+            &mut self.scratch,
+        )
+        .is_err()
+        {
+            return;
+        }
+        for link in group {
+            // A full queue drops the message, as a lossy network would.
+            link.send(bytes.clone());
         }
     }
 
     fn send_replica(&mut self, to: u8, msg: &ReplicaMsg) {
-        let Some(&addr) = self.groups[self.shard as usize].get(usize::from(to)) else {
+        let Some(Some(link)) = self.to_replicas.get(usize::from(to)) else {
             return;
         };
-        let hello = Hello::Replica {
-            group: self.shard,
-            replica: self.me,
-        };
-        let out = &mut self.to_replicas[usize::from(to)];
-        if let Some(w) = out.get(addr, hello, &mut self.scratch) {
-            let frame = Frame::Replica(log::encode_msg(msg));
-            // A message too large for a frame is lost like any other; the protocol
-            // bounds its messages below the limit (`message_bytes_max`).
-            if write_frame(w, Encoding::Binary, &frame, &mut self.scratch).is_err() {
-                out.fail();
-            }
+        // A message too large for a frame is lost like any other; the protocol bounds
+        // its messages below the limit (`message_bytes_max`).
+        if let Ok(bytes) = link::frame_bytes(&Frame::Replica(log::encode_msg(msg))) {
+            link.send(bytes);
         }
-    }
-
-    fn flush(&mut self) {
-        let mut failed = Vec::new();
-        for (&conn, (w, _)) in &mut self.writers {
-            if w.flush().is_err() {
-                failed.push(conn);
-            }
-        }
-        failed.into_iter().for_each(|c| self.drop_conn(c));
-        self.to_replicas.iter_mut().for_each(Out::flush);
-        self.to_servers.iter_mut().flatten().for_each(Out::flush);
     }
 }
