@@ -151,6 +151,11 @@ impl LocalGroups {
         Ok(())
     }
 
+    /// The process id of replica `r` of shard `s`, unless it was killed.
+    pub fn pid(&self, s: usize, r: usize) -> Option<u32> {
+        self.children[s][r].as_ref().map(Child::id)
+    }
+
     /// Starts a killed replica again, on its address and from its directory.
     pub fn restart(&mut self, s: usize, r: usize) -> io::Result<()> {
         if self.children[s][r].is_some() {

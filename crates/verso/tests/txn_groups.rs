@@ -240,3 +240,51 @@ fn the_history_is_strictly_serializable_across_failovers_and_a_total_crash() {
     let verdict = load::check(protocol, &report, &dump);
     assert!(verdict.is_ok(), "{verdict:?}");
 }
+
+/// A replica that stops reading (SIGSTOP: a hung process, or a partition that drops
+/// packets) must not stop its group: the host keeps committing with the other backup while
+/// megabytes of messages for the stopped one pile up (more than the sockets' buffers) and
+/// are dropped; once resumed, it catches up, and can then take over as host.
+#[test]
+fn a_stopped_backup_does_not_stop_its_group() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let protocol = Protocol::parse("ncc").expect("a known name");
+    let mut groups = LocalGroups::start(
+        exe,
+        1,
+        protocol,
+        false,
+        GroupDurability::AnswersOnDisk,
+        dir.path(),
+    )
+    .expect("the replicas start");
+    let host = groups.host(0, Duration::from_secs(30)).expect("a host");
+    let stopped = (host + 1) % 3;
+    let pid = groups.pid(0, stopped).expect("running") as i32;
+    // SAFETY: `kill` only sends a signal, to our own child, which is not yet waited for.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let mut s =
+        Session::connect_groups(&groups.groups, protocol, 1, Encoding::Binary).expect("connect");
+    s.set_timeout(Duration::from_secs(30));
+    let before = groups.log_bytes(0);
+    // 48 values of 512 KiB: 24 MiB through the log while a backup reads nothing.
+    let value = |i: u64| Value::from(vec![i as u8; 512 << 10]);
+    for i in 0..48u64 {
+        s.put(&[(Key::from(i % 4), value(i))])
+            .unwrap_or_else(|e| panic!("put {i} with a backup stopped: {e}"));
+    }
+    assert!(groups.log_bytes(0) - before > 16 << 20);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    // The resumed replica catches up: with the host killed, it and the other backup elect
+    // a primary, which must hold every value written.
+    groups.kill(0, host).expect("kill the host");
+    let got = s
+        .get(&(0..4).map(Key::from).collect::<Vec<_>>())
+        .expect("a read after the failover");
+    for (k, v) in got {
+        let i = 44 + k.to_u64().expect("a numeric key");
+        assert!(v == value(i), "key {k:?} lost its last value");
+    }
+}
