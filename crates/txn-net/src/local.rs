@@ -77,25 +77,9 @@ impl LocalCluster {
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()?;
-            let stdout = child.stdout.take().expect("piped");
+            let addr = listening(&mut child, &format!("server {id}"));
             cluster.children.push(child);
-            // Read the address line on a thread, so a server that never prints cannot
-            // hang the caller.
-            let (tx, rx) = mpsc::channel();
-            std::thread::spawn(move || {
-                let mut line = String::new();
-                let _ = BufReader::new(stdout).read_line(&mut line);
-                let _ = tx.send(line);
-            });
-            let line = rx
-                .recv_timeout(START_TIMEOUT)
-                .map_err(|_| io::Error::other(format!("server {id} did not start")))?;
-            let addr = line
-                .trim()
-                .strip_prefix("listening ")
-                .and_then(|a| a.parse().ok())
-                .ok_or_else(|| io::Error::other(format!("server {id} said {line:?}")))?;
-            cluster.addrs.push(addr);
+            cluster.addrs.push(addr?);
         }
         let peers = peers_line(&cluster.addrs);
         for child in &mut cluster.children {
@@ -142,19 +126,44 @@ impl LocalCluster {
                 let _ = w.flush();
             }
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        for child in &mut self.children {
-            while child.try_wait()?.is_none() {
-                if Instant::now() > deadline {
-                    child.kill()?;
-                    child.wait()?;
-                    return Err(io::Error::other("a server did not exit on shutdown"));
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
-        Ok(())
+        wait_or_kill(self.children.iter_mut())
     }
+}
+
+/// Waits (at most 10 s in all) for every child to exit after a shutdown request; kills
+/// those that do not, and says so.
+pub(crate) fn wait_or_kill<'a>(children: impl Iterator<Item = &'a mut Child>) -> io::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for child in children {
+        while child.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                child.kill()?;
+                child.wait()?;
+                return Err(io::Error::other("a server did not exit on shutdown"));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    Ok(())
+}
+
+/// The address a starting server prints (`listening ADDR`), read on a thread so that one
+/// that never prints cannot hang the caller; `who` names it in errors.
+pub(crate) fn listening(child: &mut Child, who: &str) -> io::Result<SocketAddr> {
+    let stdout = child.stdout.take().expect("piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(START_TIMEOUT)
+        .map_err(|_| io::Error::other(format!("{who} did not start")))?;
+    line.trim()
+        .strip_prefix("listening ")
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| io::Error::other(format!("{who} said {line:?}")))
 }
 
 impl Drop for LocalCluster {

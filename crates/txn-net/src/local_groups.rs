@@ -4,22 +4,18 @@
 //! and restarted on the same address from the same directory.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::frame::{write_frame, Frame};
 use crate::group::{GroupDurability, REPLICAS};
-use crate::local::{control, process_cpu_seconds, process_rss};
+use crate::local::{control, listening, process_cpu_seconds, process_rss, wait_or_kill};
 use crate::local::{dump_one, Dump, DumpAnswer};
 use crate::{Protocol, StoreKind};
 use verso_ncc::wire::Encoding;
-
-/// How long a replica may take to start and say where it listens.
-const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long [`LocalGroups::dump`] looks for each group's host.
 const HOST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -80,7 +76,7 @@ impl LocalGroups {
             let mut addrs = Vec::new();
             for r in 0..usize::from(REPLICAS) {
                 let mut child = g.command(s, r, None)?.spawn()?;
-                addrs.push(listening(&mut child, s, r)?);
+                addrs.push(listening(&mut child, &format!("shard {s} replica {r}"))?);
                 children.push(Some(child));
             }
             g.children.push(children);
@@ -162,7 +158,7 @@ impl LocalGroups {
             return Ok(());
         }
         let mut child = self.command(s, r, Some(self.groups[s][r]))?.spawn()?;
-        let addr = listening(&mut child, s, r)?;
+        let addr = listening(&mut child, &format!("shard {s} replica {r}"))?;
         self.children[s][r] = Some(child);
         if addr != self.groups[s][r] {
             return Err(io::Error::other(format!(
@@ -261,18 +257,7 @@ impl LocalGroups {
                 }
             }
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        for child in self.children.iter_mut().flatten().flatten() {
-            while child.try_wait()?.is_none() {
-                if Instant::now() > deadline {
-                    child.kill()?;
-                    child.wait()?;
-                    return Err(io::Error::other("a replica did not exit on shutdown"));
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
-        Ok(())
+        wait_or_kill(self.children.iter_mut().flatten().flatten())
     }
 }
 
@@ -285,23 +270,4 @@ impl Drop for LocalGroups {
             }
         }
     }
-}
-
-/// The address a starting replica prints, read on a thread so that one that never prints
-/// cannot hang the caller.
-fn listening(child: &mut Child, s: usize, r: usize) -> io::Result<SocketAddr> {
-    let stdout = child.stdout.take().expect("piped");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx
-        .recv_timeout(START_TIMEOUT)
-        .map_err(|_| io::Error::other(format!("shard {s} replica {r} did not start")))?;
-    line.trim()
-        .strip_prefix("listening ")
-        .and_then(|a| a.parse().ok())
-        .ok_or_else(|| io::Error::other(format!("shard {s} replica {r} said {line:?}")))
 }

@@ -47,6 +47,22 @@ fn total(s: &mut Session) -> u64 {
         .sum()
 }
 
+/// `shards` groups of three NCC replicas (answers on disk), their logs under `dir`.
+fn start(shards: u32, keep_history: bool, dir: &tempfile::TempDir) -> (LocalGroups, Protocol) {
+    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+    let protocol = Protocol::parse("ncc").expect("a known name");
+    let groups = LocalGroups::start(
+        exe,
+        shards,
+        protocol,
+        keep_history,
+        GroupDurability::AnswersOnDisk,
+        dir.path(),
+    )
+    .expect("the replicas start");
+    (groups, protocol)
+}
+
 fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
@@ -57,18 +73,8 @@ fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
 
 #[test]
 fn transfers_conserve_the_total_while_group_replicas_crash_and_restart() {
-    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let protocol = Protocol::parse("ncc").expect("a known name");
-    let mut groups = LocalGroups::start(
-        exe,
-        2,
-        protocol,
-        true,
-        GroupDurability::AnswersOnDisk,
-        dir.path(),
-    )
-    .expect("the replicas start");
+    let (mut groups, protocol) = start(2, true, &dir);
     let servers = groups.groups.clone();
     let mut setup =
         Session::connect_groups(&servers, protocol, 0, Encoding::Binary).expect("connect");
@@ -174,18 +180,8 @@ fn the_history_is_strictly_serializable_across_failovers_and_a_total_crash() {
     use verso_ncc::sim::SimOptions;
     use verso_txn_net::load::{self, LoadConfig};
 
-    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let protocol = Protocol::parse("ncc").expect("a known name");
-    let mut groups = LocalGroups::start(
-        exe,
-        2,
-        protocol,
-        true,
-        GroupDurability::AnswersOnDisk,
-        dir.path(),
-    )
-    .expect("the replicas start");
+    let (mut groups, protocol) = start(2, true, &dir);
     // Every shard has a host before the load starts.
     for s in 0..2 {
         groups.host(s, Duration::from_secs(30)).expect("a host");
@@ -247,18 +243,8 @@ fn the_history_is_strictly_serializable_across_failovers_and_a_total_crash() {
 /// are dropped; once resumed, it catches up, and can then take over as host.
 #[test]
 fn a_stopped_backup_does_not_stop_its_group() {
-    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let protocol = Protocol::parse("ncc").expect("a known name");
-    let mut groups = LocalGroups::start(
-        exe,
-        1,
-        protocol,
-        false,
-        GroupDurability::AnswersOnDisk,
-        dir.path(),
-    )
-    .expect("the replicas start");
+    let (mut groups, protocol) = start(1, false, &dir);
     let host = groups.host(0, Duration::from_secs(30)).expect("a host");
     let stopped = (host + 1) % 3;
     let pid = groups.pid(0, stopped).expect("running") as i32;

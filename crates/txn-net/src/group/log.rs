@@ -7,6 +7,7 @@
 //! one.
 
 use serde::{Deserialize, Serialize};
+use verso_vsr::op_log::OpLog;
 use verso_vsr::App;
 
 /// One input as the log carries it. `uid` names it in the group (a host's random nonce
@@ -42,10 +43,18 @@ impl GroupBatch {
     }
 }
 
-/// The replicated application: the inputs applied, each with its operation number.
+/// The replicated application: the inputs applied, each with its operation number (the
+/// list of `verso_vsr::op_log::OpLog`, which a batch extends by all its inputs at once).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct InputLog {
-    pub applied: Vec<(u64, GroupInput)>,
+    pub inputs: OpLog<GroupInput>,
+}
+
+impl InputLog {
+    /// (operation number, input), oldest first.
+    pub fn applied(&self) -> &[(u64, GroupInput)] {
+        &self.inputs.applied
+    }
 }
 
 impl App for InputLog {
@@ -54,25 +63,23 @@ impl App for InputLog {
     type Snapshot = Vec<(u64, GroupInput)>;
 
     fn apply(&mut self, op_number: u64, op: &GroupBatch) {
-        debug_assert!(self.applied.last().is_none_or(|(n, _)| *n <= op_number));
-        self.applied
-            .extend(op.inputs.iter().map(|i| (op_number, i.clone())));
+        for input in &op.inputs {
+            self.inputs.apply(op_number, input);
+        }
     }
 
     fn undo_to(&mut self, op_number: u64) {
-        while self.applied.last().is_some_and(|(n, _)| *n > op_number) {
-            self.applied.pop();
-        }
+        self.inputs.undo_to(op_number);
     }
 
     fn forget_undo(&mut self, _op_number: u64) {}
 
     fn snapshot(&self) -> Self::Snapshot {
-        self.applied.clone()
+        self.inputs.snapshot()
     }
 
     fn restore(&mut self, snapshot: &Self::Snapshot) {
-        self.applied = snapshot.clone();
+        self.inputs.restore(snapshot);
     }
 
     /// Bounds what one replica message carries (`Config::message_bytes_max`), so that
@@ -122,11 +129,11 @@ mod tests {
         log.apply(3, &batch(&[4]));
         let snap = log.snapshot();
         log.undo_to(1);
-        assert_eq!(log.applied, vec![(1, input(1))]);
+        assert_eq!(log.applied(), [(1, input(1))]);
         log.restore(&snap);
         log.undo_to(2);
         assert_eq!(
-            log.applied,
+            log.applied(),
             vec![(1, input(1)), (2, input(2)), (2, input(3))]
         );
     }

@@ -723,7 +723,7 @@ where
         let Some(h) = self.host.as_mut().filter(|h| !h.ready) else {
             return Ok(());
         };
-        let log = &self.replica.app().applied;
+        let log = &self.replica.app().applied();
         let started = Instant::now();
         while h.replayed < log.len() {
             if h.replayed % 256 == 0 && started.elapsed() > REPLAY_SLICE {
