@@ -8,12 +8,13 @@
 //! what the servers committed for the dead, must be strictly serializable. Every wait is
 //! on a condition, bounded in time.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::txn_clients::{wait_until, ClientProcess};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,100 +27,6 @@ use verso_txn_net::Protocol;
 
 const KEYS: u64 = 6;
 const START: u64 = 1_000_000;
-
-/// A client process, its count of commits so far and every line it printed (read from
-/// its stdout as it goes, so a killed one leaves what it printed before).
-struct ClientProcess {
-    child: Child,
-    committed: Arc<AtomicU64>,
-    lines: Arc<Mutex<Vec<String>>>,
-    reader: Option<std::thread::JoinHandle<()>>,
-}
-
-/// The transfer clients of the first test.
-type TransferClient = ClientProcess;
-
-impl ClientProcess {
-    fn start(exe: &Path, servers: &str, client: u32) -> ClientProcess {
-        ClientProcess::start_with(exe, servers, client, &["--transfers", "0"])
-    }
-
-    fn start_with(exe: &Path, servers: &str, client: u32, work: &[&str]) -> ClientProcess {
-        let mut child = Command::new(exe)
-            .args(["txn-client", "--servers", servers, "--protocol", "ncc"])
-            .args([
-                "--client",
-                &client.to_string(),
-                "--seed",
-                &client.to_string(),
-            ])
-            .args(work)
-            .args(["--keys", &KEYS.to_string()])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("a client process starts");
-        let committed = Arc::new(AtomicU64::new(0));
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let stdout = child.stdout.take().expect("piped");
-        let (count, all) = (committed.clone(), lines.clone());
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if let Some(n) = line.strip_prefix("committed ") {
-                    count.store(n.parse().unwrap_or(0), Ordering::SeqCst);
-                } else if line.starts_with("txn ") {
-                    count.fetch_add(1, Ordering::SeqCst);
-                }
-                all.lock().expect("not poisoned").push(line);
-            }
-        });
-        ClientProcess {
-            child,
-            committed,
-            lines,
-            reader: Some(reader),
-        }
-    }
-
-    /// Every line it printed, once it has exited (killed or done) and its output is read
-    /// to the end.
-    fn finish(mut self) -> Vec<String> {
-        self.child.wait().expect("the client process is waited for");
-        if let Some(reader) = self.reader.take() {
-            reader.join().expect("the reader thread");
-        }
-        std::mem::take(&mut *self.lines.lock().expect("not poisoned"))
-    }
-
-    /// Waits until it has committed `n` in all.
-    fn wait_for(&self, n: u64, what: &str) {
-        wait_until(Duration::from_secs(30), what, || {
-            self.committed.load(Ordering::SeqCst) >= n
-        });
-    }
-
-    fn signal(&self, signal: i32) {
-        // SAFETY: `kill` only sends a signal; the pid is our own child's, not yet waited
-        // for, so it cannot have been reused by another process.
-        let rc = unsafe { libc::kill(self.child.id() as i32, signal) };
-        assert_eq!(rc, 0, "signal {signal} to the client");
-    }
-}
-
-impl Drop for ClientProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < limit, "gave up waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn total(s: &mut Session) -> u64 {
     let keys: Vec<Key> = (0..KEYS).map(Key::from).collect();
@@ -156,8 +63,8 @@ fn the_servers_decide_for_clients_that_die_or_stop_mid_transaction() {
     let initial: Vec<(Key, Value)> = (0..KEYS).map(|k| (k.into(), START.into())).collect();
     auditor.put(&initial).expect("the initial balances");
 
-    let killed = TransferClient::start(exe, &servers, 1);
-    let stopped = TransferClient::start(exe, &servers, 2);
+    let killed = ClientProcess::transfers(exe, ["--servers", &servers], 1, KEYS);
+    let stopped = ClientProcess::transfers(exe, ["--servers", &servers], 2, KEYS);
     killed.wait_for(30, "the first client's transfers");
     stopped.wait_for(30, "the second client's transfers");
 
@@ -168,7 +75,7 @@ fn the_servers_decide_for_clients_that_die_or_stop_mid_transaction() {
     // A new process takes over the killed one's id at once, before the recovery timer,
     // and is killed in its turn: its requests must not make the servers take the first
     // one's unfinished transaction for finished (it would stay undecided for good).
-    let successor = TransferClient::start(exe, &servers, 1);
+    let successor = ClientProcess::transfers(exe, ["--servers", &servers], 1, KEYS);
     successor.wait_for(30, "the successor's transfers");
     successor.signal(libc::SIGKILL);
     // The recovery timer is 1 s: within a few, nothing either left is undecided.
@@ -249,15 +156,21 @@ fn the_history_with_clients_killed_and_stopped_is_strictly_serializable() {
     let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
     let (_, cluster, servers) = ncc_servers(exe, true);
     let work = ["--reported", "0"];
-    let killed = ClientProcess::start_with(exe, &servers, 1, &work);
-    let stopped = ClientProcess::start_with(exe, &servers, 2, &work);
-    let steady = ClientProcess::start_with(exe, &servers, 3, &["--reported", "150"]);
+    let killed = ClientProcess::start_with(exe, ["--servers", &servers], 1, KEYS, &work);
+    let stopped = ClientProcess::start_with(exe, ["--servers", &servers], 2, KEYS, &work);
+    let steady = ClientProcess::start_with(
+        exe,
+        ["--servers", &servers],
+        3,
+        KEYS,
+        &["--reported", "150"],
+    );
     killed.wait_for(40, "the first client's transactions");
     stopped.wait_for(40, "the second client's transactions");
     killed.signal(libc::SIGKILL);
     stopped.signal(libc::SIGSTOP);
     let at_stop = stopped.committed.load(Ordering::SeqCst);
-    let successor = ClientProcess::start_with(exe, &servers, 1, &work);
+    let successor = ClientProcess::start_with(exe, ["--servers", &servers], 1, KEYS, &work);
     successor.wait_for(40, "the successor's transactions");
     successor.signal(libc::SIGKILL);
     wait_until(Duration::from_secs(20), "recovery", || {

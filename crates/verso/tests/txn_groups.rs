@@ -1,15 +1,23 @@
 //! Shards served by replication groups between real processes (issue 18 item 3, issue 19
-//! items 3 and 6): two shards of three `verso txn-server --replica R` processes each, on
-//! loopback. Threads move value between keys of the two shards in two-shot transactions
-//! and audit the total in one-round read-only transactions while group replicas are killed
-//! with SIGKILL (the host of each shard in turn, then a whole group at once) and
-//! restarted from their logs. Every audit and the final total must equal the initial
-//! total, nothing may stay undecided, and each group's host must report its invariants
-//! intact. Every wait is on a condition, bounded in time.
+//! items 3 and 6): shards of three `verso txn-server --replica R` processes each, on
+//! loopback, while replicas are killed with SIGKILL (the host of each shard in turn, then
+//! a whole group at once) and restarted from their logs, or stopped with SIGSTOP:
+//! - threads move value between keys of two shards in two-shot transactions and audit
+//!   the total in one-round read-only transactions: every audit and the final total must
+//!   equal the initial total;
+//! - the load driver's recorded history must be strictly serializable;
+//! - a stopped backup must not stop its group;
+//! - coordinating client processes killed or stopped mid-transaction must be decided for
+//!   by the backup coordinators, across a failover.
+//!
+//! Nothing may stay undecided, and each group's host must report its invariants intact.
+//! Every wait is on a condition, bounded in time.
+
+mod common;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use verso_ncc::wire::Encoding;
 use verso_ncc::{Key, Op, Value};
@@ -63,13 +71,7 @@ fn start(shards: u32, keep_history: bool, dir: &tempfile::TempDir) -> (LocalGrou
     (groups, protocol)
 }
 
-fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < limit, "gave up waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use common::txn_clients::{wait_until, ClientProcess};
 
 #[test]
 fn transfers_conserve_the_total_while_group_replicas_crash_and_restart() {
@@ -273,4 +275,72 @@ fn a_stopped_backup_does_not_stop_its_group() {
         let i = 44 + k.to_u64().expect("a numeric key");
         assert!(v == value(i), "key {k:?} lost its last value");
     }
+}
+
+/// No transaction of a shard's groups is left undecided (false if no host answers).
+fn all_decided(groups: &LocalGroups) -> bool {
+    groups.dump().is_ok_and(|d| d.undecided == 0)
+}
+
+/// Coordinating client processes die (SIGKILL) or stop (SIGSTOP) mid-transaction, and the
+/// host of one shard is killed before their transactions are decided: the backup
+/// coordinators (NCC's App. D), on the new host and across the groups, must still decide
+/// every one of them, and the total of the transfers must hold throughout; the stopped
+/// client, resumed, must agree with what was decided without it.
+#[test]
+fn clients_that_die_or_stop_are_decided_for_while_a_host_fails_over() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // With the history kept, each host's dump also reports its protocol invariants.
+    let (mut groups, protocol) = start(2, true, &dir);
+    let spec = groups
+        .groups
+        .iter()
+        .map(|g| {
+            g.iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect::<Vec<_>>()
+        .join(";");
+    let mut auditor =
+        Session::connect_groups(&groups.groups, protocol, 0, Encoding::Binary).expect("connect");
+    auditor.set_timeout(Duration::from_secs(30));
+    let initial: Vec<(Key, Value)> = (0..KEYS).map(|k| (k.into(), START.into())).collect();
+    auditor.put(&initial).expect("the initial balances commit");
+
+    let killed = ClientProcess::transfers(exe, ["--groups", &spec], 1, KEYS);
+    let stopped = ClientProcess::transfers(exe, ["--groups", &spec], 2, KEYS);
+    killed.wait_for(30, "the first client's transfers");
+    stopped.wait_for(30, "the second client's transfers");
+    killed.signal(libc::SIGKILL);
+    stopped.signal(libc::SIGSTOP);
+    let at_stop = stopped.committed.load(Ordering::SeqCst);
+    let host = groups.host(0, Duration::from_secs(30)).expect("a host");
+    groups.kill(0, host).expect("kill the host");
+    wait_until(
+        Duration::from_secs(60),
+        "recovery across the failover",
+        || all_decided(&groups),
+    );
+    assert_eq!(total(&mut auditor), START * KEYS, "after the failover");
+    groups.restart(0, host).expect("the replica restarts");
+
+    stopped.signal(libc::SIGCONT);
+    stopped.wait_for(at_stop + 30, "the resumed client's transfers");
+    assert_eq!(
+        total(&mut auditor),
+        START * KEYS,
+        "after the resumed client's"
+    );
+    stopped.signal(libc::SIGKILL);
+    wait_until(
+        Duration::from_secs(60),
+        "recovery after the last kill",
+        || all_decided(&groups),
+    );
+    assert_eq!(total(&mut auditor), START * KEYS, "at the end");
+    let dump = groups.dump().expect("each group's host dumps");
+    assert!(dump.broken.is_empty(), "{:?}", dump.broken);
 }

@@ -2,6 +2,8 @@
 //! see every reply exactly as sent), free ports, and server processes killed on drop.
 #![allow(dead_code)]
 
+pub mod txn_clients;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::process::Child;
