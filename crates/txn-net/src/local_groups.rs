@@ -193,15 +193,18 @@ impl LocalGroups {
     /// for a test that waits for inputs to have been logged.
     pub fn log_bytes(&self, s: usize) -> u64 {
         (0..usize::from(REPLICAS))
-            .filter_map(|r| {
-                let path = self
-                    .dir
-                    .join(format!("shard{s}-replica{r}"))
-                    .join("group.log");
-                std::fs::metadata(path).ok().map(|m| m.len())
-            })
+            .map(|r| self.replica_log_bytes(s, r))
             .max()
             .unwrap_or(0)
+    }
+
+    /// The size of replica `r` of shard `s`'s log file, in bytes (0 if it has none yet).
+    pub fn replica_log_bytes(&self, s: usize, r: usize) -> u64 {
+        let path = self
+            .dir
+            .join(format!("shard{s}-replica{r}"))
+            .join("group.log");
+        std::fs::metadata(path).map_or(0, |m| m.len())
     }
 
     /// Every shard's committed versions and state, from each group's host once none of

@@ -55,6 +55,14 @@ fn total(s: &mut Session) -> u64 {
         .sum()
 }
 
+/// The tests of this file run one at a time: each starts 3 to 9 processes, and four such
+/// runs at once on two cores stretch failovers past the tests' bounds.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// `shards` groups of three NCC replicas (answers on disk), their logs under `dir`.
 fn start(shards: u32, keep_history: bool, dir: &tempfile::TempDir) -> (LocalGroups, Protocol) {
     let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
@@ -75,6 +83,7 @@ use common::txn_clients::{wait_until, ClientProcess};
 
 #[test]
 fn transfers_conserve_the_total_while_group_replicas_crash_and_restart() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().expect("a temporary directory");
     let (mut groups, protocol) = start(2, true, &dir);
     let servers = groups.groups.clone();
@@ -179,6 +188,7 @@ fn transfers_conserve_the_total_while_group_replicas_crash_and_restart() {
 /// must be strictly serializable, and every transaction must finish.
 #[test]
 fn the_history_is_strictly_serializable_across_failovers_and_a_total_crash() {
+    let _serial = one_at_a_time();
     use verso_ncc::sim::SimOptions;
     use verso_txn_net::load::{self, LoadConfig};
 
@@ -245,6 +255,7 @@ fn the_history_is_strictly_serializable_across_failovers_and_a_total_crash() {
 /// are dropped; once resumed, it catches up, and can then take over as host.
 #[test]
 fn a_stopped_backup_does_not_stop_its_group() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().expect("a temporary directory");
     let (mut groups, protocol) = start(1, false, &dir);
     let host = groups.host(0, Duration::from_secs(30)).expect("a host");
@@ -265,8 +276,15 @@ fn a_stopped_backup_does_not_stop_its_group() {
     assert!(groups.log_bytes(0) - before > 16 << 20);
     // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
-    // The resumed replica catches up: with the host killed, it and the other backup elect
-    // a primary, which must hold every value written.
+    // The resumed replica catches up (its log on disk reaches the host's); then, with the
+    // host killed, it and the other backup elect a primary, which must hold every value
+    // written.
+    let host_log = groups.replica_log_bytes(0, host);
+    wait_until(
+        Duration::from_secs(60),
+        "the resumed replica's catch-up",
+        || groups.replica_log_bytes(0, stopped) + (1 << 20) >= host_log,
+    );
     groups.kill(0, host).expect("kill the host");
     let got = s
         .get(&(0..4).map(Key::from).collect::<Vec<_>>())
@@ -289,6 +307,7 @@ fn all_decided(groups: &LocalGroups) -> bool {
 /// client, resumed, must agree with what was decided without it.
 #[test]
 fn clients_that_die_or_stop_are_decided_for_while_a_host_fails_over() {
+    let _serial = one_at_a_time();
     let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
     let dir = tempfile::tempdir().expect("a temporary directory");
     // With the history kept, each host's dump also reports its protocol invariants.
