@@ -1,0 +1,286 @@
+//! The host: the server on the replica that leads its group (module docs of `group`). It
+//! replays the log into a fresh server, executes inputs in batches handed to its replica
+//! one request per turn, and releases each batch's outputs once the replica replies.
+
+use std::collections::VecDeque;
+use std::io;
+use std::time::{Duration, Instant};
+
+use verso_ncc::wire::Wire;
+use verso_ncc::{ClientId, ServerId, TxnServer};
+use verso_vsr::{Address, Message as VsrMessage, Request as VsrRequest, Role, ViewNum};
+
+use super::log::{GroupBatch, GroupInput, ReplicaMsg};
+use super::{Group, GroupDurability, PENDING_MAX};
+use crate::now_us;
+
+/// A batch (one request of the log) is handed over at the end of the host's turn, or once
+/// it holds this many bytes.
+const BATCH_BYTES: usize = 256 << 10;
+
+/// How long a new host replays its log per turn of the loop (`Group::replay`).
+const REPLAY_SLICE: Duration = Duration::from_millis(5);
+
+/// An input's outputs: to clients, and to other shards.
+type Outputs<M> = (Vec<(ClientId, M)>, Vec<(ServerId, M)>);
+
+/// A batch of inputs the host executed and handed to its replica.
+pub(super) struct Pending<M> {
+    seq: u64,
+    inputs: usize,
+    outputs: Outputs<M>,
+    replied: bool,
+}
+
+/// The inputs of the host's current turn, not yet handed over, and their outputs.
+pub(super) struct Batch<M> {
+    pub(super) batch: GroupBatch,
+    bytes: usize,
+    outputs: Outputs<M>,
+}
+
+impl<M> Default for Batch<M> {
+    fn default() -> Self {
+        Batch {
+            batch: GroupBatch::default(),
+            bytes: 0,
+            outputs: (Vec::new(), Vec::new()),
+        }
+    }
+}
+
+/// The server on the replica that leads (module docs).
+pub(super) struct Host<S: TxnServer> {
+    pub(super) view: ViewNum,
+    /// A fresh client identity per host, so its request numbers start at 1.
+    pub(super) client: u64,
+    pub(super) seq: u64,
+    pub(super) server: S,
+    /// Log inputs replayed into `server` so far; it serves once all are (`ready`).
+    pub(super) replayed: usize,
+    pub(super) ready: bool,
+    pub(super) created: Instant,
+    /// The latest input time it has seen: a new host's clock may be behind its
+    /// predecessor's, and the server must not see time go backwards.
+    pub(super) last_at: u64,
+    /// When the server's timers are next due (µs, the wall clock).
+    pub(super) next_tick: u64,
+    /// Names the next input (this process's nonce and host count in the high half).
+    pub(super) next_uid: u64,
+    /// Inputs executed since the last hand-over.
+    pub(super) turn: Batch<S::Msg>,
+    /// Inputs executed and handed over, waiting for their replies.
+    pub(super) pending_inputs: usize,
+    pub(super) pending: VecDeque<Pending<S::Msg>>,
+}
+
+impl<S, F> Group<S, F>
+where
+    S: TxnServer,
+    S::Msg: Wire,
+    F: Fn() -> io::Result<S>,
+{
+    /// The host executes an input (a message, or with `None` a timer tick) and adds it to
+    /// its turn's batch; without a host it is dropped (its sender resends).
+    pub(super) fn submit(&mut self, msg: Option<S::Msg>) {
+        let Some(h) = self.host.as_mut().filter(|h| h.ready) else {
+            return;
+        };
+        if h.pending_inputs + h.turn.batch.inputs.len() >= PENDING_MAX {
+            return;
+        }
+        let at = now_us().max(h.last_at);
+        h.last_at = at;
+        let bytes = msg.as_ref().map(|m| {
+            let mut b = Vec::new();
+            m.encode(&mut b);
+            b
+        });
+        match msg {
+            Some(m) => h.server.on_message(at, m),
+            None => h.server.tick(at),
+        }
+        h.turn.outputs.0.extend(h.server.drain());
+        h.turn.outputs.1.extend(h.server.drain_peers());
+        h.turn.bytes += bytes.as_ref().map_or(0, Vec::len);
+        h.next_uid += 1;
+        h.turn.batch.inputs.push(GroupInput {
+            uid: h.next_uid,
+            at,
+            msg: bytes,
+        });
+        if h.turn.bytes >= BATCH_BYTES {
+            self.hand_over();
+        }
+    }
+
+    /// The host hands its turn's batch to its replica as one request; its outputs leave
+    /// when the reply comes.
+    pub(super) fn hand_over(&mut self) {
+        let Some(h) = self.host.as_mut() else {
+            return;
+        };
+        if h.turn.batch.inputs.is_empty() {
+            return;
+        }
+        let turn = std::mem::take(&mut h.turn);
+        h.seq += 1;
+        h.pending_inputs += turn.batch.inputs.len();
+        h.pending.push_back(Pending {
+            seq: h.seq,
+            inputs: turn.batch.inputs.len(),
+            outputs: turn.outputs,
+            replied: false,
+        });
+        let request = VsrRequest {
+            client: h.client,
+            seq: h.seq,
+            op: turn.batch,
+            sync: self.durability == GroupDurability::AnswersOnDisk,
+        };
+        let client = h.client;
+        let ev = self.replica.view();
+        let now = self.now_ms();
+        self.replica.handle_message(
+            now,
+            Address::Client(client),
+            VsrMessage::Request { request, ev },
+        );
+    }
+
+    /// Runs the host's server timers when due (an input like any other).
+    pub(super) fn tick_host(&mut self) -> io::Result<()> {
+        let Some(h) = self.host.as_mut().filter(|h| h.ready) else {
+            return Ok(());
+        };
+        let Some(every) = h.server.tick_every() else {
+            return Ok(());
+        };
+        let now = now_us();
+        if now < h.next_tick {
+            return Ok(());
+        }
+        h.next_tick = now + every;
+        self.submit(None);
+        Ok(())
+    }
+
+    pub(super) fn on_reply(&mut self, client: u64, message: ReplicaMsg) {
+        let Some(h) = self.host.as_mut() else {
+            return;
+        };
+        if client != h.client {
+            return;
+        }
+        match message {
+            VsrMessage::Reply { seq, .. } => {
+                if let Some(p) = h.pending.iter_mut().find(|p| p.seq == seq) {
+                    p.replied = true;
+                }
+            }
+            // The replica no longer takes this host's requests: what it executed past
+            // them will never commit. A new host rebuilds from the log.
+            _ => self.host = None,
+        }
+    }
+
+    /// Drops a host whose replica no longer leads its view; starts one on a replica that
+    /// leads and whose log is all committed and durable.
+    pub(super) fn check_host(&mut self) -> io::Result<()> {
+        let leads = self.replica.role() == Role::Primary;
+        if let Some(h) = &self.host {
+            if !leads || self.replica.view() != h.view {
+                self.host = None;
+            }
+            return Ok(());
+        }
+        let op_max = self.replica.op_max();
+        if !leads || self.replica.commit() != Some(op_max) || self.replica.dp() < op_max {
+            return Ok(());
+        }
+        self.hosts_started += 1;
+        self.host = Some(Host {
+            view: self.replica.view(),
+            client: (self.nonce << 16) ^ self.hosts_started,
+            seq: 0,
+            server: (self.make)()?,
+            replayed: 0,
+            ready: false,
+            created: Instant::now(),
+            last_at: 0,
+            next_tick: 0,
+            next_uid: (self.nonce ^ self.hosts_started) << 32,
+            turn: Batch::default(),
+            pending_inputs: 0,
+            pending: VecDeque::new(),
+        });
+        Ok(())
+    }
+
+    /// A new host replays its log into its server, a slice of at most [`REPLAY_SLICE`] per
+    /// turn of the loop, so that the replica's heartbeats and votes go on meanwhile (a long
+    /// log takes seconds, and the group would depose a primary that stops for that long).
+    pub(super) fn replay(&mut self) -> io::Result<()> {
+        let Some(h) = self.host.as_mut().filter(|h| !h.ready) else {
+            return Ok(());
+        };
+        let log = &self.replica.app().applied();
+        let started = Instant::now();
+        while h.replayed < log.len() {
+            if h.replayed % 256 == 0 && started.elapsed() > REPLAY_SLICE {
+                return Ok(());
+            }
+            let input = &log[h.replayed].1;
+            match &input.msg {
+                None => h.server.tick(input.at),
+                Some(bytes) => match S::Msg::decode(bytes) {
+                    Ok(m) => h.server.on_message(input.at, m),
+                    // Every logged message was encoded by a host from a message it
+                    // decoded: this is a bug, not a peer's garbage.
+                    Err(e) => {
+                        return Err(io::Error::other(format!(
+                            "input {} in the group log does not decode: {e}",
+                            input.uid
+                        )))
+                    }
+                },
+            }
+            // Replayed outputs left when their inputs first ran (or were never answered,
+            // and their senders resend).
+            h.server.drain();
+            h.server.drain_peers();
+            h.last_at = h.last_at.max(input.at);
+            h.replayed += 1;
+        }
+        h.ready = true;
+        eprintln!(
+            "txn-server: shard {} replica {} hosts in view {:?} after replaying {} inputs in {} ms",
+            self.shard,
+            self.me,
+            h.view,
+            h.replayed,
+            h.created.elapsed().as_millis()
+        );
+        Ok(())
+    }
+
+    /// Sends the outputs of the inputs whose replies came, in log order.
+    pub(super) fn release(&mut self) {
+        let mut ready = Vec::new();
+        if let Some(h) = self.host.as_mut() {
+            while h.pending.front().is_some_and(|p| p.replied) {
+                let p = h.pending.pop_front().expect("checked");
+                h.pending_inputs -= p.inputs;
+                ready.push(p.outputs);
+            }
+        }
+        for (to_clients, to_servers) in ready {
+            for (client, msg) in to_clients {
+                self.send_client(client, &msg);
+            }
+            for (to, msg) in to_servers {
+                self.send_server(to, &msg);
+            }
+        }
+    }
+}
