@@ -86,20 +86,25 @@ pub fn run_server(args: &TxnServerArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let cfg = ServerConfig {
-        id: args.id,
-        protocol: args.protocol,
-        peers: Vec::new(),
-        recovery_after_us: args.recovery_after_ms * 1_000,
-        keep_history: args.keep_history,
-        store: args.store,
-    };
+    let cfg = server_config(args);
     match local::server_process(args.listen, args.servers, peers, cfg) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: txn-server {}: {e}", args.id);
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The shard server's settings from the command line (its peers are learned later).
+fn server_config(args: &TxnServerArgs) -> ServerConfig {
+    ServerConfig {
+        id: args.id,
+        protocol: args.protocol,
+        peers: Vec::new(),
+        recovery_after_us: args.recovery_after_ms * 1_000,
+        keep_history: args.keep_history,
+        store: args.store,
     }
 }
 
@@ -116,14 +121,7 @@ fn run_group_replica(args: &TxnServerArgs, replica: u8) -> ExitCode {
         return ExitCode::from(2);
     };
     let cfg = GroupConfig {
-        server: ServerConfig {
-            id: args.id,
-            protocol: args.protocol,
-            peers: Vec::new(),
-            recovery_after_us: args.recovery_after_ms * 1_000,
-            keep_history: args.keep_history,
-            store: args.store,
-        },
+        server: server_config(args),
         replica,
         groups: Vec::new(),
         dir,
@@ -480,11 +478,11 @@ impl Servers {
             let c = LocalCluster::start_with(exe, args.servers, protocol, args.check, store)?;
             return Ok(Servers::Plain(c));
         };
-        let dir = std::env::temp_dir().join(format!(
-            "verso-bench-txn-{}-{}",
-            std::process::id(),
-            local::process_cpu_seconds(std::process::id()).map_or(0, |s| (s * 1e6) as u64)
-        ));
+        // One directory per run of this process.
+        static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("verso-bench-txn-{}-{run}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let g = LocalGroups::start_with(
             exe,
