@@ -139,6 +139,11 @@ impl PrimaryConn {
                     }
                     std::thread::sleep(Duration::from_millis(5));
                 }
+                // A backup promoted while it refused: nothing ran, and this replica now
+                // leads, so ask it again.
+                Ok(Err(e)) if e.starts_with("TRYAGAIN") => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 Ok(Err(e)) => panic!("unexpected error reply: {e}"),
                 Err(e) => {
                     self.conn = None;

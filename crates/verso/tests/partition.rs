@@ -464,6 +464,12 @@ impl<'p> Client<'p> {
                         Failure::NotRun
                     });
                 }
+                if e.starts_with("TRYAGAIN") {
+                    // A backup promoted while it refused: nothing ran, and it now leads.
+                    self.conn = None;
+                    self.next = id;
+                    return Err(Failure::NotRun);
+                }
             }
         }
         Ok((id, replies))
