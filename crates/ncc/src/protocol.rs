@@ -60,6 +60,14 @@ pub trait TxnServer {
     fn admits(&self, _msg: &Self::Msg) -> bool {
         true
     }
+    /// Whether `msg` would start new work here (a transaction's execution) rather than
+    /// finish or recover work begun (a decision, an acknowledgement, a backup
+    /// coordinator's question). A server that must shed load (a replication group whose
+    /// log is full) refuses the first kind and still takes the second, so that what began
+    /// can end.
+    fn starts_work(&self, _msg: &Self::Msg) -> bool {
+        true
+    }
     /// Messages to other servers (a backup coordinator's), as (server, message).
     fn drain_peers(&mut self) -> Vec<(ServerId, Self::Msg)> {
         Vec::new()
@@ -221,6 +229,14 @@ impl<S: crate::Store> TxnServer for crate::Server<S> {
     }
     fn admits(&self, msg: &crate::Msg) -> bool {
         crate::Server::admits(self, msg)
+    }
+    /// A shot's execution, or a smart retry (which re-executes): both add versions and
+    /// transaction state. Every other message decides, acknowledges or recovers.
+    fn starts_work(&self, msg: &crate::Msg) -> bool {
+        matches!(
+            msg,
+            crate::Msg::Execute { .. } | crate::Msg::SmartRetry { .. }
+        )
     }
     fn drain_peers(&mut self) -> Vec<(ServerId, crate::Msg)> {
         crate::Server::drain_peers(self)

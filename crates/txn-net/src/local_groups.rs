@@ -20,15 +20,25 @@ use verso_ncc::wire::Encoding;
 /// How long [`LocalGroups::dump`] looks for each group's host.
 const HOST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// What [`LocalGroups::start_spec`] starts: `servers` shards, each a group of three
+/// `verso txn-server --replica` processes with these settings.
+#[derive(Clone, Copy, Debug)]
+pub struct GroupsSpec {
+    pub servers: u32,
+    pub protocol: Protocol,
+    pub keep_history: bool,
+    /// Where NCC's servers keep their decided versions.
+    pub store: StoreKind,
+    pub durability: GroupDurability,
+    /// `--log-max-bytes` (`None`: the server's default).
+    pub log_max_bytes: Option<u64>,
+}
+
 /// Replica processes started by [`LocalGroups::start`]; killed when dropped.
 pub struct LocalGroups {
     exe: PathBuf,
     dir: PathBuf,
-    protocol: Protocol,
-    keep_history: bool,
-    store: StoreKind,
-    durability: GroupDurability,
-    servers: u32,
+    spec: GroupsSpec,
     /// By shard, then replica; `None` while killed.
     children: Vec<Vec<Option<Child>>>,
     /// Every shard's group of addresses.
@@ -46,32 +56,27 @@ impl LocalGroups {
         durability: GroupDurability,
         dir: &Path,
     ) -> io::Result<LocalGroups> {
-        let store = StoreKind::Memory;
-        LocalGroups::start_with(exe, servers, protocol, keep_history, store, durability, dir)
+        let spec = GroupsSpec {
+            servers,
+            protocol,
+            keep_history,
+            store: StoreKind::Memory,
+            durability,
+            log_max_bytes: None,
+        };
+        LocalGroups::start_spec(exe, spec, dir)
     }
 
-    /// As [`LocalGroups::start`], NCC's servers keeping their decided versions in `store`.
-    pub fn start_with(
-        exe: &Path,
-        servers: u32,
-        protocol: Protocol,
-        keep_history: bool,
-        store: StoreKind,
-        durability: GroupDurability,
-        dir: &Path,
-    ) -> io::Result<LocalGroups> {
+    /// As [`LocalGroups::start`], with every setting of `spec`.
+    pub fn start_spec(exe: &Path, spec: GroupsSpec, dir: &Path) -> io::Result<LocalGroups> {
         let mut g = LocalGroups {
             exe: exe.to_path_buf(),
             dir: dir.to_path_buf(),
-            protocol,
-            keep_history,
-            store,
-            durability,
-            servers,
+            spec,
             children: Vec::new(),
             groups: Vec::new(),
         };
-        for s in 0..servers as usize {
+        for s in 0..spec.servers as usize {
             let mut children = Vec::new();
             let mut addrs = Vec::new();
             for r in 0..usize::from(REPLICAS) {
@@ -90,7 +95,7 @@ impl LocalGroups {
         }
         // A group elects its first primary (a view change, after the replicas' timeout)
         // before it hosts: a run should not start with none.
-        for s in 0..servers as usize {
+        for s in 0..spec.servers as usize {
             if g.host(s, HOST_TIMEOUT).is_none() {
                 return Err(io::Error::other(format!("shard {s} elected no host")));
             }
@@ -117,19 +122,23 @@ impl LocalGroups {
             .create(true)
             .append(true)
             .open(dir.join("stderr.log"))?;
+        let spec = &self.spec;
         let mut c = Command::new(&self.exe);
         c.args(["txn-server", "--id", &s.to_string()])
-            .args(["--servers", &self.servers.to_string()])
-            .args(["--protocol", self.protocol.name()])
+            .args(["--servers", &spec.servers.to_string()])
+            .args(["--protocol", spec.protocol.name()])
             .args(["--replica", &r.to_string()])
             .arg("--dir")
             .arg(&dir)
-            .args(["--durability", self.durability.name()])
-            .args(self.keep_history.then_some("--keep-history"))
-            .args(["--store", self.store.name()])
+            .args(["--durability", spec.durability.name()])
+            .args(spec.keep_history.then_some("--keep-history"))
+            .args(["--store", spec.store.name()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log));
+        if let Some(max) = spec.log_max_bytes {
+            c.args(["--log-max-bytes", &max.to_string()]);
+        }
         if let Some(addr) = listen {
             c.args(["--listen", &addr.to_string()])
                 .args(["--peers", &self.groups_arg()]);

@@ -7,6 +7,7 @@
 //!   equal the initial total;
 //! - the load driver's recorded history must be strictly serializable;
 //! - a stopped backup must not stop its group;
+//! - a group whose log reaches its limit refuses new transactions and keeps what it has;
 //! - coordinating client processes killed or stopped mid-transaction must be decided for
 //!   by the backup coordinators, across a failover.
 //!
@@ -22,9 +23,9 @@ use std::time::Duration;
 use verso_ncc::wire::Encoding;
 use verso_ncc::{Key, Op, Value};
 use verso_txn_net::group::GroupDurability;
-use verso_txn_net::local_groups::LocalGroups;
+use verso_txn_net::local_groups::{GroupsSpec, LocalGroups};
 use verso_txn_net::session::Session;
-use verso_txn_net::Protocol;
+use verso_txn_net::{Protocol, StoreKind};
 
 const KEYS: u64 = 6;
 const START: u64 = 1_000_000;
@@ -293,6 +294,80 @@ fn a_stopped_backup_does_not_stop_its_group() {
         let i = 44 + k.to_u64().expect("a numeric key");
         assert!(v == value(i), "key {k:?} lost its last value");
     }
+}
+
+/// The group log is not compacted, so `--log-max-bytes` bounds it: once a group's log
+/// holds that many input bytes, its host refuses new transactions (they time out, and the
+/// host says why on standard error) while its replicas stay up, their logs stop growing,
+/// and everything acknowledged before stays readable in a dump.
+#[test]
+fn a_group_whose_log_is_full_refuses_new_transactions_and_keeps_the_old() {
+    let _serial = one_at_a_time();
+    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let protocol = Protocol::parse("ncc").expect("a known name");
+    let limit = 4u64 << 20;
+    let spec = GroupsSpec {
+        servers: 1,
+        protocol,
+        // So that the dump lists every committed value.
+        keep_history: true,
+        store: StoreKind::Memory,
+        durability: GroupDurability::AnswersOnDisk,
+        log_max_bytes: Some(limit),
+    };
+    let groups = LocalGroups::start_spec(exe, spec, dir.path()).expect("the replicas start");
+    let mut s =
+        Session::connect_groups(&groups.groups, protocol, 1, Encoding::Binary).expect("connect");
+    s.set_timeout(Duration::from_secs(3));
+    // Values of 256 KiB: about 16 fit in the limit.
+    let value = |i: u64| Value::from(vec![i as u8 | 1; 256 << 10]);
+    let mut acknowledged = 0u64;
+    while s
+        .put(&[(Key::from(acknowledged), value(acknowledged))])
+        .is_ok()
+    {
+        acknowledged += 1;
+        assert!(
+            acknowledged < 64,
+            "the log took {acknowledged} puts of 256 KiB"
+        );
+    }
+    assert!(
+        (12..=16).contains(&acknowledged),
+        "{acknowledged} puts of 256 KiB acknowledged under a limit of 4 MiB"
+    );
+    let host = groups.host(0, Duration::from_secs(10)).expect("a host");
+    let full = groups.replica_log_bytes(0, host);
+    // Refused, again and again: the logs stop growing (a refused input is not logged).
+    let mut refused =
+        Session::connect_groups(&groups.groups, protocol, 2, Encoding::Binary).expect("connect");
+    refused.set_timeout(Duration::from_millis(500));
+    for i in 0..3u64 {
+        assert!(refused.put(&[(Key::from(100 + i), value(i))]).is_err());
+    }
+    assert!(
+        groups.replica_log_bytes(0, host) <= full + (64 << 10),
+        "the full log grew from {full} to {} bytes",
+        groups.replica_log_bytes(0, host)
+    );
+    let said = std::fs::read_to_string(dir.path().join(format!("shard0-replica{host}/stderr.log")))
+        .expect("the host's standard error");
+    assert!(said.contains("--log-max-bytes"), "the host said: {said}");
+    let dump = groups.dump().expect("a full group still answers a dump");
+    for i in 0..acknowledged {
+        let versions = dump
+            .versions
+            .iter()
+            .find(|(k, _)| *k == Key::from(i))
+            .map(|(_, v)| v)
+            .unwrap_or_else(|| panic!("acknowledged key {i} is not in the dump"));
+        assert!(
+            versions.last() == Some(&value(i)),
+            "acknowledged key {i} lost its value"
+        );
+    }
+    assert_eq!(dump.undecided, 0);
 }
 
 /// No transaction of a shard's groups is left undecided (false if no host answers).

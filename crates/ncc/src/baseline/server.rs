@@ -567,6 +567,11 @@ impl BaselineServer {
 impl TxnServer for BaselineServer {
     type Msg = BMsg;
 
+    /// A shot's execution; a prepare or a decision ends a transaction already begun.
+    fn starts_work(&self, msg: &BMsg) -> bool {
+        matches!(msg, BMsg::Execute { .. })
+    }
+
     fn on_message(&mut self, _now: u64, msg: BMsg) {
         if let BMsg::Execute { txn, done, .. } | BMsg::Prepare { txn, done, .. } = &msg {
             self.forget_finished(txn.client, *done);

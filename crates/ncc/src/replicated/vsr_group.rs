@@ -675,6 +675,10 @@ where
         self.initial.admits(msg)
     }
 
+    fn starts_work(&self, msg: &S::Msg) -> bool {
+        self.initial.starts_work(msg)
+    }
+
     fn check_invariants(&self) -> Result<(), String> {
         if let Some(v) = &self.violation {
             return Err(format!("the replication group lost an answered input: {v}"));

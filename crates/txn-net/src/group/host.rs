@@ -80,6 +80,11 @@ pub(super) struct Host<S: TxnServer> {
     /// Inputs executed and handed over, waiting for their replies.
     pub(super) pending_inputs: usize,
     pub(super) pending: VecDeque<Pending<S::Msg>>,
+    /// The log's input bytes: those replayed and those executed since
+    /// (`GroupConfig::log_max_bytes` bounds it).
+    pub(super) log_bytes: u64,
+    /// Whether it has said that the log is full.
+    pub(super) log_full_reported: bool,
 }
 
 impl<S, F> Group<S, F>
@@ -97,6 +102,25 @@ where
         if h.pending_inputs + h.turn.batch.inputs.len() >= PENDING_MAX {
             return;
         }
+        // A full log refuses new work, and takes what finishes work begun (decisions,
+        // recoveries, their timers) up to an eighth more, then nothing. A refused
+        // message's sender resends, and times out.
+        let full = h.log_bytes >= self.log_max_bytes;
+        let hard_full = h.log_bytes >= self.log_max_bytes.saturating_add(self.log_max_bytes / 8);
+        if hard_full || (full && msg.as_ref().is_some_and(|m| h.server.starts_work(m))) {
+            // Said once, where an operator looks.
+            if !h.log_full_reported {
+                h.log_full_reported = true;
+                eprintln!(
+                    "txn-server: shard {} replica {}: the group log holds {} bytes of \
+                     inputs, its limit (--log-max-bytes {}); new transactions are refused \
+                     from now on (those begun may still end): the log is not compacted yet \
+                     (ARCHITECTURE.md)",
+                    self.shard, self.me, h.log_bytes, self.log_max_bytes
+                );
+            }
+            return;
+        }
         let at = now_us().max(h.last_at);
         h.last_at = at;
         let bytes = msg.as_ref().map(|m| {
@@ -112,11 +136,13 @@ where
         h.turn.outputs.1.extend(h.server.drain_peers());
         h.turn.bytes += bytes.as_ref().map_or(0, Vec::len);
         h.next_uid += 1;
-        h.turn.batch.inputs.push(GroupInput {
+        let input = GroupInput {
             uid: h.next_uid,
             at,
             msg: bytes,
-        });
+        };
+        h.log_bytes += input.bytes() as u64;
+        h.turn.batch.inputs.push(input);
         if h.turn.bytes >= BATCH_BYTES {
             self.hand_over();
         }
@@ -225,6 +251,8 @@ where
             turn: Batch::default(),
             pending_inputs: 0,
             pending: VecDeque::new(),
+            log_bytes: 0,
+            log_full_reported: false,
         });
         Ok(())
     }
@@ -262,6 +290,7 @@ where
             h.server.drain();
             h.server.drain_peers();
             h.last_at = h.last_at.max(input.at);
+            h.log_bytes += input.bytes() as u64;
             h.replayed += 1;
         }
         h.ready = true;

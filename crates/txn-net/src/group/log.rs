@@ -23,6 +23,13 @@ pub struct GroupInput {
     pub msg: Option<Vec<u8>>,
 }
 
+impl GroupInput {
+    /// At least its encoded size in a message or on disk.
+    pub fn bytes(&self) -> usize {
+        INPUT_OVERHEAD + self.msg.as_ref().map_or(0, Vec::len)
+    }
+}
+
 /// Bytes an input adds to a message besides its own (uid, time, lengths, the entry's
 /// stamps), an upper bound.
 const INPUT_OVERHEAD: usize = 64;
@@ -36,10 +43,7 @@ pub struct GroupBatch {
 impl GroupBatch {
     /// At least its encoded size.
     pub fn bytes(&self) -> usize {
-        self.inputs
-            .iter()
-            .map(|i| INPUT_OVERHEAD + i.msg.as_ref().map_or(0, Vec::len))
-            .sum()
+        self.inputs.iter().map(GroupInput::bytes).sum()
     }
 }
 
