@@ -67,8 +67,8 @@ pub struct TxnServerArgs {
     /// With --replica: the most input bytes the group's log takes. The log is not
     /// compacted yet, and every replica holds all of it in memory and on disk: at the
     /// limit the group refuses new transactions (said once on standard error) instead of
-    /// running out of memory. The default, 1 GiB, lasts under a minute at this machine's
-    /// peak F1 load.
+    /// running out of memory. The default, 512 MiB, lasts about two minutes at this
+    /// machine's peak F1 load (about 4 MB a second per replica).
     #[arg(long, default_value_t = verso_txn_net::group::LOG_MAX_BYTES)]
     log_max_bytes: u64,
 }
@@ -206,7 +206,9 @@ pub struct BenchTxnArgs {
     json_dir: Option<std::path::PathBuf>,
     /// Serve each shard by a replication group of three `txn-server --replica`
     /// processes (their logs in a temporary directory, removed after the run) with this
-    /// durability: answers-on-disk, sync or lazy. Clients send to every replica.
+    /// durability: answers-on-disk, sync or lazy. Clients send to the replica that last
+    /// answered, else to every replica. The replicas keep the default --log-max-bytes, so
+    /// a run longer than about two minutes at the peak stalls once the logs are full.
     #[arg(long, value_name = "DURABILITY", value_parser = parse_durability)]
     replicated: Option<GroupDurability>,
 }

@@ -69,13 +69,14 @@ pub const NOT_HOSTING: &str = "not the group's host";
 /// server's state may hold effects a failover would lose): the caller asks again.
 pub const UNSETTLED: &str = "the host has inputs waiting to commit";
 
-/// The default limit on a group log's input bytes ([`GroupConfig::log_max_bytes`]): each
-/// replica holds its whole log in memory and on disk, and a new host replays all of it
-/// (about 1 µs per input), so this bounds a replica's memory for the log to about 1.5 GiB
-/// and a failover's replay to a few seconds. At F1's peak on this machine (about 25 MB of
-/// inputs a second) a group reaches it in under a minute: the groups are for tests and
-/// measurements until the log is checkpointed and compacted.
-pub const LOG_MAX_BYTES: u64 = 1 << 30;
+/// The default limit on a group log's input bytes ([`GroupConfig::log_max_bytes`]). Each
+/// replica holds its whole log in memory (measured: resident memory grows by 2-4 bytes per
+/// logged byte, the log kept both as the replica's entries and as the list of inputs) and
+/// on disk, and a new host replays all of it (about 1 µs per input). At F1's peak on this
+/// machine a replica logs about 4 MB a second, so a group reaches this in about two
+/// minutes: the groups are for tests and measurements until the log is checkpointed and
+/// compacted, and this keeps six replicas on one 24 GiB machine within its memory.
+pub const LOG_MAX_BYTES: u64 = 512 << 20;
 
 /// When a host's answers may leave (module docs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -326,6 +327,7 @@ where
         history_kept: cfg.server.keep_history,
     };
     g.pump()?;
+    g.flush_links();
     while !g.shutdown {
         let wait = g.wait();
         match rx.recv_timeout(wait) {
@@ -346,6 +348,7 @@ where
         g.tick_host()?;
         g.hand_over();
         g.pump()?;
+        g.flush_links();
     }
     Ok(())
 }
@@ -477,7 +480,7 @@ where
     /// input it executed is still waiting to commit (else [`UNSETTLED`]: the caller asks
     /// again); a replica that does not host says [`NOT_HOSTING`].
     fn dump(&mut self, conn: u64) {
-        let Some(a) = self.writers.get(&conn) else {
+        let Some(encoding) = self.writers.get(&conn).map(|a| a.encoding) else {
             return;
         };
         let mut bytes = Vec::new();
@@ -491,15 +494,16 @@ where
                     &h.server,
                     self.history_kept,
                     &mut bytes,
-                    a.encoding,
+                    encoding,
                     &mut self.scratch,
                 )
             }
-            Some(_) => write_frame(&mut bytes, a.encoding, &end(UNSETTLED), &mut self.scratch),
-            None => write_frame(&mut bytes, a.encoding, &end(NOT_HOSTING), &mut self.scratch),
+            Some(_) => write_frame(&mut bytes, encoding, &end(UNSETTLED), &mut self.scratch),
+            None => write_frame(&mut bytes, encoding, &end(NOT_HOSTING), &mut self.scratch),
         };
-        if written.is_err() || !a.link.send_waiting(bytes) {
-            self.drop_conn(conn);
+        match (written, self.writers.get_mut(&conn)) {
+            (Ok(()), Some(a)) => a.link.send_must_arrive(&bytes),
+            _ => self.drop_conn(conn),
         }
     }
 
@@ -536,6 +540,26 @@ where
         Ok(())
     }
 
+    /// Sends every connection's frames of this turn, one write each. A full queue drops
+    /// a turn's frames, as a lossy network would; a client whose queue overflows, or whose
+    /// connection failed, loses its connection (it reconnects).
+    fn flush_links(&mut self) {
+        let failed: Vec<u64> = self
+            .writers
+            .iter_mut()
+            .filter_map(|(&conn, a)| (!a.link.flush()).then_some(conn))
+            .collect();
+        for conn in failed {
+            self.drop_conn(conn);
+        }
+        for link in self.to_replicas.iter_mut().flatten() {
+            link.flush();
+        }
+        for link in self.to_servers.iter_mut().flatten() {
+            link.flush();
+        }
+    }
+
     fn client_conn(&self, client: u32) -> Option<u64> {
         let (&first, &(count, conn)) = self.clients.range(..=client).next_back()?;
         (client - first < count).then_some(conn)
@@ -546,21 +570,19 @@ where
         let Some(conn) = self.client_conn(client) else {
             return;
         };
-        let Some(a) = self.writers.get(&conn) else {
+        let Some(a) = self.writers.get_mut(&conn) else {
             return;
         };
-        let mut bytes = Vec::new();
-        let sent = write_msg(&mut bytes, a.encoding, client, msg, &mut self.scratch).is_ok()
-            && a.link.send(bytes);
-        if !sent {
-            // A client that does not keep up loses its connection (it reconnects).
+        // Written whole or not at all: a message too large for a frame fails before it
+        // writes, and then the client loses its connection (it reconnects).
+        if write_msg(a.link.turn(), a.encoding, client, msg, &mut self.scratch).is_err() {
             self.drop_conn(conn);
         }
     }
 
     /// To every replica of shard `to`'s group (only its host takes it).
     fn send_server(&mut self, to: ServerId, msg: &S::Msg) {
-        let Some(group) = self.to_servers.get(to as usize) else {
+        let Some(group) = self.to_servers.get_mut(to as usize) else {
             return;
         };
         let mut bytes = Vec::new();
@@ -576,19 +598,18 @@ where
             return;
         }
         for link in group {
-            // A full queue drops the message, as a lossy network would.
-            link.send(bytes.clone());
+            link.send(&bytes);
         }
     }
 
     fn send_replica(&mut self, to: u8, msg: &ReplicaMsg) {
-        let Some(Some(link)) = self.to_replicas.get(usize::from(to)) else {
+        let Some(Some(link)) = self.to_replicas.get_mut(usize::from(to)) else {
             return;
         };
         // A message too large for a frame is lost like any other; the protocol bounds
         // its messages below the limit (`message_bytes_max`).
         if let Ok(bytes) = link::frame_bytes(&Frame::Replica(log::encode_msg(msg))) {
-            link.send(bytes);
+            link.send(&bytes);
         }
     }
 }
