@@ -42,7 +42,7 @@ pub(super) struct Pending<M> {
 
 /// The inputs of the host's current turn, not yet handed over, and their outputs.
 pub(super) struct Batch<M> {
-    pub(super) batch: GroupBatch,
+    pub(super) inputs: Vec<GroupInput>,
     bytes: usize,
     outputs: Outputs<M>,
 }
@@ -50,7 +50,7 @@ pub(super) struct Batch<M> {
 impl<M> Default for Batch<M> {
     fn default() -> Self {
         Batch {
-            batch: GroupBatch::default(),
+            inputs: Vec::new(),
             bytes: 0,
             outputs: (Vec::new(), Vec::new()),
         }
@@ -99,7 +99,7 @@ where
         let Some(h) = self.host.as_mut().filter(|h| h.ready) else {
             return;
         };
-        if h.pending_inputs + h.turn.batch.inputs.len() >= PENDING_MAX {
+        if h.pending_inputs + h.turn.inputs.len() >= PENDING_MAX {
             return;
         }
         // A full log refuses new work, and takes what finishes work begun (decisions,
@@ -142,7 +142,7 @@ where
             msg: bytes,
         };
         h.log_bytes += input.bytes() as u64;
-        h.turn.batch.inputs.push(input);
+        h.turn.inputs.push(input);
         if h.turn.bytes >= BATCH_BYTES {
             self.hand_over();
         }
@@ -154,7 +154,7 @@ where
         let Some(h) = self.host.as_mut() else {
             return;
         };
-        if h.turn.batch.inputs.is_empty() {
+        if h.turn.inputs.is_empty() {
             return;
         }
         let in_flight = h.pending.iter().filter(|p| !p.replied).count();
@@ -163,17 +163,19 @@ where
         }
         let turn = std::mem::take(&mut h.turn);
         h.seq += 1;
-        h.pending_inputs += turn.batch.inputs.len();
+        h.pending_inputs += turn.inputs.len();
         h.pending.push_back(Pending {
             seq: h.seq,
-            inputs: turn.batch.inputs.len(),
+            inputs: turn.inputs.len(),
             outputs: turn.outputs,
             replied: false,
         });
         let request = VsrRequest {
             client: h.client,
             seq: h.seq,
-            op: turn.batch,
+            op: GroupBatch {
+                inputs: std::sync::Arc::new(turn.inputs),
+            },
             sync: self.durability == GroupDurability::AnswersOnDisk,
         };
         let client = h.client;
@@ -264,13 +266,12 @@ where
         let Some(h) = self.host.as_mut().filter(|h| !h.ready) else {
             return Ok(());
         };
-        let log = &self.replica.app().applied();
+        let log = self.replica.app();
         let started = Instant::now();
-        while h.replayed < log.len() {
+        for input in log.inputs_from(h.replayed) {
             if h.replayed % 256 == 0 && started.elapsed() > REPLAY_SLICE {
                 return Ok(());
             }
-            let input = &log[h.replayed].1;
             match &input.msg {
                 None => h.server.tick(input.at),
                 Some(bytes) => match S::Msg::decode(bytes) {

@@ -6,8 +6,9 @@
 //! `replicated/vsr_group.rs`): a new host rebuilds its server by replaying it into a fresh
 //! one.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
-use verso_vsr::op_log::OpLog;
 use verso_vsr::App;
 
 /// One input as the log carries it. `uid` names it in the group (a host's random nonce
@@ -34,10 +35,13 @@ impl GroupInput {
 /// stamps), an upper bound.
 const INPUT_OVERHEAD: usize = 64;
 
-/// One request of the log: inputs the host executed in one turn, in order.
+/// One request of the log: inputs the host executed in one turn, in order. Shared, not
+/// copied: the replica's log entry, its messages, its disk writes and the application's
+/// list of inputs all hold the same batch (the log is most of a replica's memory). On the
+/// wire and on disk it is the list itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct GroupBatch {
-    pub inputs: Vec<GroupInput>,
+    pub inputs: Arc<Vec<GroupInput>>,
 }
 
 impl GroupBatch {
@@ -47,17 +51,56 @@ impl GroupBatch {
     }
 }
 
-/// The replicated application: the inputs applied, each with its operation number (the
-/// list of `verso_vsr::op_log::OpLog`, which a batch extends by all its inputs at once).
+/// The replicated application: the inputs applied, batch by batch, each batch with its
+/// operation number (a batch's inputs share it, as in `verso_vsr::op_log::OpLog`, whose
+/// snapshot form this keeps).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct InputLog {
-    pub inputs: OpLog<GroupInput>,
+    /// (operation number, index of the batch's first input in the whole list, batch),
+    /// oldest first.
+    batches: Vec<(u64, usize, Arc<Vec<GroupInput>>)>,
+    len: usize,
 }
 
 impl InputLog {
-    /// (operation number, input), oldest first.
-    pub fn applied(&self) -> &[(u64, GroupInput)] {
-        &self.inputs.applied
+    /// How many inputs it holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The inputs from the `from`th on (counting from 0), oldest first.
+    pub fn inputs_from(&self, from: usize) -> impl Iterator<Item = &GroupInput> {
+        let b = self.batches.partition_point(|(_, first, _)| *first <= from);
+        let (skip, batches) = match b.checked_sub(1) {
+            Some(b) => (from - self.batches[b].1, &self.batches[b..]),
+            None => (0, &self.batches[..0]),
+        };
+        batches
+            .iter()
+            .flat_map(|(_, _, inputs)| inputs.iter())
+            .skip(skip)
+    }
+
+    /// (operation number, input), oldest first: the snapshot form.
+    pub fn applied(&self) -> Vec<(u64, GroupInput)> {
+        self.batches
+            .iter()
+            .flat_map(|(op, _, inputs)| inputs.iter().map(move |i| (*op, i.clone())))
+            .collect()
+    }
+
+    fn push(&mut self, op_number: u64, inputs: Arc<Vec<GroupInput>>) {
+        debug_assert!(self.batches.last().is_none_or(|(n, _, _)| *n <= op_number));
+        if inputs.is_empty() {
+            return;
+        }
+        let n = inputs.len();
+        self.batches.push((op_number, self.len, inputs));
+        self.len += n;
     }
 }
 
@@ -67,23 +110,32 @@ impl App for InputLog {
     type Snapshot = Vec<(u64, GroupInput)>;
 
     fn apply(&mut self, op_number: u64, op: &GroupBatch) {
-        for input in &op.inputs {
-            self.inputs.apply(op_number, input);
-        }
+        self.push(op_number, Arc::clone(&op.inputs));
     }
 
     fn undo_to(&mut self, op_number: u64) {
-        self.inputs.undo_to(op_number);
+        while self.batches.last().is_some_and(|(n, _, _)| *n > op_number) {
+            let (_, first, _) = self.batches.pop().expect("checked");
+            self.len = first;
+        }
     }
 
     fn forget_undo(&mut self, _op_number: u64) {}
 
     fn snapshot(&self) -> Self::Snapshot {
-        self.inputs.snapshot()
+        self.applied()
     }
 
     fn restore(&mut self, snapshot: &Self::Snapshot) {
-        self.inputs.restore(snapshot);
+        *self = InputLog::default();
+        let mut at = 0;
+        while at < snapshot.len() {
+            let op = snapshot[at].0;
+            let end = at + snapshot[at..].partition_point(|(n, _)| *n == op);
+            let inputs = snapshot[at..end].iter().map(|(_, i)| i.clone()).collect();
+            self.push(op, Arc::new(inputs));
+            at = end;
+        }
     }
 
     /// Bounds what one replica message carries (`Config::message_bytes_max`), so that
@@ -126,7 +178,7 @@ mod tests {
     fn undo_drops_the_tail_and_a_snapshot_restores() {
         let mut log = InputLog::default();
         let batch = |uids: &[u64]| GroupBatch {
-            inputs: uids.iter().map(|&u| input(u)).collect(),
+            inputs: Arc::new(uids.iter().map(|&u| input(u)).collect()),
         };
         log.apply(1, &batch(&[1]));
         log.apply(2, &batch(&[2, 3]));
@@ -140,6 +192,78 @@ mod tests {
             log.applied(),
             vec![(1, input(1)), (2, input(2)), (2, input(3))]
         );
+    }
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// A batch of this many inputs, at the next operation number.
+        Apply(u8),
+        /// Undo to this many operations back.
+        Undo(u8),
+        Snapshot,
+        Restore,
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (0u8..5).prop_map(Step::Apply),
+            1 => (0u8..4).prop_map(Step::Undo),
+            1 => Just(Step::Snapshot),
+            1 => Just(Step::Restore),
+        ]
+    }
+
+    proptest::proptest! {
+        /// The batched log against the plain list of inputs (`OpLog`, which it replaced):
+        /// the same inputs, numbers and snapshots after any run of applies, undos and
+        /// restores, and the same inputs from every position.
+        #[test]
+        fn the_batched_log_behaves_as_the_plain_list(
+            steps in proptest::collection::vec(step(), 0..60)
+        ) {
+            use verso_vsr::op_log::OpLog;
+            let mut log = InputLog::default();
+            let mut model = OpLog::<GroupInput>::default();
+            let (mut op, mut uid) = (0u64, 0u64);
+            let mut snap = (Vec::new(), 0u64);
+            for s in steps {
+                match s {
+                    Step::Apply(n) => {
+                        op += 1;
+                        let inputs: Vec<GroupInput> = (0..n)
+                            .map(|_| {
+                                uid += 1;
+                                input(uid)
+                            })
+                            .collect();
+                        for i in &inputs {
+                            model.apply(op, i);
+                        }
+                        log.apply(op, &GroupBatch { inputs: Arc::new(inputs) });
+                    }
+                    Step::Undo(back) => {
+                        op = op.saturating_sub(u64::from(back));
+                        log.undo_to(op);
+                        model.undo_to(op);
+                    }
+                    Step::Snapshot => snap = (log.snapshot(), op),
+                    Step::Restore => {
+                        log.restore(&snap.0);
+                        model.restore(&snap.0);
+                        op = snap.1;
+                    }
+                }
+                proptest::prop_assert_eq!(log.snapshot(), model.snapshot());
+                proptest::prop_assert_eq!(log.len(), model.applied.len());
+                for from in 0..=model.applied.len() {
+                    let got: Vec<&GroupInput> = log.inputs_from(from).collect();
+                    let want: Vec<&GroupInput> =
+                        model.applied[from..].iter().map(|(_, i)| i).collect();
+                    proptest::prop_assert_eq!(got, want);
+                }
+            }
+        }
     }
 
     #[test]
