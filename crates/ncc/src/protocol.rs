@@ -230,13 +230,8 @@ impl<S: crate::Store> TxnServer for crate::Server<S> {
     fn admits(&self, msg: &crate::Msg) -> bool {
         crate::Server::admits(self, msg)
     }
-    /// A shot's execution, or a smart retry (which re-executes): both add versions and
-    /// transaction state. Every other message decides, acknowledges or recovers.
     fn starts_work(&self, msg: &crate::Msg) -> bool {
-        matches!(
-            msg,
-            crate::Msg::Execute { .. } | crate::Msg::SmartRetry { .. }
-        )
+        crate::Server::starts_work(self, msg)
     }
     fn drain_peers(&mut self) -> Vec<(ServerId, crate::Msg)> {
         crate::Server::drain_peers(self)

@@ -567,9 +567,16 @@ impl BaselineServer {
 impl TxnServer for BaselineServer {
     type Msg = BMsg;
 
-    /// A shot's execution; a prepare or a decision ends a transaction already begun.
+    /// An execution or a prepare for a transaction it holds no record of and has not
+    /// finished (TAPIR-CC's one-shot transactions and dOCC's write-only participants begin
+    /// with a prepare); anything else acts on a transaction begun.
     fn starts_work(&self, msg: &BMsg) -> bool {
-        matches!(msg, BMsg::Execute { .. })
+        match msg {
+            BMsg::Execute { txn, .. } | BMsg::Prepare { txn, .. } => {
+                !self.txns.contains_key(txn) && !self.is_forgotten(*txn)
+            }
+            _ => false,
+        }
     }
 
     fn on_message(&mut self, _now: u64, msg: BMsg) {

@@ -28,6 +28,17 @@ impl<S: Store> Server<S> {
         }
     }
 
+    /// Whether `msg` begins a transaction here ([`crate::TxnServer::starts_work`]): an
+    /// execution for a transaction it holds no record of and has not finished. Later
+    /// shots, resends, the last shot's notice, smart retries (which act only on a record
+    /// held), decisions and recoveries all act on work begun.
+    pub fn starts_work(&self, msg: &Msg) -> bool {
+        match msg {
+            Msg::Execute { txn, .. } => !self.txns.contains_key(txn) && !self.is_forgotten(*txn),
+            _ => false,
+        }
+    }
+
     /// Where its decided versions are.
     pub fn store(&self) -> &S {
         &self.store

@@ -627,3 +627,43 @@ fn answers_are_split_to_stay_within_the_message_limits() {
     };
     assert!(!s.admits(&too_big), "8 bytes of key and 993 of value");
 }
+
+/// What a server that sheds load refuses (`starts_work`): an execution that would begin a
+/// transaction; never a resend or a later message of one it holds, a decision, or a late
+/// duplicate of one its client has finished.
+#[test]
+fn only_an_execution_of_an_unknown_transaction_starts_work() {
+    let mut s = Server::new(Mistakes::default());
+    let execute = |t: TxnId, done: Finished| Msg::Execute {
+        txn: t,
+        ts: ts(10, 1),
+        shot: 1,
+        ops: vec![Op::Write(Key::from(A), Value::from(5))],
+        t_ro: None,
+        coord: 0,
+        cohorts: None,
+        done,
+    };
+    let first = execute(txn(1, 1), Finished::default());
+    assert!(s.starts_work(&first));
+    s.on_message(0, first.clone());
+    replies(&mut s);
+    assert!(!s.starts_work(&first), "a resend of a transaction it holds");
+    let decide = Msg::Decide {
+        txn: txn(1, 1),
+        commit: true,
+    };
+    assert!(!s.starts_work(&decide));
+    s.on_message(0, decide);
+    // The client's next transaction says it has finished the first: the first's record
+    // goes, and a late duplicate of it begins nothing.
+    let next = execute(txn(1, 2), Finished { from: 1, below: 2 });
+    assert!(s.starts_work(&next));
+    s.on_message(0, next);
+    replies(&mut s);
+    assert!(
+        !s.starts_work(&first),
+        "a late duplicate of a finished transaction"
+    );
+    assert!(s.starts_work(&execute(txn(2, 1), Finished::default())));
+}

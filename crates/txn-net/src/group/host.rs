@@ -1,6 +1,7 @@
 //! The host: the server on the replica that leads its group (module docs of `group`). It
 //! replays the log into a fresh server, executes inputs in batches handed to its replica
-//! one request at a time (the inputs of the turns meanwhile gather into the next), and releases each batch's outputs once the replica replies.
+//! one request at a time (the inputs of the turns meanwhile gather into the next), and
+//! releases each batch's outputs once the replica replies.
 
 use std::collections::VecDeque;
 use std::io;
@@ -40,7 +41,7 @@ pub(super) struct Pending<M> {
     replied: bool,
 }
 
-/// The inputs of the host's current turn, not yet handed over, and their outputs.
+/// The inputs the host executed since its last hand-over, and their outputs.
 pub(super) struct Batch<M> {
     pub(super) inputs: Vec<GroupInput>,
     bytes: usize,
@@ -83,8 +84,9 @@ pub(super) struct Host<S: TxnServer> {
     /// The log's input bytes: those replayed and those executed since
     /// (`GroupConfig::log_max_bytes` bounds it).
     pub(super) log_bytes: u64,
-    /// Whether it has said that the log is full.
-    pub(super) log_full_reported: bool,
+    /// What it has said about a full log: 0 nothing, 1 that it refuses new work, 2 that
+    /// it refuses everything.
+    pub(super) log_full_reported: u8,
 }
 
 impl<S, F> Group<S, F>
@@ -105,17 +107,26 @@ where
         // A full log refuses new work, and takes what finishes work begun (decisions,
         // recoveries, their timers) up to an eighth more, then nothing. A refused
         // message's sender resends, and times out.
+        // (Transactions still undecided at the hard limit stay so until the group restarts
+        // with a larger limit: their other shards' records wait for them.)
         let full = h.log_bytes >= self.log_max_bytes;
         let hard_full = h.log_bytes >= self.log_max_bytes.saturating_add(self.log_max_bytes / 8);
         if hard_full || (full && msg.as_ref().is_some_and(|m| h.server.starts_work(m))) {
-            // Said once, where an operator looks.
-            if !h.log_full_reported {
-                h.log_full_reported = true;
+            // Said once per stage, where an operator looks.
+            let stage = if hard_full { 2 } else { 1 };
+            if h.log_full_reported < stage {
+                h.log_full_reported = stage;
+                let refused = if hard_full {
+                    "every input is refused from now on, also those that would end \
+                     transactions begun"
+                } else {
+                    "new transactions are refused from now on (those begun may still end, \
+                     for an eighth more)"
+                };
                 eprintln!(
                     "txn-server: shard {} replica {}: the group log holds {} bytes of \
-                     inputs, its limit (--log-max-bytes {}); new transactions are refused \
-                     from now on (those begun may still end): the log is not compacted yet \
-                     (ARCHITECTURE.md)",
+                     inputs, past its limit (--log-max-bytes {}); {refused}: the log is not \
+                     compacted yet (ARCHITECTURE.md)",
                     self.shard, self.me, h.log_bytes, self.log_max_bytes
                 );
             }
@@ -134,13 +145,14 @@ where
         }
         h.turn.outputs.0.extend(h.server.drain());
         h.turn.outputs.1.extend(h.server.drain_peers());
-        h.turn.bytes += bytes.as_ref().map_or(0, Vec::len);
         h.next_uid += 1;
         let input = GroupInput {
             uid: h.next_uid,
             at,
             msg: bytes,
         };
+        // Each input's overhead counts too: a gathered batch can hold thousands.
+        h.turn.bytes += input.bytes();
         h.log_bytes += input.bytes() as u64;
         h.turn.inputs.push(input);
         if h.turn.bytes >= BATCH_BYTES {
@@ -254,7 +266,7 @@ where
             pending_inputs: 0,
             pending: VecDeque::new(),
             log_bytes: 0,
-            log_full_reported: false,
+            log_full_reported: 0,
         });
         Ok(())
     }

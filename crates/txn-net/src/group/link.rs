@@ -22,8 +22,9 @@ use verso_ncc::wire::Encoding;
 
 use crate::frame::{write_frame, Frame, Hello};
 
-/// Bytes a link holds for a peer that does not take them; a turn that would go past it is
-/// dropped whole (a frame is never cut).
+/// Bytes a link holds for a peer that does not take them: once more are queued, further
+/// turns are dropped whole (a frame is never cut). So a link holds at most this and one
+/// turn, besides what its writer thread is writing.
 const QUEUE_BYTES: usize = 16 << 20;
 
 /// How long an outgoing connection rests after a failure before it is tried again; what
@@ -55,8 +56,10 @@ struct State {
     /// Whether the writer thread is writing (or connecting): while it is, new turns queue
     /// behind it rather than go straight to the socket.
     writing: bool,
-    /// The connection failed for good (an accepted one), or the link was dropped.
+    /// The connection failed for good (an accepted one).
     ended: bool,
+    /// The link was dropped: the writer thread finishes what is queued, then stops.
+    dropped: bool,
     /// Whether the link connects (and reconnects) to its peer itself.
     outgoing: Option<(SocketAddr, Hello)>,
 }
@@ -81,6 +84,7 @@ impl Link {
                 queue: Vec::new(),
                 writing: false,
                 ended: false,
+                dropped: false,
                 outgoing,
             }),
             wake: Condvar::new(),
@@ -127,7 +131,9 @@ impl Link {
             return false;
         }
         if st.writing || st.stream.is_none() {
-            if !must_arrive && st.queue.len() + self.turn.len() > QUEUE_BYTES {
+            // The bound stops a backlog from growing: a turn goes, whatever its size (a
+            // released batch of large answers), while what is queued is within it.
+            if !must_arrive && st.queue.len() > QUEUE_BYTES {
                 self.turn.clear();
                 return false;
             }
@@ -171,12 +177,13 @@ impl Link {
     }
 }
 
-/// Dropped, a link ends: its writer thread stops, and what it had not yet written is lost
-/// (the connection is gone, or no longer wanted).
+/// Dropped, a link ends: its writer thread finishes what it has queued (unless the
+/// connection fails; a peer dropped for falling behind has its socket shut down first),
+/// then stops. This turn's frames not flushed are lost.
 impl Drop for Link {
     fn drop(&mut self) {
         let mut st = self.shared.lock();
-        st.ended = true;
+        st.dropped = true;
         self.shared.wake.notify_one();
     }
 }
@@ -238,14 +245,14 @@ fn connect(addr: SocketAddr, hello: Hello) -> io::Result<TcpStream> {
 fn writer_loop(shared: &Shared) {
     let mut st = shared.lock();
     loop {
-        while !st.writing && !st.ended {
+        while !st.writing && !st.ended && !st.dropped {
             st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
         }
-        if st.ended {
+        if st.ended || (st.dropped && !st.writing) {
             return;
         }
         if st.stream.is_none() {
-            let Some((addr, hello)) = st.outgoing else {
+            let Some((addr, hello)) = st.outgoing.filter(|_| !st.dropped) else {
                 st.ended = true;
                 return;
             };
@@ -393,6 +400,18 @@ mod tests {
         link.wait_idle();
         drop(link);
         assert_eq!(reader.join().unwrap(), accepted);
+    }
+
+    /// A turn larger than the queue's bound goes when nothing is queued before it (a
+    /// released batch of large answers), and a dropped link still delivers what it took.
+    #[test]
+    fn a_large_turn_behind_an_empty_queue_goes_and_a_dropped_link_delivers_it() {
+        let (server, client) = pair();
+        let mut link = Link::accepted(server).unwrap();
+        link.send(&turn(1, 20 << 20));
+        assert!(link.flush(), "a 20 MiB turn behind an empty queue");
+        drop(link);
+        assert_eq!(read_turns(client), [1]);
     }
 
     /// An outgoing link connects when it first has something to send, introduces itself,

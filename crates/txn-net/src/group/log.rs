@@ -1,7 +1,7 @@
 //! What a shard group's log holds: the server's inputs, each a protocol message (its binary
 //! wire form) or a timer tick, with the host's clock when it ran, in batches (one request
-//! per batch: the host hands over what it executed in one turn of its loop, as the
-//! engine's replication batches commits). The replicated application is the list of
+//! per batch: the host hands over what it executed while its previous request was in
+//! flight, as the engine's replication batches commits). The replicated application is the list of
 //! inputs applied, in log order, as in the simulator (`verso_ncc`'s
 //! `replicated/vsr_group.rs`): a new host rebuilds its server by replaying it into a fresh
 //! one.
@@ -35,9 +35,9 @@ impl GroupInput {
 /// stamps), an upper bound.
 const INPUT_OVERHEAD: usize = 64;
 
-/// One request of the log: inputs the host executed in one turn, in order. Shared, not
-/// copied: the replica's log entry, its messages, its disk writes and the application's
-/// list of inputs all hold the same batch (the log is most of a replica's memory). On the
+/// One request of the log: inputs the host executed while its previous request was in
+/// flight, in order. Shared, not copied: the replica's log entry, its messages and the
+/// application's list of inputs all hold the same batch (the log is most of a replica's memory). On the
 /// wire and on disk it is the list itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct GroupBatch {
@@ -54,7 +54,7 @@ impl GroupBatch {
 /// The replicated application: the inputs applied, batch by batch, each batch with its
 /// operation number (a batch's inputs share it, as in `verso_vsr::op_log::OpLog`, whose
 /// snapshot form this keeps).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, Default)]
 pub struct InputLog {
     /// (operation number, index of the batch's first input in the whole list, batch),
     /// oldest first.
@@ -62,7 +62,43 @@ pub struct InputLog {
     len: usize,
 }
 
+/// Two logs are equal when they hold the same inputs at the same operation numbers,
+/// however batched (a restore from a snapshot merges batches that share a number).
+impl PartialEq for InputLog {
+    fn eq(&self, other: &InputLog) -> bool {
+        self.len == other.len && self.flat().eq(other.flat())
+    }
+}
+
+impl Eq for InputLog {}
+
+impl std::hash::Hash for InputLog {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.len.hash(state);
+        self.flat().for_each(|x| x.hash(state));
+    }
+}
+
+impl PartialOrd for InputLog {
+    fn partial_cmp(&self, other: &InputLog) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for InputLog {
+    fn cmp(&self, other: &InputLog) -> std::cmp::Ordering {
+        self.flat().cmp(other.flat())
+    }
+}
+
 impl InputLog {
+    /// (operation number, input), oldest first, without copying.
+    fn flat(&self) -> impl Iterator<Item = (u64, &GroupInput)> {
+        self.batches
+            .iter()
+            .flat_map(|(op, _, inputs)| inputs.iter().map(move |i| (*op, i)))
+    }
+
     /// How many inputs it holds.
     pub fn len(&self) -> usize {
         self.len
@@ -87,10 +123,7 @@ impl InputLog {
 
     /// (operation number, input), oldest first: the snapshot form.
     pub fn applied(&self) -> Vec<(u64, GroupInput)> {
-        self.batches
-            .iter()
-            .flat_map(|(op, _, inputs)| inputs.iter().map(move |i| (*op, i.clone())))
-            .collect()
+        self.flat().map(|(op, i)| (op, i.clone())).collect()
     }
 
     fn push(&mut self, op_number: u64, inputs: Arc<Vec<GroupInput>>) {
@@ -255,6 +288,9 @@ mod tests {
                     }
                 }
                 proptest::prop_assert_eq!(log.snapshot(), model.snapshot());
+                let mut restored = InputLog::default();
+                restored.restore(&log.snapshot());
+                proptest::prop_assert_eq!(&restored, &log);
                 proptest::prop_assert_eq!(log.len(), model.applied.len());
                 for from in 0..=model.applied.len() {
                     let got: Vec<&GroupInput> = log.inputs_from(from).collect();

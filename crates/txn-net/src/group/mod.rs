@@ -78,6 +78,9 @@ pub const UNSETTLED: &str = "the host has inputs waiting to commit";
 /// compacted, and this keeps six replicas on one 24 GiB machine within its memory.
 pub const LOG_MAX_BYTES: u64 = 512 << 20;
 
+/// The smallest limit a group takes: room for a few full batches.
+pub const LOG_MAX_BYTES_MIN: u64 = 1 << 20;
+
 /// When a host's answers may leave (module docs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum GroupDurability {
@@ -146,8 +149,11 @@ impl GroupConfig {
         if self.replica >= REPLICAS {
             return bad(format!("replica {} of {REPLICAS}", self.replica));
         }
-        if self.log_max_bytes == 0 {
-            return bad("a log limit of 0 bytes would refuse every transaction".into());
+        if self.log_max_bytes < LOG_MAX_BYTES_MIN {
+            return bad(format!(
+                "a log limit of {} bytes: at least {LOG_MAX_BYTES_MIN}",
+                self.log_max_bytes
+            ));
         }
         Ok(())
     }
@@ -348,6 +354,10 @@ where
         g.tick_host()?;
         g.hand_over();
         g.pump()?;
+        // A reply that `pump` just released frees the request slot: hand over what
+        // gathered behind it now, not after the next input or timeout.
+        g.hand_over();
+        g.pump()?;
         g.flush_links();
     }
     Ok(())
@@ -464,7 +474,11 @@ where
     }
 
     fn forget_conn(&mut self, conn: u64) {
-        self.writers.remove(&conn);
+        // A peer that closed only its sending side still gets what this turn answered it
+        // (a dump, say): flushed, the writer thread finishes it.
+        if let Some(mut a) = self.writers.remove(&conn) {
+            a.link.flush();
+        }
         self.replica_conns.remove(&conn);
         self.clients.retain(|_, &mut (_, c)| c != conn);
     }
@@ -542,6 +556,10 @@ where
     /// a turn's frames, as a lossy network would; a client whose queue overflows, or whose
     /// connection failed, loses its connection (it reconnects).
     fn flush_links(&mut self) {
+        // The replicas' first: their messages are on the commit path.
+        for link in self.to_replicas.iter_mut().flatten() {
+            link.flush();
+        }
         let failed: Vec<u64> = self
             .writers
             .iter_mut()
@@ -549,9 +567,6 @@ where
             .collect();
         for conn in failed {
             self.drop_conn(conn);
-        }
-        for link in self.to_replicas.iter_mut().flatten() {
-            link.flush();
         }
         for link in self.to_servers.iter_mut().flatten() {
             link.flush();
