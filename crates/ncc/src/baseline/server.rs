@@ -706,3 +706,39 @@ impl TxnServer for BaselineServer {
         parts.join("; ")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Finished;
+
+    /// A prepare can begin a transaction (TAPIR-CC's one-shot ones send no execute), so a
+    /// server that sheds load refuses it; once the transaction is held, its prepare, its
+    /// resends and its decision begin nothing.
+    #[test]
+    fn a_prepare_of_an_unknown_transaction_starts_work_and_a_decision_never_does() {
+        let mut s = BaselineServer::new(Flavor::TapirCc);
+        let txn = TxnId { client: 3, seq: 1 };
+        let prepare = BMsg::Prepare {
+            txn,
+            ts: Ts { clk: 10, cid: 3 },
+            reads: Vec::new(),
+            writes: vec![(Key::from(1), Value::from(7))],
+            execute: Vec::new(),
+            done: Finished::default(),
+        };
+        assert!(s.starts_work(&prepare));
+        s.on_message(0, prepare.clone());
+        assert!(!s.starts_work(&prepare), "a resend of a prepare it holds");
+        assert!(!s.starts_work(&BMsg::Decide { txn, commit: true }));
+        let other = TxnId { client: 4, seq: 1 };
+        let execute = BMsg::Execute {
+            txn: other,
+            ts: Ts { clk: 11, cid: 4 },
+            shot: 1,
+            ops: vec![crate::Op::Read(Key::from(2))],
+            done: Finished::default(),
+        };
+        assert!(s.starts_work(&execute));
+    }
+}
