@@ -89,6 +89,14 @@ pub(super) struct Host<S: TxnServer> {
     pub(super) log_full_reported: u8,
 }
 
+impl<S: TxnServer> Host<S> {
+    /// Whether it has gathered inputs and a request slot is free ([`IN_FLIGHT_MAX`]).
+    pub(super) fn may_hand_over(&self) -> bool {
+        !self.turn.inputs.is_empty()
+            && self.pending.iter().filter(|p| !p.replied).count() < IN_FLIGHT_MAX
+    }
+}
+
 impl<S, F> Group<S, F>
 where
     S: TxnServer,
@@ -169,8 +177,7 @@ where
         if h.turn.inputs.is_empty() {
             return;
         }
-        let in_flight = h.pending.iter().filter(|p| !p.replied).count();
-        if in_flight >= IN_FLIGHT_MAX && h.turn.bytes < BATCH_BYTES {
+        if !h.may_hand_over() && h.turn.bytes < BATCH_BYTES {
             return;
         }
         let turn = std::mem::take(&mut h.turn);

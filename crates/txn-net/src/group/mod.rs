@@ -354,10 +354,6 @@ where
         g.tick_host()?;
         g.hand_over();
         g.pump()?;
-        // A reply that `pump` just released frees the request slot: hand over what
-        // gathered behind it now, not after the next input or timeout.
-        g.hand_over();
-        g.pump()?;
         g.flush_links();
     }
     Ok(())
@@ -379,6 +375,12 @@ where
     fn wait(&self) -> Duration {
         if self.host.as_ref().is_some_and(|h| !h.ready) {
             return Duration::ZERO; // replaying
+        }
+        // A reply freed the request slot while inputs gathered behind it: they go at the
+        // end of the next turn, after whatever input is already waiting (a larger batch),
+        // without waiting for more.
+        if self.host.as_ref().is_some_and(Host::may_hand_over) {
+            return Duration::ZERO;
         }
         let mut wait = Duration::from_millis(10);
         let now = self.now_ms();
