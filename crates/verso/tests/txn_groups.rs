@@ -289,7 +289,12 @@ fn a_stopped_backup_does_not_stop_its_group() {
     groups.kill(0, host).expect("kill the host");
     let got = s
         .get(&(0..4).map(Key::from).collect::<Vec<_>>())
-        .expect("a read after the failover");
+        .unwrap_or_else(|e| {
+            panic!(
+                "a read after the failover: {e}; the replicas said:\n{}",
+                replica_logs(dir.path(), 1)
+            )
+        });
     for (k, v) in got {
         let i = 44 + k.to_u64().expect("a numeric key");
         assert!(v == value(i), "key {k:?} lost its last value");
@@ -368,6 +373,19 @@ fn a_group_whose_log_is_full_refuses_new_transactions_and_keeps_the_old() {
         );
     }
     assert_eq!(dump.undecided, 0);
+}
+
+/// What every replica of `shards` shards wrote on standard error (for a failure's message).
+fn replica_logs(dir: &Path, shards: usize) -> String {
+    let mut out = String::new();
+    for s in 0..shards {
+        for r in 0..3 {
+            let path = dir.join(format!("shard{s}-replica{r}/stderr.log"));
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            out += &format!("--- shard {s} replica {r}:\n{text}");
+        }
+    }
+    out
 }
 
 /// No transaction of a shard's groups is left undecided (false if no host answers).

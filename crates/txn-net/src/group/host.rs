@@ -246,6 +246,16 @@ where
     /// Drops a host whose replica no longer leads its view; starts one on a replica that
     /// leads and whose log is all committed and durable.
     pub(super) fn check_host(&mut self) -> io::Result<()> {
+        let seen = (self.replica.view(), self.replica.role());
+        if self.last_seen.as_ref() != Some(&seen) {
+            // Each change of view or role, for whoever reads a replica's log after a
+            // failover.
+            eprintln!(
+                "txn-server: shard {} replica {}: view {:?}, {:?}",
+                self.shard, self.me, seen.0, seen.1
+            );
+            self.last_seen = Some(seen);
+        }
         let leads = self.replica.role() == Role::Primary;
         if let Some(h) = &self.host {
             if !leads || self.replica.view() != h.view {

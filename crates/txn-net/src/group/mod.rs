@@ -271,6 +271,8 @@ struct Group<S: TxnServer, F> {
     scratch: Vec<u8>,
     shutdown: bool,
     history_kept: bool,
+    /// The replica's view and role when last looked at (`check_host` says each change).
+    last_seen: Option<(verso_vsr::ViewNum, verso_vsr::Role)>,
 }
 
 fn run<S, F>(
@@ -331,6 +333,7 @@ where
         scratch: Vec::new(),
         shutdown: false,
         history_kept: cfg.server.keep_history,
+        last_seen: None,
     };
     g.pump()?;
     g.flush_links();
