@@ -246,13 +246,22 @@ where
     /// Drops a host whose replica no longer leads its view; starts one on a replica that
     /// leads and whose log is all committed and durable.
     pub(super) fn check_host(&mut self) -> io::Result<()> {
-        let seen = (self.replica.view(), self.replica.role());
+        let seen = (
+            self.replica.view(),
+            self.replica.role(),
+            self.replica.is_amnesiac(),
+        );
         if self.last_seen.as_ref() != Some(&seen) {
-            // Each change of view or role, for whoever reads a replica's log after a
-            // failover.
+            // Each change of view, role or amnesia (a replica that started from its disk
+            // neither votes nor campaigns until it has caught up with a primary: the
+            // `verso_vsr` recovery), for whoever reads a replica's log after a failover.
             eprintln!(
-                "txn-server: shard {} replica {}: view {:?}, {:?}",
-                self.shard, self.me, seen.0, seen.1
+                "txn-server: shard {} replica {}: view {:?}, {:?}{}",
+                self.shard,
+                self.me,
+                seen.0,
+                seen.1,
+                if seen.2 { ", amnesiac" } else { "" }
             );
             self.last_seen = Some(seen);
         }

@@ -272,7 +272,7 @@ struct Group<S: TxnServer, F> {
     shutdown: bool,
     history_kept: bool,
     /// The replica's view and role when last looked at (`check_host` says each change).
-    last_seen: Option<(verso_vsr::ViewNum, verso_vsr::Role)>,
+    last_seen: Option<(verso_vsr::ViewNum, verso_vsr::Role, bool)>,
 }
 
 fn run<S, F>(
