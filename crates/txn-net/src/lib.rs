@@ -137,7 +137,8 @@ impl Protocol {
         }
     }
 
-    fn ncc_client(id: ClientId, servers: u32, read_only: bool, resend_us: u64) -> Client {
+    /// NCC's client `id` among `servers`, resending what goes unanswered after `resend_us`.
+    pub fn ncc_client(id: ClientId, servers: u32, read_only: bool, resend_us: u64) -> Client {
         let mut c = Client::new(id, servers);
         c.read_only_protocol = read_only;
         c.resend_after = resend_us;
@@ -153,7 +154,8 @@ impl Protocol {
         }
     }
 
-    fn baseline_client(id: ClientId, servers: u32, flavor: Flavor) -> BaselineClient {
+    /// A baseline's client `id` among `servers`.
+    pub fn baseline_client(id: ClientId, servers: u32, flavor: Flavor) -> BaselineClient {
         BaselineClient::new(id, servers, flavor)
     }
 }

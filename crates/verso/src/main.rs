@@ -14,6 +14,7 @@ mod churn_cmd;
 mod cluster_cmd;
 mod cluster_move;
 mod durability_cmd;
+mod gateway_cmd;
 mod persist_args;
 mod results_cmd;
 mod serve_cmd;
@@ -64,6 +65,9 @@ enum Command {
     /// Transactions against txn-server processes from this process (its coordinator runs
     /// here): --get, --put, or --transfers between keys on different servers.
     TxnClient(txn_client_cmd::TxnClientArgs),
+    /// The Redis protocol over txn-server groups: every command and every MULTI/EXEC one
+    /// strictly serializable NCC transaction, whatever groups its keys live in.
+    Gateway(gateway_cmd::GatewayArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -383,6 +387,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Wire(args)) => wire_cmd::run(&args),
         Command::TxnServer(args) => txn_cmd::run_server(&args),
         Command::TxnClient(args) => txn_client_cmd::run(&args),
+        Command::Gateway(args) => gateway_cmd::run(&args),
     }
 }
 

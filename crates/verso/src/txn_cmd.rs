@@ -73,7 +73,7 @@ pub struct TxnServerArgs {
     log_max_bytes: u64,
 }
 
-fn parse_durability(s: &str) -> Result<GroupDurability, String> {
+pub fn parse_durability(s: &str) -> Result<GroupDurability, String> {
     GroupDurability::parse(s)
         .ok_or_else(|| format!("unknown durability {s:?}; answers-on-disk, sync or lazy"))
 }

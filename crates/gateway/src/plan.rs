@@ -1,0 +1,397 @@
+//! A request, or a MULTI block, as one NCC transaction. What each command reads and writes
+//! is known before it runs (`command.rs`), so a plan takes one of four shapes:
+//!
+//! - *read-only* (GET, MGET, EXISTS, ...): one shot of reads, marked last, which NCC runs by
+//!   its one-round read-only protocol;
+//! - *blind* (SET, MSET without conditions): one shot of writes, answered `OK` before they
+//!   run, since nothing they answer depends on a read;
+//! - *read-write* (INCR, SETNX, DEL, a block with WATCH, ...): two shots, as the paper's
+//!   multi-shot transactions: the reads, then the writes they decide (§5.1). The block is
+//!   evaluated once per attempt from that attempt's reads alone, so a retry from scratch
+//!   decides again from what it read;
+//! - *local*: nothing to read or write (a block of PINGs).
+//!
+//! Evaluation runs the commands in order over the values read, each seeing its
+//! predecessors' writes, and writes each changed key's last value once.
+
+use std::collections::HashMap;
+
+use verso_ncc::{Key, Op, Value};
+use verso_server::resp::Reply;
+
+use crate::command::{not_an_integer, parse_i64, too_large, value_bytes_max, Command, Cond};
+use crate::value::{decode, encode, Stored};
+
+/// The most keys one transaction may name: what one NCC shot carries.
+pub const KEYS_MAX: usize = verso_ncc::wire::OPS_MAX;
+
+/// What the client gets back, and, for WATCH, the values it watches from now on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Done {
+    pub reply: Reply,
+    pub watched: Option<Vec<(Vec<u8>, Stored)>>,
+}
+
+/// How the plan's reply is shaped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Form {
+    /// One command: its reply.
+    Single,
+    /// EXEC: an array of the block's replies, or the null array when a watched key changed.
+    Exec,
+    /// WATCH: OK, and the values seen.
+    Watch,
+}
+
+/// The transaction's shape (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    ReadOnly,
+    Blind,
+    ReadWrite,
+    Local,
+}
+
+/// One request or block, ready to run as a transaction.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    cmds: Vec<Command>,
+    /// Keys watched and the values seen then: EXEC runs its block only if each still
+    /// holds its value (Redis aborts on any write to a watched key; a write of the same
+    /// value passes here, which changes nothing the block can observe).
+    watched: Vec<(Vec<u8>, Stored)>,
+    /// Every key whose value the plan needs, each once, in the order first named.
+    reads: Vec<Vec<u8>>,
+    form: Form,
+    shape: Shape,
+    /// Decided without a read (blind, local), or by the last `decide`.
+    done: Option<Done>,
+    /// The writes the last evaluation decided.
+    pending: Vec<Op>,
+}
+
+/// Redis's answer to a command on a value of another type.
+pub fn wrong_type() -> Reply {
+    Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+}
+
+impl Plan {
+    /// One data command.
+    pub fn single(cmd: Command) -> Result<Plan, Reply> {
+        Plan::new(vec![cmd], Vec::new(), Form::Single)
+    }
+
+    /// An EXEC of `cmds` under the WATCHes in `watched`.
+    pub fn exec(cmds: Vec<Command>, watched: Vec<(Vec<u8>, Stored)>) -> Result<Plan, Reply> {
+        Plan::new(cmds, watched, Form::Exec)
+    }
+
+    /// A WATCH of `keys`: reads them, to compare at EXEC.
+    pub fn watch(keys: Vec<Vec<u8>>) -> Result<Plan, Reply> {
+        let mut plan = Plan::new(vec![Command::MGet(keys)], Vec::new(), Form::Watch)?;
+        plan.shape = Shape::ReadOnly;
+        Ok(plan)
+    }
+
+    fn new(cmds: Vec<Command>, watched: Vec<(Vec<u8>, Stored)>, form: Form) -> Result<Plan, Reply> {
+        let mut reads: Vec<Vec<u8>> = Vec::new();
+        let mut named: HashMap<&[u8], bool> = HashMap::new();
+        let watched_keys = watched.iter().map(|(k, _)| k.as_slice());
+        for k in watched_keys.clone() {
+            if named.insert(k, true).is_none() {
+                reads.push(k.to_vec());
+            }
+        }
+        for cmd in &cmds {
+            for k in cmd.keys() {
+                let read = cmd.reads();
+                match named.get(k) {
+                    Some(true) => {}
+                    Some(false) | None if read => {
+                        named.insert(k, true);
+                        reads.push(k.to_vec());
+                    }
+                    _ => {
+                        named.insert(k, false);
+                    }
+                }
+            }
+        }
+        if named.len() > KEYS_MAX {
+            return Err(Reply::err(format_args!(
+                "a transaction of {} keys; at most {KEYS_MAX}",
+                named.len()
+            )));
+        }
+        let writes = cmds.iter().any(Command::writes);
+        let shape = match (reads.is_empty(), writes) {
+            (true, true) => Shape::Blind,
+            (true, false) => Shape::Local,
+            (false, false) => Shape::ReadOnly,
+            (false, true) => Shape::ReadWrite,
+        };
+        let mut plan = Plan {
+            cmds,
+            watched,
+            reads,
+            form,
+            shape,
+            done: None,
+            pending: Vec::new(),
+        };
+        if matches!(shape, Shape::Blind | Shape::Local) {
+            plan.evaluate(&[]);
+        }
+        Ok(plan)
+    }
+
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    /// The answer of a plan that needs no transaction (a block of PINGs).
+    pub fn local_answer(&self) -> Option<&Done> {
+        self.done.as_ref().filter(|_| self.shape == Shape::Local)
+    }
+
+    /// The first shot, and whether it is the last.
+    pub fn first_shot(&self) -> (Vec<Op>, bool) {
+        match self.shape {
+            Shape::Blind => (self.writes_decided(), true),
+            Shape::ReadOnly => (self.read_ops(), true),
+            Shape::ReadWrite => (self.read_ops(), false),
+            Shape::Local => (Vec::new(), true),
+        }
+    }
+
+    fn read_ops(&self) -> Vec<Op> {
+        self.reads
+            .iter()
+            .map(|k| Op::Read(Key::from(k.as_slice())))
+            .collect()
+    }
+
+    /// The writes of a blind plan, decided at its creation.
+    fn writes_decided(&self) -> Vec<Op> {
+        self.pending.clone()
+    }
+
+    /// A read-write plan's last shot, from every value its attempt read: the writes the
+    /// block decides, maybe none (a watched key changed, SETNX of a key that exists). An
+    /// empty last shot still reaches every cohort, which then commits the reads (NCC's
+    /// last shot names the cohorts); a key appears at most once in a transaction, so the
+    /// shot could not read one again.
+    pub fn decide(&mut self, reads: &[(Key, Value)]) -> Vec<Op> {
+        assert_eq!(self.shape, Shape::ReadWrite);
+        self.evaluate(reads)
+    }
+
+    /// The reply, once the transaction committed; `reads` are its values (for a
+    /// read-only plan, whose answer they decide).
+    pub fn finish(mut self, reads: &[(Key, Value)]) -> Done {
+        if self.shape == Shape::ReadOnly {
+            self.evaluate(reads);
+        }
+        self.done.expect("a committed plan has decided its answer")
+    }
+
+    /// Runs the block over `reads`, keeps its answer, and returns its writes.
+    fn evaluate(&mut self, reads: &[(Key, Value)]) -> Vec<Op> {
+        let mut state = State::default();
+        for (k, v) in reads {
+            state
+                .values
+                .insert(k.as_bytes().to_vec(), decode(v.as_bytes()));
+        }
+        for k in &self.reads {
+            debug_assert!(state.values.contains_key(k), "every planned read was read");
+        }
+        let watch_holds = self.watched.iter().all(|(k, seen)| state.get(k) == seen);
+        let replies: Vec<Reply> = if watch_holds {
+            self.cmds.iter().map(|c| apply(c, &mut state)).collect()
+        } else {
+            Vec::new()
+        };
+        let reply = match self.form {
+            Form::Single => replies.into_iter().next().expect("one command"),
+            Form::Exec if watch_holds => Reply::Array(replies),
+            Form::Exec => Reply::NilArray,
+            Form::Watch => Reply::ok(),
+        };
+        let watched = (self.form == Form::Watch).then(|| {
+            self.reads
+                .iter()
+                .map(|k| (k.clone(), state.get(k).clone()))
+                .collect()
+        });
+        self.done = Some(Done { reply, watched });
+        let writes: Vec<Op> = state
+            .dirty
+            .iter()
+            .map(|k| {
+                let v = match state.get(k) {
+                    Stored::String(s) => encode(Some(s)),
+                    _ => encode(None),
+                };
+                Op::Write(Key::from(k.as_slice()), Value::from(v))
+            })
+            .collect();
+        self.pending = writes.clone();
+        writes
+    }
+}
+
+/// The values a block sees: those read, then its own writes.
+#[derive(Default)]
+struct State {
+    values: HashMap<Vec<u8>, Stored>,
+    /// Keys written, in the order first written.
+    dirty: Vec<Vec<u8>>,
+}
+
+const ABSENT: &Stored = &Stored::Absent;
+
+impl State {
+    /// A key not read is one the block only writes blindly before reading it, or never
+    /// reads: absent until written.
+    fn get(&self, k: &[u8]) -> &Stored {
+        self.values.get(k).unwrap_or(ABSENT)
+    }
+
+    fn put(&mut self, k: &[u8], v: Option<Vec<u8>>) {
+        let v = v.map_or(Stored::Absent, Stored::String);
+        if v == Stored::Absent && *self.get(k) == Stored::Absent {
+            return; // deleting what is absent writes nothing
+        }
+        if !self.dirty.iter().any(|d| d == k) {
+            self.dirty.push(k.to_vec());
+        }
+        self.values.insert(k.to_vec(), v);
+    }
+
+    /// A string's value, `None` when absent; `Err` for another type.
+    fn string(&self, k: &[u8]) -> Result<Option<&[u8]>, Reply> {
+        match self.get(k) {
+            Stored::Absent => Ok(None),
+            Stored::String(s) => Ok(Some(s)),
+            Stored::Other => Err(wrong_type()),
+        }
+    }
+}
+
+fn bulk_or_nil(v: Option<&[u8]>) -> Reply {
+    v.map_or(Reply::Nil, |s| Reply::Bulk(s.to_vec()))
+}
+
+/// Runs one command over `st`, as Redis 7 runs it on strings.
+fn apply(cmd: &Command, st: &mut State) -> Reply {
+    match try_apply(cmd, st) {
+        Ok(r) | Err(r) => r,
+    }
+}
+
+fn try_apply(cmd: &Command, st: &mut State) -> Result<Reply, Reply> {
+    Ok(match cmd {
+        Command::Get(k) => bulk_or_nil(st.string(k)?),
+        Command::Set {
+            key,
+            value,
+            cond,
+            get,
+        } => {
+            // Only SET ... GET cares for the old value's type.
+            let old = if *get {
+                st.string(key)?.map(<[u8]>::to_vec)
+            } else {
+                None
+            };
+            let present = *st.get(key) != Stored::Absent;
+            let go = match cond {
+                None => true,
+                Some(Cond::Absent) => !present,
+                Some(Cond::Present) => present,
+            };
+            if go {
+                st.put(key, Some(value.clone()));
+            }
+            match (get, go) {
+                (true, _) => bulk_or_nil(old.as_deref()),
+                (false, true) => Reply::ok(),
+                (false, false) => Reply::Nil,
+            }
+        }
+        Command::SetNx(k, v) => {
+            if *st.get(k) != Stored::Absent {
+                return Ok(Reply::Integer(0));
+            }
+            st.put(k, Some(v.clone()));
+            Reply::Integer(1)
+        }
+        Command::GetSet(k, v) => {
+            let old = bulk_or_nil(st.string(k)?);
+            st.put(k, Some(v.clone()));
+            old
+        }
+        Command::GetDel(k) => {
+            let old = bulk_or_nil(st.string(k)?);
+            st.put(k, None);
+            old
+        }
+        Command::MGet(ks) => Reply::Array(
+            ks.iter()
+                .map(|k| bulk_or_nil(st.string(k).ok().flatten()))
+                .collect(),
+        ),
+        Command::MSet(kvs) => {
+            for (k, v) in kvs {
+                st.put(k, Some(v.clone()));
+            }
+            Reply::ok()
+        }
+        Command::MSetNx(kvs) => {
+            if kvs.iter().any(|(k, _)| *st.get(k) != Stored::Absent) {
+                return Ok(Reply::Integer(0));
+            }
+            for (k, v) in kvs {
+                st.put(k, Some(v.clone()));
+            }
+            Reply::Integer(1)
+        }
+        Command::Append(k, v) => {
+            let mut s = st.string(k)?.unwrap_or_default().to_vec();
+            if s.len() + v.len() > value_bytes_max(k.len()) {
+                return Err(too_large());
+            }
+            s.extend_from_slice(v);
+            let len = s.len() as i64;
+            st.put(k, Some(s));
+            Reply::Integer(len)
+        }
+        Command::Strlen(k) => Reply::Integer(st.string(k)?.map_or(0, <[u8]>::len) as i64),
+        Command::IncrBy(k, by) => {
+            let n = match st.string(k)? {
+                None => 0,
+                Some(s) => parse_i64(s).ok_or_else(not_an_integer)?,
+            };
+            let n = n
+                .checked_add(*by)
+                .ok_or_else(|| Reply::err("increment or decrement would overflow"))?;
+            st.put(k, Some(n.to_string().into_bytes()));
+            Reply::Integer(n)
+        }
+        Command::Del(ks) => {
+            let mut n = 0;
+            for k in ks {
+                if *st.get(k) != Stored::Absent {
+                    n += 1;
+                    st.put(k, None);
+                }
+            }
+            Reply::Integer(n)
+        }
+        Command::Exists(ks) => {
+            Reply::Integer(ks.iter().filter(|k| *st.get(k) != Stored::Absent).count() as i64)
+        }
+        Command::Echo(r) => r.clone(),
+    })
+}

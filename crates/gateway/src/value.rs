@@ -1,0 +1,60 @@
+//! A value as the gateway stores it in NCC's groups. NCC gives the empty value one meaning,
+//! "never written or deleted", so every stored value starts with a byte of its own: its
+//! type. An empty Redis string is then one byte, not the absent key.
+
+/// The type byte of a string.
+pub const STRING: u8 = b's';
+
+/// What a key holds, as the gateway reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stored {
+    Absent,
+    String(Vec<u8>),
+    /// A value of a type this gateway does not know (written by a later version): every
+    /// command answers WRONGTYPE rather than overwrite what it cannot read.
+    Other,
+}
+
+/// The stored form of the string `s`, or of the absent key (`None`: the empty value, which
+/// is what NCC writes for a deletion).
+pub fn encode(s: Option<&[u8]>) -> Vec<u8> {
+    match s {
+        None => Vec::new(),
+        Some(s) => {
+            let mut out = Vec::with_capacity(1 + s.len());
+            out.push(STRING);
+            out.extend_from_slice(s);
+            out
+        }
+    }
+}
+
+/// What the stored bytes `raw` hold.
+pub fn decode(raw: &[u8]) -> Stored {
+    match raw.split_first() {
+        None => Stored::Absent,
+        Some((&STRING, s)) => Stored::String(s.to_vec()),
+        Some(_) => Stored::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn a_string_decodes_to_itself(s in proptest::collection::vec(any::<u8>(), 0..64)) {
+            prop_assert_eq!(decode(&encode(Some(&s))), Stored::String(s));
+        }
+    }
+
+    #[test]
+    fn the_empty_string_is_not_the_absent_key() {
+        assert_eq!(encode(Some(b"")), vec![STRING]);
+        assert_eq!(encode(None), Vec::<u8>::new());
+        assert_eq!(decode(&[]), Stored::Absent);
+        assert_eq!(decode(b"z1"), Stored::Other);
+    }
+}

@@ -1,0 +1,121 @@
+//! `verso gateway`: the Redis protocol over NCC's replicated shard groups
+//! (`verso-gateway`). With `--local-groups N` it first starts N groups of three `verso
+//! txn-server --replica` processes on loopback, their logs under `--dir`.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use verso_gateway::coordinator::{self, Settings};
+use verso_txn_net::group::GroupDurability;
+use verso_txn_net::local_groups::{GroupsSpec, LocalGroups};
+use verso_txn_net::{local, Protocol, StoreKind};
+
+#[derive(Args, Debug)]
+pub struct GatewayArgs {
+    /// Where clients connect (port 0: any; the address is printed as `listening ADDR`).
+    #[arg(long, default_value = "127.0.0.1:6390")]
+    listen: SocketAddr,
+    /// The groups' replicas: each group's addresses comma-separated, the groups separated
+    /// by `;` (`A,B,C;D,E,F`). A key lives in group hash(key) % groups.
+    #[arg(
+        long,
+        required_unless_present = "local_groups",
+        conflicts_with = "local_groups"
+    )]
+    groups: Option<String>,
+    /// Instead of --groups: start this many groups of three replicas on loopback first
+    /// (stopped with the gateway), their logs under --dir.
+    #[arg(long)]
+    local_groups: Option<u32>,
+    /// With --local-groups: the replicas' directories (kept: a restart with the same
+    /// number of groups recovers the data).
+    #[arg(long, default_value = "verso-gateway-data")]
+    dir: PathBuf,
+    /// With --local-groups: answers-on-disk, sync or lazy.
+    #[arg(long, default_value = "answers-on-disk", value_parser = crate::txn_cmd::parse_durability)]
+    durability: GroupDurability,
+    /// The protocol the groups run.
+    #[arg(long, default_value = "ncc", value_parser = crate::txn_cmd::parse_protocol)]
+    protocol: Protocol,
+    /// The protocol client ids this gateway owns, FIRST-LAST (below 65,536): as many
+    /// transactions run at once. No other client of the groups may use them meanwhile.
+    #[arg(long, default_value = "1000-1255", value_parser = parse_ids)]
+    client_ids: (u32, u32),
+    /// A transaction still unanswered after this long is answered `TIMEOUT` (its outcome
+    /// unknown).
+    #[arg(long, default_value_t = 10_000)]
+    timeout_ms: u64,
+    /// Most client connections served at once (a thread each).
+    #[arg(long, default_value_t = 1024)]
+    max_clients: usize,
+}
+
+fn parse_ids(s: &str) -> Result<(u32, u32), String> {
+    let (a, b) = s.split_once('-').ok_or("FIRST-LAST")?;
+    let (a, b): (u32, u32) = (
+        a.trim().parse().map_err(|_| format!("{a:?}"))?,
+        b.trim().parse().map_err(|_| format!("{b:?}"))?,
+    );
+    if a > b || b >= 1 << 16 {
+        return Err(format!("{s}: FIRST <= LAST < 65536"));
+    }
+    Ok((a, b))
+}
+
+pub fn run(args: &GatewayArgs) -> ExitCode {
+    match run_inner(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: gateway: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_inner(args: &GatewayArgs) -> std::io::Result<()> {
+    // Kept alive while the gateway serves; dropping it stops the replicas.
+    let mut local_groups = None;
+    let groups = match (&args.groups, args.local_groups) {
+        (Some(g), _) => local::parse_groups(g)?,
+        (None, Some(n)) if n > 0 => {
+            let exe = std::env::current_exe()?;
+            let spec = GroupsSpec {
+                servers: n,
+                protocol: args.protocol,
+                keep_history: false,
+                store: StoreKind::Memory,
+                durability: args.durability,
+                log_max_bytes: None,
+            };
+            eprintln!(
+                "gateway: starting {n} groups of three replicas under {}",
+                args.dir.display()
+            );
+            let g = LocalGroups::start_spec(&exe, spec, &args.dir)?;
+            let addrs = g.groups.clone();
+            local_groups = Some(g);
+            addrs
+        }
+        _ => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "--groups or --local-groups (at least 1) is required",
+            ))
+        }
+    };
+    let handle = coordinator::start(Settings {
+        groups,
+        protocol: args.protocol,
+        first_client: args.client_ids.0,
+        clients: args.client_ids.1 - args.client_ids.0 + 1,
+        timeout: Duration::from_millis(args.timeout_ms),
+    })?;
+    let listener = TcpListener::bind(args.listen)?;
+    println!("listening {}", listener.local_addr()?);
+    verso_gateway::server::serve(listener, handle, args.max_clients)?;
+    drop(local_groups);
+    Ok(())
+}
