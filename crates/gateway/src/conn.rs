@@ -107,7 +107,12 @@ impl Conn {
         let multi = self.multi.as_mut().expect("queueing inside MULTI");
         let cmd = match Command::parse(args) {
             Some(Ok(cmd)) => Ok(cmd),
-            Some(Err(e)) => Err(e),
+            // As Redis: a wrong number of arguments fails the block now; any other bad
+            // argument is the command's answer in EXEC's array.
+            Some(Err(e)) if e == wrong_arity(&String::from_utf8_lossy(name).to_lowercase()) => {
+                Err(e)
+            }
+            Some(Err(e)) => Ok(Command::Echo(e)),
             None => match name {
                 b"PING" | b"ECHO" => match connection_reply(name, args) {
                     Reply::Error(e) => Err(Reply::Error(e)),
