@@ -25,6 +25,18 @@ use crate::value::{decode, encode, Stored};
 /// The most keys one transaction may name: what one NCC shot carries.
 pub const KEYS_MAX: usize = verso_ncc::wire::OPS_MAX;
 
+/// The most bytes of keys and written values one transaction may carry: what one NCC
+/// request may (a shot's message to a group holds its requests, and must stay within the
+/// transport's frame, which a message past it would never cross).
+pub const TXN_BYTES_MAX: usize = verso_txn_net::frame::REQUEST_BYTES_MAX;
+
+/// Redis's kind of answer to a transaction past [`TXN_BYTES_MAX`].
+fn too_many_bytes(bytes: usize) -> Reply {
+    Reply::err(format_args!(
+        "a transaction of {bytes} bytes of keys and values; at most {TXN_BYTES_MAX} through the gateway"
+    ))
+}
+
 /// What the client gets back, and, for WATCH, the values it watches from now on.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Done {
@@ -117,6 +129,10 @@ impl Plan {
                 }
             }
         }
+        let key_bytes: usize = named.keys().map(|k| k.len()).sum();
+        if key_bytes > TXN_BYTES_MAX {
+            return Err(too_many_bytes(key_bytes));
+        }
         if named.len() > KEYS_MAX {
             return Err(Reply::err(format_args!(
                 "a transaction of {} keys; at most {KEYS_MAX}",
@@ -140,7 +156,10 @@ impl Plan {
             pending: Vec::new(),
         };
         if matches!(shape, Shape::Blind | Shape::Local) {
-            plan.evaluate(&[]);
+            // A blind plan writes (SET, MSET): none only past the size bound.
+            if plan.evaluate(&[]).is_empty() && shape == Shape::Blind {
+                return Err(plan.done.expect("evaluated").reply);
+            }
         }
         Ok(plan)
     }
@@ -224,7 +243,6 @@ impl Plan {
                 .map(|k| (k.clone(), state.get(k).clone()))
                 .collect()
         });
-        self.done = Some(Done { reply, watched });
         let writes: Vec<Op> = state
             .dirty
             .iter()
@@ -236,6 +254,14 @@ impl Plan {
                 Op::Write(Key::from(k.as_slice()), Value::from(v))
             })
             .collect();
+        let bytes: usize = writes.iter().map(Op::bytes).sum();
+        let (reply, writes) = if bytes > TXN_BYTES_MAX {
+            // Nothing of the block is written; its reads still commit (a last shot goes).
+            (too_many_bytes(bytes), Vec::new())
+        } else {
+            (reply, writes)
+        };
+        self.done = Some(Done { reply, watched });
         self.pending = writes.clone();
         writes
     }
@@ -394,4 +420,87 @@ fn try_apply(cmd: &Command, st: &mut State) -> Result<Reply, Reply> {
         }
         Command::Echo(r) => r.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(words: &[&str]) -> Command {
+        let args: Vec<Vec<u8>> = words.iter().map(|w| w.as_bytes().to_vec()).collect();
+        Command::parse(&args)
+            .expect("a data command")
+            .expect("good arguments")
+    }
+
+    fn read(k: &str, v: Option<&str>) -> (Key, Value) {
+        (Key::from(k), Value::from(encode(v.map(str::as_bytes))))
+    }
+
+    #[test]
+    fn a_retried_attempt_decides_again_from_its_own_reads() {
+        let mut p = Plan::single(cmd(&["INCR", "n"])).unwrap();
+        assert_eq!(p.shape(), Shape::ReadWrite);
+        let (first, last) = p.first_shot();
+        assert_eq!((first.len(), last), (1, false));
+        let w1 = p.decide(&[read("n", Some("1"))]);
+        assert_eq!(
+            w1,
+            vec![Op::Write("n".into(), Value::from(encode(Some(b"2"))))]
+        );
+        // The attempt aborted; the next read 41.
+        let w2 = p.decide(&[read("n", Some("41"))]);
+        assert_eq!(
+            w2,
+            vec![Op::Write("n".into(), Value::from(encode(Some(b"42"))))]
+        );
+        assert_eq!(p.finish(&[]).reply, Reply::Integer(42));
+    }
+
+    #[test]
+    fn shapes_follow_what_the_commands_read_and_write() {
+        assert_eq!(
+            Plan::single(cmd(&["MGET", "a", "b"])).unwrap().shape(),
+            Shape::ReadOnly
+        );
+        assert_eq!(
+            Plan::single(cmd(&["MSET", "a", "1"])).unwrap().shape(),
+            Shape::Blind
+        );
+        let block = vec![cmd(&["SET", "a", "1"]), cmd(&["GET", "a"])];
+        // GET sees the SET before it: nothing needs reading, but the block answers "1".
+        let p = Plan::exec(block, Vec::new()).unwrap();
+        assert_eq!(p.shape(), Shape::ReadWrite);
+        let watched = vec![(b"w".to_vec(), Stored::Absent)];
+        let p = Plan::exec(vec![cmd(&["SET", "a", "1"])], watched).unwrap();
+        assert_eq!(
+            p.shape(),
+            Shape::ReadWrite,
+            "a watch must be checked before writing"
+        );
+    }
+
+    #[test]
+    fn a_changed_watched_key_writes_nothing_and_answers_the_null_array() {
+        let watched = vec![(b"w".to_vec(), Stored::String(b"old".to_vec()))];
+        let mut p = Plan::exec(vec![cmd(&["SET", "a", "1"])], watched).unwrap();
+        let writes = p.decide(&[read("w", Some("new"))]);
+        assert!(writes.is_empty());
+        assert_eq!(p.finish(&[]).reply, Reply::NilArray);
+    }
+
+    #[test]
+    fn a_transaction_past_the_byte_bound_writes_nothing() {
+        let half = "v".repeat(TXN_BYTES_MAX / 2);
+        let mset = cmd(&["MSET", "a", &half, "b", &half]);
+        assert!(matches!(Plan::single(mset), Err(Reply::Error(_))));
+        // Two appends that pass only together: refused at decide, reads still committed.
+        let mut p = Plan::exec(
+            vec![cmd(&["APPEND", "a", &half]), cmd(&["APPEND", "b", &half])],
+            Vec::new(),
+        )
+        .unwrap();
+        assert!(p.decide(&[read("a", None), read("b", None)]).is_empty());
+        assert!(matches!(p.finish(&[]).reply, Reply::Error(_)));
+    }
 }

@@ -1,0 +1,380 @@
+//! The transaction gateway between real processes (issue 19 item 1, first part): two
+//! groups of three `verso txn-server --replica` processes and a `verso gateway` in front,
+//! spoken to over RESP as any Redis client would, while the host of each group is killed
+//! with SIGKILL and restarted, then a whole group at once:
+//! - threads move value between keys of both groups in `MULTI; DECRBY; INCRBY; EXEC`
+//!   blocks, and audit the total with `MGET` (one read-only transaction): every audit and
+//!   the final total equal the initial total;
+//! - other threads run `MULTI; MGET k1 k2; MSET k1 v1 k2 v2; EXEC` with values written
+//!   once each, and `MGET`s: with what the groups committed, the recorded history must be
+//!   strictly serializable (`verso_ncc::check`);
+//! - nothing stays undecided, and each group's host reports its invariants intact.
+//!
+//! Every wait is on a condition, bounded in time; every request has a timeout.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::txn_clients::wait_until;
+use common::{Conn, Reply};
+use verso_gateway::value;
+use verso_ncc::check::{strictly_serializable, TxnRecord};
+use verso_ncc::{Key, Value};
+use verso_txn_net::group::GroupDurability;
+use verso_txn_net::local_groups::LocalGroups;
+use verso_txn_net::Protocol;
+
+const ACCOUNTS: usize = 6;
+const START: i64 = 1_000_000;
+/// Keys of the recorded history.
+const HISTORY_KEYS: usize = 6;
+
+/// A `verso gateway` process, killed when dropped.
+struct Gateway {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Gateway {
+    fn start(groups: &LocalGroups, dir: &Path) -> Gateway {
+        let groups_arg = groups
+            .groups
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .map(SocketAddr::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect::<Vec<_>>()
+            .join(";");
+        let log = std::fs::File::create(dir.join("gateway.log")).expect("a log file");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_verso"))
+            .args([
+                "gateway",
+                "--listen",
+                "127.0.0.1:0",
+                "--groups",
+                &groups_arg,
+            ])
+            .args(["--client-ids", "1000-1063", "--timeout-ms", "30000"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("the gateway starts");
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the gateway says where it listens");
+        let addr: SocketAddr = line
+            .trim()
+            .strip_prefix("listening ")
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("the gateway said {line:?}"));
+        Gateway {
+            child,
+            port: addr.port(),
+        }
+    }
+
+    fn conn(&self) -> Conn {
+        Conn::open_timeout(self.port, Duration::from_secs(60)).expect("connect to the gateway")
+    }
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_micros() as u64
+}
+
+fn call(c: &mut Conn, args: &[&str]) -> Reply {
+    c.call(args).expect("the gateway answers")
+}
+
+fn int_of(r: &Reply) -> i64 {
+    match r {
+        Reply::Bulk(Some(b)) => std::str::from_utf8(b).unwrap().parse().unwrap(),
+        Reply::Int(n) => *n,
+        other => panic!("not a number: {other:?}"),
+    }
+}
+
+fn accounts() -> Vec<String> {
+    (0..ACCOUNTS).map(|i| format!("account:{i}")).collect()
+}
+
+fn audit(c: &mut Conn) -> i64 {
+    let keys = accounts();
+    let mut args = vec!["MGET"];
+    args.extend(keys.iter().map(String::as_str));
+    match call(c, &args) {
+        Reply::Array(Some(vs)) => vs.iter().map(int_of).sum(),
+        other => panic!("MGET: {other:?}"),
+    }
+}
+
+/// What a value read over RESP was in the groups: its stored form.
+fn stored(r: &Reply) -> Value {
+    match r {
+        Reply::Bulk(None) => Value::from(value::encode(None)),
+        Reply::Bulk(Some(b)) => Value::from(value::encode(Some(b))),
+        other => panic!("not a string reply: {other:?}"),
+    }
+}
+
+/// One transfer between an account of each parity (the keys spread over both groups),
+/// as a MULTI block; panics on anything but the two new balances.
+fn transfer(c: &mut Conn, from: &str, to: &str, amount: i64) {
+    let amount = amount.to_string();
+    assert_eq!(call(c, &["MULTI"]), Reply::Simple("OK".into()));
+    assert_eq!(
+        call(c, &["DECRBY", from, &amount]),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(
+        call(c, &["INCRBY", to, &amount]),
+        Reply::Simple("QUEUED".into())
+    );
+    match call(c, &["EXEC"]) {
+        Reply::Array(Some(r)) if r.len() == 2 && r.iter().all(|x| matches!(x, Reply::Int(_))) => {}
+        other => panic!("EXEC of a transfer: {other:?}"),
+    }
+}
+
+/// A read of two history keys and a write of both, recorded.
+fn read_write(c: &mut Conn, client: u32, keys: [&str; 2], tag: u64) -> TxnRecord {
+    let invoked = now_us();
+    let values = [format!("{client}-{tag}-0"), format!("{client}-{tag}-1")];
+    assert_eq!(call(c, &["MULTI"]), Reply::Simple("OK".into()));
+    assert_eq!(
+        call(c, &["MGET", keys[0], keys[1]]),
+        Reply::Simple("QUEUED".into())
+    );
+    let mset = ["MSET", keys[0], &values[0], keys[1], &values[1]];
+    assert_eq!(call(c, &mset), Reply::Simple("QUEUED".into()));
+    let reply = call(c, &["EXEC"]);
+    let completed = now_us();
+    let Reply::Array(Some(r)) = reply else {
+        panic!("EXEC of a read-write block: {reply:?}")
+    };
+    let Reply::Array(Some(read)) = &r[0] else {
+        panic!("MGET in EXEC: {r:?}")
+    };
+    assert_eq!(r[1], Reply::Simple("OK".into()));
+    TxnRecord {
+        client,
+        invoked,
+        completed,
+        reads: (0..2)
+            .map(|i| (Key::from(keys[i]), stored(&read[i])))
+            .collect(),
+        writes: (0..2)
+            .map(|i| {
+                (
+                    Key::from(keys[i]),
+                    Value::from(value::encode(Some(values[i].as_bytes()))),
+                )
+            })
+            .collect(),
+        commit_ts: Default::default(),
+    }
+}
+
+fn read_only(c: &mut Conn, client: u32, keys: [&str; 2]) -> TxnRecord {
+    let invoked = now_us();
+    let reply = call(c, &["MGET", keys[0], keys[1]]);
+    let completed = now_us();
+    let Reply::Array(Some(read)) = reply else {
+        panic!("MGET: {reply:?}")
+    };
+    TxnRecord {
+        client,
+        invoked,
+        completed,
+        reads: (0..2)
+            .map(|i| (Key::from(keys[i]), stored(&read[i])))
+            .collect(),
+        writes: Vec::new(),
+        commit_ts: Default::default(),
+    }
+}
+
+#[test]
+fn transactions_through_the_gateway_stay_atomic_and_strictly_serializable_across_failovers() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+    let protocol = Protocol::parse("ncc").expect("a known name");
+    let mut groups = LocalGroups::start(
+        exe,
+        2,
+        protocol,
+        true,
+        GroupDurability::AnswersOnDisk,
+        dir.path(),
+    )
+    .expect("the replicas start");
+    // The accounts lie in both groups (a key lives in group hash(key) % 2).
+    let placed: Vec<u32> = accounts()
+        .iter()
+        .map(|k| verso_ncc::client::shard_of(&Key::from(k.as_str()), 2))
+        .collect();
+    assert!(placed.contains(&0) && placed.contains(&1), "{placed:?}");
+    let gateway = Gateway::start(&groups, dir.path());
+    let mut setup = gateway.conn();
+    let mut mset = vec!["MSET".to_string()];
+    for k in accounts() {
+        mset.extend([k, START.to_string()]);
+    }
+    let mset: Vec<&str> = mset.iter().map(String::as_str).collect();
+    assert_eq!(call(&mut setup, &mset), Reply::Simple("OK".into()));
+    assert_eq!(audit(&mut setup), START * ACCOUNTS as i64);
+
+    let done = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let history = Mutex::new(Vec::new());
+    let audits: Vec<i64> = std::thread::scope(|scope| {
+        let transfers: Vec<_> = (0..2u64)
+            .map(|t| {
+                let (gateway, done, stop) = (&gateway, &done, &stop);
+                scope.spawn(move || {
+                    let mut c = gateway.conn();
+                    let mut rng = common::Rng(0x9E37_79B9 ^ (t + 1));
+                    let mut seen = Vec::new();
+                    let keys = accounts();
+                    let mut i = 0u64;
+                    while i < 30 || !stop.load(Ordering::SeqCst) {
+                        assert!(i < 100_000, "the faults never ended");
+                        let (a, b) = (rng.below(ACCOUNTS as u64), rng.below(ACCOUNTS as u64));
+                        if a != b {
+                            transfer(
+                                &mut c,
+                                &keys[a as usize],
+                                &keys[b as usize],
+                                1 + rng.below(5) as i64,
+                            );
+                        }
+                        done.fetch_add(1, Ordering::SeqCst);
+                        if i.is_multiple_of(4) {
+                            seen.push(audit(&mut c));
+                        }
+                        i += 1;
+                    }
+                    seen
+                })
+            })
+            .collect();
+        for client in 0..2u32 {
+            let (gateway, stop, history) = (&gateway, &stop, &history);
+            scope.spawn(move || {
+                let mut c = gateway.conn();
+                let mut rng = common::Rng(0xC0FFEE ^ u64::from(client + 7));
+                let keys: Vec<String> = (0..HISTORY_KEYS).map(|i| format!("h:{i}")).collect();
+                let mut mine = Vec::new();
+                let mut i = 0u64;
+                while i < 30 || !stop.load(Ordering::SeqCst) {
+                    let a = rng.below(HISTORY_KEYS as u64) as usize;
+                    let b = (a + 1 + rng.below(HISTORY_KEYS as u64 - 1) as usize) % HISTORY_KEYS;
+                    let pair = [keys[a].as_str(), keys[b].as_str()];
+                    mine.push(if rng.below(4) == 0 {
+                        read_only(&mut c, client, pair)
+                    } else {
+                        read_write(&mut c, client, pair, i)
+                    });
+                    i += 1;
+                }
+                history.lock().unwrap().extend(mine);
+            });
+        }
+
+        let progress = |n: u64, what: &str| {
+            let target = done.load(Ordering::SeqCst) + n;
+            wait_until(Duration::from_secs(60), what, || {
+                done.load(Ordering::SeqCst) >= target
+            });
+        };
+        progress(10, "transfers before the first fault");
+        for shard in [0usize, 1] {
+            let host = groups.host(shard, Duration::from_secs(30)).expect("a host");
+            groups.kill(shard, host).expect("kill the host");
+            progress(10, "transfers after a host was killed");
+            groups.restart(shard, host).expect("the replica restarts");
+            progress(5, "transfers after the replica came back");
+        }
+        for r in 0..3 {
+            groups.kill(1, r).expect("kill a replica");
+        }
+        for r in 0..3 {
+            groups.restart(1, r).expect("the replica restarts");
+        }
+        progress(10, "transfers after the whole group came back");
+        stop.store(true, Ordering::SeqCst);
+        transfers
+            .into_iter()
+            .flat_map(|w| w.join().expect("no transfer thread panics"))
+            .collect()
+    });
+    for (i, &t) in audits.iter().enumerate() {
+        assert_eq!(
+            t,
+            START * ACCOUNTS as i64,
+            "audit {i}: the total is not conserved"
+        );
+    }
+    assert_eq!(
+        audit(&mut setup),
+        START * ACCOUNTS as i64,
+        "the final total"
+    );
+    let started = Instant::now();
+    let dump = groups.dump().expect("each group's host dumps");
+    assert!(dump.broken.is_empty(), "{:?}", dump.broken);
+    assert_eq!(dump.undecided, 0, "transactions left undecided");
+    let history = history.into_inner().unwrap();
+    assert!(
+        history.len() >= 60,
+        "{} transactions recorded",
+        history.len()
+    );
+    // The accounts' versions have no recorded writers: the check covers the history keys.
+    let versions: Vec<(Key, Vec<Value>)> = dump
+        .versions
+        .into_iter()
+        .filter(|(k, _)| k.as_bytes().starts_with(b"h:"))
+        .collect();
+    assert_eq!(
+        versions.len(),
+        HISTORY_KEYS,
+        "every history key was written"
+    );
+    strictly_serializable(&history, &versions)
+        .unwrap_or_else(|e| panic!("the gateway's history is not strictly serializable: {e}"));
+    eprintln!(
+        "{} transfers, {} audits, {} recorded transactions; dump and check took {:?}",
+        done.load(Ordering::SeqCst),
+        audits.len(),
+        history.len(),
+        started.elapsed()
+    );
+}
