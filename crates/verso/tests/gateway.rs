@@ -10,6 +10,11 @@
 //!   strictly serializable (`verso_ncc::check`);
 //! - nothing stays undecided, and each group's host reports its invariants intact.
 //!
+//! And the gateway itself fails: stopped (SIGSTOP) past the groups' recovery timer, so their
+//! backup coordinators decide its transactions while it lives, then resumed; then killed
+//! (SIGKILL) mid-transfer and replaced by a new gateway with the same protocol client ids.
+//! Every audit conserves the total, and nothing stays undecided.
+//!
 //! Every wait is on a condition, bounded in time; every request has a timeout.
 
 mod common;
@@ -35,6 +40,14 @@ const ACCOUNTS: usize = 6;
 const START: i64 = 1_000_000;
 /// Keys of the recorded history.
 const HISTORY_KEYS: usize = 6;
+
+/// The tests of this file run one at a time: each starts seven processes, and two such
+/// runs at once on two cores stretch failovers past the tests' bounds.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A `verso gateway` process, killed when dropped.
 struct Gateway {
@@ -97,6 +110,13 @@ impl Gateway {
         }
     }
 
+    fn signal(&self, signal: i32) {
+        // SAFETY: `kill` only sends a signal; the pid is our own child's, not yet waited
+        // for, so it cannot have been reused by another process.
+        let rc = unsafe { libc::kill(self.child.id() as i32, signal) };
+        assert_eq!(rc, 0, "signal {signal} to the gateway");
+    }
+
     fn conn(&self) -> Conn {
         Conn::open_timeout(self.port, Duration::from_secs(60)).expect("connect to the gateway")
     }
@@ -142,6 +162,20 @@ fn stored(r: &Reply) -> Value {
         Reply::Bulk(Some(b)) => Value::from(value::encode(Some(b))),
         other => panic!("not a string reply: {other:?}"),
     }
+}
+
+/// A transfer that may meet a failed gateway: `Ok(true)` committed, `Ok(false)` answered
+/// with an error (its outcome unknown), `Err` the connection is gone.
+fn try_transfer(c: &mut Conn, from: &str, to: &str, amount: i64) -> std::io::Result<bool> {
+    let amount = amount.to_string();
+    c.call(&["MULTI"])?;
+    c.call(&["DECRBY", from, &amount])?;
+    c.call(&["INCRBY", to, &amount])?;
+    Ok(match c.call(&["EXEC"])? {
+        Reply::Array(Some(r)) if r.len() == 2 => true,
+        Reply::Error(e) if e.starts_with("TIMEOUT") || e.starts_with("CLUSTERDOWN") => false,
+        other => panic!("EXEC of a transfer: {other:?}"),
+    })
 }
 
 /// One transfer between an account of each parity (the keys spread over both groups),
@@ -223,6 +257,7 @@ fn read_only(c: &mut Conn, client: u32, keys: [&str; 2]) -> TxnRecord {
 
 #[test]
 fn transactions_through_the_gateway_stay_atomic_and_strictly_serializable_across_failovers() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().expect("a temporary directory");
     let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
     let protocol = Protocol::parse("ncc").expect("a known name");
@@ -377,4 +412,134 @@ fn transactions_through_the_gateway_stay_atomic_and_strictly_serializable_across
         history.len(),
         started.elapsed()
     );
+}
+
+/// Transfers from `threads` connections to `gateway` until `stop`, each thread's count of
+/// committed transfers in `done`; a connection that fails ends its thread.
+fn transfers_until<'s>(
+    scope: &'s std::thread::Scope<'s, '_>,
+    gateway: &'s Gateway,
+    seed: u64,
+    done: &'s AtomicU64,
+    stop: &'s AtomicBool,
+) -> Vec<std::thread::ScopedJoinHandle<'s, ()>> {
+    (0..2u64)
+        .map(|t| {
+            scope.spawn(move || {
+                let Ok(mut c) = Conn::open_timeout(gateway.port, Duration::from_secs(60)) else {
+                    return;
+                };
+                let mut rng = common::Rng(seed ^ (t + 1));
+                let keys = accounts();
+                for _ in 0..100_000 {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let (a, b) = (rng.below(ACCOUNTS as u64), rng.below(ACCOUNTS as u64));
+                    if a == b {
+                        continue;
+                    }
+                    match try_transfer(
+                        &mut c,
+                        &keys[a as usize],
+                        &keys[b as usize],
+                        1 + rng.below(5) as i64,
+                    ) {
+                        Ok(true) => {
+                            done.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Ok(false) => {}
+                        Err(_) => return, // the gateway died
+                    }
+                }
+                panic!("the transfers never stopped");
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_gateway_stopped_or_killed_mid_transaction_is_decided_for_by_the_groups() {
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+    let protocol = Protocol::parse("ncc").expect("a known name");
+    // The history kept only so that the dump checks the hosts' invariants.
+    let groups = LocalGroups::start(
+        exe,
+        2,
+        protocol,
+        true,
+        GroupDurability::AnswersOnDisk,
+        dir.path(),
+    )
+    .expect("the replicas start");
+    let first = Gateway::start(&groups, dir.path());
+    let mut setup = first.conn();
+    let mut mset = vec!["MSET".to_string()];
+    for k in accounts() {
+        mset.extend([k, START.to_string()]);
+    }
+    let mset: Vec<&str> = mset.iter().map(String::as_str).collect();
+    assert_eq!(call(&mut setup, &mset), Reply::Simple("OK".into()));
+    let total = START * ACCOUNTS as i64;
+    let done = AtomicU64::new(0);
+    let progress = |n: u64, what: &str| {
+        let target = done.load(Ordering::SeqCst) + n;
+        wait_until(Duration::from_secs(60), what, || {
+            done.load(Ordering::SeqCst) >= target
+        });
+    };
+
+    // Stopped past the groups' recovery timer (1 s): the cohorts ask the backup
+    // coordinators, which decide the stopped gateway's transactions; resumed, it learns
+    // the decisions and carries on.
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let threads = transfers_until(scope, &first, 0x5EED, &done, &stop);
+        progress(10, "transfers before the gateway stops");
+        first.signal(libc::SIGSTOP);
+        std::thread::sleep(Duration::from_millis(2_500));
+        first.signal(libc::SIGCONT);
+        progress(10, "transfers after the gateway resumed");
+        stop.store(true, Ordering::SeqCst);
+        for t in threads {
+            t.join().expect("no transfer thread panics");
+        }
+    });
+    assert_eq!(audit(&mut setup), total, "the total after the stop");
+
+    // Killed mid-transfer: what it had under way is decided by the groups, and a new
+    // gateway takes over its protocol client ids.
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let threads = transfers_until(scope, &first, 0xDEAD, &done, &stop);
+        progress(10, "transfers before the gateway is killed");
+        first.signal(libc::SIGKILL);
+        for t in threads {
+            t.join().expect("no transfer thread panics");
+        }
+    });
+    drop(first);
+    let second = Gateway::start(&groups, dir.path());
+    let mut after = second.conn();
+    wait_until(
+        Duration::from_secs(60),
+        "the killed gateway's transactions decided",
+        || groups.dump().expect("each group's host dumps").undecided == 0,
+    );
+    assert_eq!(audit(&mut after), total, "the total after the kill");
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let threads = transfers_until(scope, &second, 0xBEEF, &done, &stop);
+        progress(10, "transfers through the new gateway");
+        stop.store(true, Ordering::SeqCst);
+        for t in threads {
+            t.join().expect("no transfer thread panics");
+        }
+    });
+    assert_eq!(audit(&mut after), total, "the final total");
+    let dump = groups.dump().expect("each group's host dumps");
+    assert!(dump.broken.is_empty(), "{:?}", dump.broken);
+    assert_eq!(dump.undecided, 0, "transactions left undecided");
 }
