@@ -49,7 +49,27 @@ pub enum Command {
     Del(Vec<Vec<u8>>),
     /// Counts a key once per time it is named, as Redis does.
     Exists(Vec<Vec<u8>>),
-    /// PING and ECHO inside MULTI: they read nothing but answer in the EXEC's array.
+    /// RENAME (`nx`: RENAMENX).
+    Rename {
+        from: Vec<u8>,
+        to: Vec<u8>,
+        nx: bool,
+    },
+    Copy {
+        from: Vec<u8>,
+        to: Vec<u8>,
+        replace: bool,
+    },
+    /// GETRANGE and SUBSTR: inclusive, negative offsets count from the end.
+    GetRange(Vec<u8>, i64, i64),
+    SetRange(Vec<u8>, i64, Vec<u8>),
+    IncrByFloat(Vec<u8>, f64),
+    /// GETEX without a new deadline (no key has one here: PERSIST changes nothing).
+    GetEx(Vec<u8>),
+    Type(Vec<u8>),
+    Touch(Vec<Vec<u8>>),
+    /// PING and ECHO inside MULTI, and a bad argument found while queueing (Redis answers
+    /// it in EXEC's array): they read nothing but answer in the EXEC's array.
     Echo(Reply),
 }
 
@@ -89,6 +109,45 @@ impl Command {
             b"DEL" => at_least(rest, 1, "del").map(|a| Command::Del(a.to_vec())),
             b"UNLINK" => at_least(rest, 1, "unlink").map(|a| Command::Del(a.to_vec())),
             b"EXISTS" => at_least(rest, 1, "exists").map(|a| Command::Exists(a.to_vec())),
+            b"RENAME" | b"RENAMENX" => {
+                let nx = name == b"RENAMENX";
+                exactly(rest, 2, if nx { "renamenx" } else { "rename" }).map(|a| Command::Rename {
+                    from: a[0].clone(),
+                    to: a[1].clone(),
+                    nx,
+                })
+            }
+            b"COPY" => copy(rest),
+            b"GETRANGE" | b"SUBSTR" => exactly(
+                rest,
+                3,
+                if name == b"SUBSTR" {
+                    "substr"
+                } else {
+                    "getrange"
+                },
+            )
+            .and_then(|a| {
+                Ok(Command::GetRange(
+                    a[0].clone(),
+                    integer(&a[1])?,
+                    integer(&a[2])?,
+                ))
+            }),
+            b"SETRANGE" => exactly(rest, 3, "setrange").and_then(|a| {
+                let offset = integer(&a[1])?;
+                if offset < 0 {
+                    return Err(Reply::err("offset is out of range"));
+                }
+                Ok(Command::SetRange(a[0].clone(), offset, a[2].clone()))
+            }),
+            b"INCRBYFLOAT" => exactly(rest, 2, "incrbyfloat").and_then(|a| {
+                let by = verso_server::strings::parse_f64(&a[1]).ok_or_else(not_a_float)?;
+                Ok(Command::IncrByFloat(a[0].clone(), by))
+            }),
+            b"GETEX" => at_least(rest, 1, "getex").and_then(getex),
+            b"TYPE" => exactly(rest, 1, "type").map(|a| Command::Type(a[0].clone())),
+            b"TOUCH" => at_least(rest, 1, "touch").map(|a| Command::Touch(a.to_vec())),
             _ => return None,
         };
         Some(cmd.and_then(Command::check_sizes))
@@ -104,8 +163,14 @@ impl Command {
             | Command::GetDel(k)
             | Command::Append(k, _)
             | Command::Strlen(k)
-            | Command::IncrBy(k, _) => vec![k],
-            Command::MGet(ks) | Command::Del(ks) | Command::Exists(ks) => {
+            | Command::IncrBy(k, _)
+            | Command::GetRange(k, ..)
+            | Command::SetRange(k, ..)
+            | Command::IncrByFloat(k, _)
+            | Command::GetEx(k)
+            | Command::Type(k) => vec![k],
+            Command::Rename { from, to, .. } | Command::Copy { from, to, .. } => vec![from, to],
+            Command::MGet(ks) | Command::Del(ks) | Command::Exists(ks) | Command::Touch(ks) => {
                 ks.iter().map(Vec::as_slice).collect()
             }
             Command::MSet(kvs) | Command::MSetNx(kvs) => {
@@ -138,6 +203,10 @@ impl Command {
                 | Command::Strlen(_)
                 | Command::Exists(_)
                 | Command::Echo(_)
+                | Command::GetRange(..)
+                | Command::GetEx(_)
+                | Command::Type(_)
+                | Command::Touch(_)
         )
     }
 
@@ -155,7 +224,8 @@ impl Command {
             Command::Set { key, value, .. }
             | Command::SetNx(key, value)
             | Command::GetSet(key, value)
-            | Command::Append(key, value) => vec![(key, value)],
+            | Command::Append(key, value)
+            | Command::SetRange(key, _, value) => vec![(key, value)],
             Command::MSet(kvs) | Command::MSetNx(kvs) => kvs
                 .iter()
                 .map(|(k, v)| (k.as_slice(), v.as_slice()))
@@ -232,6 +302,59 @@ fn integer(b: &[u8]) -> Result<i64, Reply> {
     parse_i64(b).ok_or_else(not_an_integer)
 }
 
+/// Redis's answer to a value that is not a float.
+pub fn not_a_float() -> Reply {
+    Reply::err("value is not a valid float")
+}
+
+fn copy(rest: &[Vec<u8>]) -> Result<Command, Reply> {
+    if rest.len() < 2 {
+        return Err(wrong_arity("copy"));
+    }
+    let mut replace = false;
+    let mut opts = rest[2..].iter();
+    while let Some(opt) = opts.next() {
+        match opt.to_ascii_uppercase().as_slice() {
+            b"REPLACE" => replace = true,
+            // One database here, as in a Redis cluster.
+            b"DB" => match opts.next().map(Vec::as_slice) {
+                Some(b"0") => {}
+                Some(_) => return Err(Reply::err("DB index is out of range")),
+                None => return Err(Reply::err("syntax error")),
+            },
+            _ => return Err(Reply::err("syntax error")),
+        }
+    }
+    if rest[0] == rest[1] {
+        return Err(Reply::err("source and destination objects are the same"));
+    }
+    Ok(Command::Copy {
+        from: rest[0].clone(),
+        to: rest[1].clone(),
+        replace,
+    })
+}
+
+fn getex(rest: &[Vec<u8>]) -> Result<Command, Reply> {
+    let mut opts = rest[1..].iter();
+    let mut chosen = false;
+    while let Some(opt) = opts.next() {
+        match opt.to_ascii_uppercase().as_slice() {
+            b"PERSIST" if !chosen => chosen = true,
+            b"EX" | b"PX" | b"EXAT" | b"PXAT" if !chosen && opts.next().is_some() => {
+                return Err(no_expiry())
+            }
+            _ => return Err(Reply::err("syntax error")),
+        }
+    }
+    Ok(Command::GetEx(rest[0].clone()))
+}
+
+/// The answer to a command that would set a time to live.
+pub fn no_expiry() -> Reply {
+    Reply::err("the transaction gateway does not support expiry yet")
+}
+
 /// Redis's answer to a value that is not an integer.
 pub fn not_an_integer() -> Reply {
     Reply::err("value is not an integer or out of range")
@@ -249,11 +372,7 @@ fn set(rest: &[Vec<u8>]) -> Result<Command, Reply> {
             b"GET" if !get => get = true,
             // No key has a time to live here, so there is none to keep.
             b"KEEPTTL" => {}
-            b"EX" | b"PX" | b"EXAT" | b"PXAT" => {
-                return Err(Reply::err(
-                    "the transaction gateway does not support expiry yet",
-                ))
-            }
+            b"EX" | b"PX" | b"EXAT" | b"PXAT" => return Err(no_expiry()),
             _ => return Err(Reply::err("syntax error")),
         }
     }

@@ -19,7 +19,9 @@ use std::collections::HashMap;
 use verso_ncc::{Key, Op, Value};
 use verso_server::resp::Reply;
 
-use crate::command::{not_an_integer, parse_i64, too_large, value_bytes_max, Command, Cond};
+use crate::command::{
+    not_a_float, not_an_integer, parse_i64, too_large, value_bytes_max, Command, Cond,
+};
 use crate::value::{decode, encode, Stored};
 
 /// The most keys one transaction may name: what one NCC shot carries.
@@ -305,6 +307,25 @@ impl State {
     }
 }
 
+/// GETRANGE's bytes: `start..=end`, negative offsets from the end, as Redis clamps them.
+fn range(v: &[u8], mut start: i64, mut end: i64) -> &[u8] {
+    let len = v.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        return &[];
+    }
+    if start < 0 {
+        start = (len + start).max(0);
+    }
+    if end < 0 {
+        end = (len + end).max(0);
+    }
+    end = end.min(len - 1);
+    if len == 0 || start > end {
+        return &[];
+    }
+    &v[start as usize..=end as usize]
+}
+
 fn bulk_or_nil(v: Option<&[u8]>) -> Reply {
     v.map_or(Reply::Nil, |s| Reply::Bulk(s.to_vec()))
 }
@@ -416,6 +437,86 @@ fn try_apply(cmd: &Command, st: &mut State) -> Result<Reply, Reply> {
             Reply::Integer(n)
         }
         Command::Exists(ks) => {
+            Reply::Integer(ks.iter().filter(|k| *st.get(k) != Stored::Absent).count() as i64)
+        }
+        Command::Rename { from, to, nx } => {
+            let value = match st.get(from) {
+                Stored::Absent => return Err(Reply::err("no such key")),
+                Stored::Other => return Err(wrong_type()),
+                Stored::String(v) => v.clone(),
+            };
+            let done = |moved: bool| match (nx, moved) {
+                (false, _) => Reply::ok(),
+                (true, m) => Reply::Integer(i64::from(m)),
+            };
+            if from == to {
+                return Ok(done(false));
+            }
+            if *nx && *st.get(to) != Stored::Absent {
+                return Ok(done(false));
+            }
+            st.put(to, Some(value));
+            st.put(from, None);
+            done(true)
+        }
+        Command::Copy { from, to, replace } => {
+            let value = match st.get(from) {
+                Stored::Absent => return Ok(Reply::Integer(0)),
+                Stored::Other => return Err(wrong_type()),
+                Stored::String(v) => v.clone(),
+            };
+            if !replace && *st.get(to) != Stored::Absent {
+                return Ok(Reply::Integer(0));
+            }
+            st.put(to, Some(value));
+            Reply::Integer(1)
+        }
+        Command::GetRange(k, start, end) => {
+            let v = st.string(k)?.unwrap_or_default();
+            Reply::Bulk(range(v, *start, *end).to_vec())
+        }
+        Command::SetRange(k, offset, value) => {
+            let old = st.string(k)?.unwrap_or_default();
+            if value.is_empty() {
+                return Ok(Reply::Integer(old.len() as i64));
+            }
+            let end = (*offset as u64).saturating_add(value.len() as u64);
+            if end > value_bytes_max(k.len()) as u64 {
+                return Err(too_large());
+            }
+            let (offset, end) = (*offset as usize, end as usize);
+            let mut new = old.to_vec();
+            if new.len() < end {
+                new.resize(end, 0);
+            }
+            new[offset..end].copy_from_slice(value);
+            let len = new.len() as i64;
+            st.put(k, Some(new));
+            Reply::Integer(len)
+        }
+        Command::IncrByFloat(k, by) => {
+            let old = match st.string(k)? {
+                None => 0.0,
+                Some(s) => verso_server::strings::parse_f64(s).ok_or_else(not_a_float)?,
+            };
+            let new = old + by;
+            if !new.is_finite() {
+                return Err(Reply::err("increment would produce NaN or Infinity"));
+            }
+            let text = verso_server::strings::format_f64(new).into_bytes();
+            st.put(k, Some(text.clone()));
+            Reply::Bulk(text)
+        }
+        Command::GetEx(k) => bulk_or_nil(st.string(k)?),
+        Command::Type(k) => Reply::Simple(
+            match st.get(k) {
+                Stored::Absent => "none",
+                Stored::String(_) => "string",
+                Stored::Other => "unknown",
+            }
+            .into(),
+        ),
+        Command::Touch(ks) => {
             Reply::Integer(ks.iter().filter(|k| *st.get(k) != Stored::Absent).count() as i64)
         }
         Command::Echo(r) => r.clone(),

@@ -126,6 +126,54 @@ fn command() -> impl Strategy<Value = Vec<Vec<u8>>> {
         keys.clone().prop_map(|ks| words("DEL", &ks)),
         keys.clone().prop_map(|ks| words("UNLINK", &ks)),
         keys.prop_map(|ks| words("EXISTS", &ks)),
+        (key.clone(), key.clone(), proptest::bool::ANY).prop_map(|(a, b, nx)| {
+            vec![
+                if nx { "RENAMENX" } else { "RENAME" }.into(),
+                a.into(),
+                b.into(),
+            ]
+        }),
+        (
+            key.clone(),
+            key.clone(),
+            proptest::sample::select(vec!["", "REPLACE", "DB 0", "DB 0 REPLACE", "BAD"])
+        )
+            .prop_map(|(a, b, o)| {
+                let mut v = vec!["COPY".to_string(), a.into(), b.into()];
+                v.extend(o.split_whitespace().map(String::from));
+                v
+            }),
+        (key.clone(), -4i64..6, -4i64..6, proptest::bool::ANY).prop_map(|(k, a, b, sub)| {
+            vec![
+                if sub { "SUBSTR" } else { "GETRANGE" }.into(),
+                k.into(),
+                a.to_string(),
+                b.to_string(),
+            ]
+        }),
+        (
+            key.clone(),
+            proptest::sample::select(vec!["0", "2", "-1", "x"]),
+            proptest::sample::select(vec!["ab", "", "Z"])
+        )
+            .prop_map(|(k, o, v)| vec!["SETRANGE".into(), k.into(), o.into(), v.into()]),
+        (
+            key.clone(),
+            proptest::sample::select(vec!["1.5", "-3", "x", "0.1", "1e3"])
+        )
+            .prop_map(|(k, by)| vec!["INCRBYFLOAT".into(), k.into(), by.into()]),
+        (
+            key.clone(),
+            proptest::sample::select(vec!["", "PERSIST", "PERSIST PERSIST", "BAD"])
+        )
+            .prop_map(|(k, o)| {
+                let mut v = vec!["GETEX".to_string(), k.into()];
+                v.extend(o.split_whitespace().map(String::from));
+                v
+            }),
+        key.clone().prop_map(|k| vec!["TYPE".to_string(), k.into()]),
+        proptest::collection::vec(key.clone(), 1..3).prop_map(|ks| words("TOUCH", &ks)),
+        Just(vec!["RENAME".to_string(), "a".into()]), // wrong arity
         Just(vec!["PING".to_string()]),
         Just(vec!["GET".to_string()]), // wrong arity
     ]
