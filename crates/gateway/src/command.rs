@@ -364,18 +364,25 @@ fn set(rest: &[Vec<u8>]) -> Result<Command, Reply> {
     if rest.len() < 2 {
         return Err(wrong_arity("set"));
     }
-    let (mut cond, mut get) = (None, false);
+    // Repeats are allowed (Redis 7 takes `NX NX`); NX with XX is not.
+    let (mut nx, mut xx, mut get) = (false, false, false);
     for opt in &rest[2..] {
         match opt.to_ascii_uppercase().as_slice() {
-            b"NX" if cond.is_none() => cond = Some(Cond::Absent),
-            b"XX" if cond.is_none() => cond = Some(Cond::Present),
-            b"GET" if !get => get = true,
+            b"NX" => nx = true,
+            b"XX" => xx = true,
+            b"GET" => get = true,
             // No key has a time to live here, so there is none to keep.
             b"KEEPTTL" => {}
             b"EX" | b"PX" | b"EXAT" | b"PXAT" => return Err(no_expiry()),
             _ => return Err(Reply::err("syntax error")),
         }
     }
+    let cond = match (nx, xx) {
+        (true, true) => return Err(Reply::err("syntax error")),
+        (true, false) => Some(Cond::Absent),
+        (false, true) => Some(Cond::Present),
+        (false, false) => None,
+    };
     Ok(Command::Set {
         key: rest[0].clone(),
         value: rest[1].clone(),
@@ -420,7 +427,7 @@ mod tests {
         );
         assert_eq!(err(&["mset", "a"]), wrong_arity("mset"));
         assert_eq!(
-            err(&["set", "a", "b", "nx", "nx"]),
+            err(&["set", "a", "b", "nx", "xx"]),
             Reply::err("syntax error")
         );
         assert_eq!(err(&["incrby", "a", "x"]), not_an_integer());

@@ -6,7 +6,7 @@ use verso_server::resp::{Reply, Version};
 
 use crate::command::{wrong_arity, Command};
 use crate::plan::{Done, Plan, Shape, KEYS_MAX};
-use crate::value::Stored;
+use crate::value::Seen;
 
 /// What a request asks of the connection's thread.
 #[derive(Debug)]
@@ -24,6 +24,8 @@ pub enum Step {
 #[derive(Debug, Default)]
 struct Multi {
     cmds: Vec<Command>,
+    /// The queued commands' argument bytes (at most [`QUEUED_BYTES_MAX`]).
+    bytes: usize,
     /// A command was refused while queueing: EXEC answers EXECABORT.
     refused: bool,
 }
@@ -35,13 +37,17 @@ pub struct Conn {
     id: u64,
     version: Version,
     multi: Option<Multi>,
-    watched: Vec<(Vec<u8>, Stored)>,
+    watched: Vec<(Vec<u8>, Seen)>,
     name: Option<Vec<u8>>,
 }
 
 /// The most commands one MULTI block may queue (each has at least one key, and one
 /// transaction names at most [`KEYS_MAX`]).
 pub const QUEUED_MAX: usize = KEYS_MAX;
+
+/// The most argument bytes one MULTI block may queue: a few times what one transaction may
+/// write ([`crate::plan::TXN_BYTES_MAX`]; a block may overwrite a key several times).
+pub const QUEUED_BYTES_MAX: usize = 4 * crate::plan::TXN_BYTES_MAX;
 
 impl Conn {
     pub fn new(id: u64) -> Conn {
@@ -78,10 +84,6 @@ impl Conn {
             b"EXEC" => self.exec(),
             b"DISCARD" => Step::Reply(self.discard()),
             b"WATCH" => self.watch(args),
-            b"UNWATCH" => {
-                self.watched.clear();
-                Step::Reply(Reply::ok())
-            }
             b"QUIT" => Step::Close(Reply::ok()),
             _ => match Command::parse(args) {
                 Some(Ok(cmd)) => run(Plan::single(cmd)),
@@ -104,32 +106,35 @@ impl Conn {
     }
 
     fn queue(&mut self, name: &[u8], args: &[Vec<u8>]) -> Reply {
-        let multi = self.multi.as_mut().expect("queueing inside MULTI");
+        let arity = wrong_arity(&String::from_utf8_lossy(name).to_lowercase());
         let cmd = match Command::parse(args) {
             Some(Ok(cmd)) => Ok(cmd),
             // As Redis: a wrong number of arguments fails the block now; any other bad
             // argument is the command's answer in EXEC's array.
-            Some(Err(e)) if e == wrong_arity(&String::from_utf8_lossy(name).to_lowercase()) => {
-                Err(e)
-            }
+            Some(Err(e)) if e == arity => Err(e),
             Some(Err(e)) => Ok(Command::Echo(e)),
-            None => match name {
-                b"PING" | b"ECHO" => match connection_reply(name, args) {
-                    Reply::Error(e) => Err(Reply::Error(e)),
-                    r => Ok(Command::Echo(r)),
-                },
-                _ => Err(unknown_command(args)),
+            // Connection commands answer in EXEC's array too; their effect (SELECT,
+            // CLIENT SETNAME) happens now, which no command of the block can observe.
+            // EXEC checks its watches before the block runs: UNWATCH in it changes nothing.
+            None if name == b"UNWATCH" => Ok(Command::Echo(Reply::ok())),
+            None if QUEUEABLE.contains(&name) => match self.connection_command(name, args) {
+                e @ Reply::Error(_) if e == arity => Err(e),
+                r => Ok(Command::Echo(r)),
             },
+            None => Err(unknown_command(args)),
         };
+        let multi = self.multi.as_mut().expect("queueing inside MULTI");
+        let bytes: usize = args.iter().map(Vec::len).sum();
         match cmd {
-            Ok(_) if multi.cmds.len() >= QUEUED_MAX => {
+            Ok(_) if multi.cmds.len() >= QUEUED_MAX || multi.bytes + bytes > QUEUED_BYTES_MAX => {
                 multi.refused = true;
                 Reply::err(format_args!(
-                    "a MULTI block of more than {QUEUED_MAX} commands"
+                    "a MULTI block of more than {QUEUED_MAX} commands or {QUEUED_BYTES_MAX} bytes"
                 ))
             }
             Ok(cmd) => {
                 multi.cmds.push(cmd);
+                multi.bytes += bytes;
                 Reply::Simple("QUEUED".into())
             }
             Err(e) => {
@@ -187,11 +192,16 @@ impl Conn {
     fn connection_command(&mut self, name: &[u8], args: &[Vec<u8>]) -> Reply {
         match name {
             b"HELLO" => self.hello(args),
-            b"SELECT" => match args.get(1).map(Vec::as_slice) {
-                Some(b"0") if args.len() == 2 => Reply::ok(),
-                Some(_) if args.len() == 2 => Reply::err("DB index is out of range"),
-                _ => wrong_arity("select"),
+            b"SELECT" if args.len() != 2 => wrong_arity("select"),
+            b"SELECT" => match crate::command::parse_i64(&args[1]) {
+                Some(0) => Reply::ok(),
+                Some(_) => Reply::err("DB index is out of range"),
+                None => crate::command::not_an_integer(),
             },
+            b"UNWATCH" => {
+                self.watched.clear();
+                Reply::ok()
+            }
             b"CLIENT" => self.client(args),
             b"DBSIZE" | b"KEYS" | b"SCAN" | b"FLUSHALL" | b"FLUSHDB" | b"RANDOMKEY" => Reply::err(
                 "the transaction gateway cannot list or clear the keys of its groups yet",
@@ -205,6 +215,9 @@ impl Conn {
             match v.as_slice() {
                 b"2" => self.version = Version::Resp2,
                 b"3" => self.version = Version::Resp3,
+                v if crate::command::parse_i64(v).is_none() => {
+                    return Reply::err("Protocol version is not an integer or out of range")
+                }
                 _ => return Reply::Error("NOPROTO unsupported protocol version".into()),
             }
         }
@@ -250,6 +263,9 @@ impl Conn {
         }
     }
 }
+
+/// The connection commands a MULTI block may queue.
+const QUEUEABLE: [&[u8]; 6] = [b"PING", b"ECHO", b"SELECT", b"CLIENT", b"INFO", b"COMMAND"];
 
 /// A plan's step: run it, or answer at once when it needs no transaction.
 fn run(plan: Result<Plan, Reply>) -> Step {
@@ -299,4 +315,65 @@ fn unknown_command(args: &[Vec<u8>]) -> Reply {
     Reply::err(format_args!(
         "unknown command '{name}', with args beginning with: {shown}"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> Vec<Vec<u8>> {
+        words.iter().map(|w| w.as_bytes().to_vec()).collect()
+    }
+
+    fn reply(c: &mut Conn, words: &[&str]) -> Reply {
+        match c.request(&args(words)) {
+            Step::Reply(r) => r,
+            other => panic!("{words:?}: {other:?}"),
+        }
+    }
+
+    /// As Redis 7 answers them (checked against redis-server 7.0): connection commands
+    /// inside MULTI are queued and answer in EXEC's array; unknown ones and wrong arities
+    /// fail the block.
+    #[test]
+    fn multi_queues_connection_commands_as_redis_does() {
+        let mut c = Conn::new(1);
+        assert_eq!(reply(&mut c, &["MULTI"]), Reply::ok());
+        for w in [
+            &["UNWATCH"][..],
+            &["SELECT", "0"],
+            &["CLIENT", "SETNAME", "x"],
+            &["PING"],
+        ] {
+            assert_eq!(reply(&mut c, w), Reply::Simple("QUEUED".into()), "{w:?}");
+        }
+        match c.request(&args(&["EXEC"])) {
+            Step::Reply(Reply::Array(r)) => assert_eq!(
+                r,
+                vec![
+                    Reply::ok(),
+                    Reply::ok(),
+                    Reply::ok(),
+                    Reply::Simple("PONG".into())
+                ]
+            ),
+            other => panic!("EXEC: {other:?}"),
+        }
+        assert_eq!(reply(&mut c, &["MULTI"]), Reply::ok());
+        assert_eq!(reply(&mut c, &["SELECT"]), wrong_arity("select"));
+        assert!(matches!(reply(&mut c, &["NOSUCH"]), Reply::Error(_)));
+        assert_eq!(
+            reply(&mut c, &["EXEC"]),
+            Reply::Error("EXECABORT Transaction discarded because of previous errors.".into())
+        );
+        assert_eq!(reply(&mut c, &["EXEC"]), Reply::err("EXEC without MULTI"));
+        assert_eq!(
+            reply(&mut c, &["SELECT", "x"]),
+            crate::command::not_an_integer()
+        );
+        assert_eq!(
+            reply(&mut c, &["SELECT", "1"]),
+            Reply::err("DB index is out of range")
+        );
+    }
 }

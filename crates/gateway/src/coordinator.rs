@@ -5,8 +5,10 @@
 //! pool's `Waker` ends the coordinator's wait for the servers when a plan arrives.
 //!
 //! A plan that takes longer than the timeout is answered `TIMEOUT` (its outcome unknown:
-//! it may still commit), and its protocol client is not reused until it has finished the
-//! transaction (it keeps resending; the servers' backup coordinators decide it otherwise).
+//! it may still commit); its protocol client runs the transaction to its end (the plan
+//! still decides a later shot) and is not reused before. A plan that finds every protocol
+//! client busy until its deadline is answered `TRYAGAIN` (it did not run). So every plan
+//! handed over is answered, within the timeout.
 
 use std::collections::VecDeque;
 use std::io;
@@ -28,6 +30,8 @@ use crate::plan::{Done, Plan};
 struct Job {
     plan: Plan,
     answer: SyncSender<Result<Done, Reply>>,
+    /// When it must be answered, begun or not.
+    deadline: Instant,
 }
 
 /// What the connection threads hold: hands plans to the coordinator.
@@ -35,6 +39,7 @@ struct Job {
 pub struct Handle {
     jobs: Sender<Job>,
     wake: Arc<dyn Fn() + Send + Sync>,
+    timeout: Duration,
 }
 
 impl Handle {
@@ -43,8 +48,13 @@ impl Handle {
     pub fn run(&self, plan: Plan) -> Result<Done, Reply> {
         let (answer, done) = mpsc::sync_channel(1);
         let stopped = || Reply::Error("CLUSTERDOWN the gateway's coordinator stopped".into());
+        let deadline = Instant::now() + self.timeout;
         self.jobs
-            .send(Job { plan, answer })
+            .send(Job {
+                plan,
+                answer,
+                deadline,
+            })
             .map_err(|_| stopped())?;
         (self.wake)();
         done.recv().map_err(|_| stopped())?
@@ -85,6 +95,7 @@ pub fn start(settings: Settings) -> io::Result<Handle> {
     }
     let (jobs, rx) = mpsc::channel();
     let (ready_tx, ready_rx) = mpsc::channel();
+    let timeout = settings.timeout;
     thread::Builder::new()
         .name("gateway-coordinator".into())
         .spawn(move || match settings.protocol {
@@ -100,7 +111,11 @@ pub fn start(settings: Settings) -> io::Result<Handle> {
     ready_rx
         .recv()
         .map_err(|_| io::Error::other("the coordinator thread died"))?
-        .map(|wake| Handle { jobs, wake })
+        .map(|wake| Handle {
+            jobs,
+            wake,
+            timeout,
+        })
 }
 
 type Ready = Sender<io::Result<Arc<dyn Fn() + Send + Sync>>>;
@@ -184,10 +199,11 @@ enum Slot {
         /// What the current attempt has read so far.
         reads: Vec<(Key, Value)>,
         deadline: Instant,
-        answer: SyncSender<Result<Done, Reply>>,
+        /// Taken when the plan is answered TIMEOUT: the protocol client still runs the
+        /// transaction to its end (a multi-shot one needs its next shot from the plan),
+        /// and is not reused before.
+        answer: Option<SyncSender<Result<Done, Reply>>>,
     },
-    /// Answered TIMEOUT, still in its transaction: not reused until it is done.
-    Abandoned,
 }
 
 /// Runs plans on `pool` until every job sender is gone (`Ok`) or the pool fails (`Err`,
@@ -220,7 +236,11 @@ where
         }
     };
     for slot in &mut slots {
-        if let Slot::Running { answer, .. } = std::mem::replace(slot, Slot::Free) {
+        if let Slot::Running {
+            answer: Some(answer),
+            ..
+        } = std::mem::replace(slot, Slot::Free)
+        {
             let why = "CLUSTERDOWN the connections to the groups failed; the outcome is unknown";
             let _ = answer.send(Err(Reply::Error(why.into())));
         }
@@ -241,17 +261,12 @@ where
     C: TxnClient,
     C::Msg: Wire + Send + 'static,
 {
-    for (i, slot) in slots.iter_mut().enumerate() {
-        if matches!(slot, Slot::Abandoned) && !pool.client(i).busy() {
-            *slot = Slot::Free;
-        }
-    }
     let free: Vec<usize> = (0..slots.len())
-        .filter(|&i| matches!(slots[i], Slot::Free))
+        .filter(|&i| matches!(slots[i], Slot::Free) && !pool.client(i).busy())
         .take(waiting.len())
         .collect();
     for i in free {
-        let job = waiting.pop_front().expect("not empty");
+        let job = waiting.pop_front().expect("one job per free client");
         let (ops, last) = job.plan.first_shot();
         assert!(
             !ops.is_empty(),
@@ -260,33 +275,51 @@ where
         slots[i] = Slot::Running {
             plan: Box::new(job.plan),
             reads: Vec::new(),
-            deadline: Instant::now() + timeout,
-            answer: job.answer,
+            deadline: job.deadline,
+            answer: Some(job.answer),
         };
         pool.begin(i, ops, last)?;
     }
     let now = Instant::now();
     let mut wait = POLL_MAX;
+    // Plans that found every protocol client busy until their deadline never ran.
+    while waiting.front().is_some_and(|j| j.deadline <= now) {
+        let job = waiting.pop_front().expect("not empty");
+        let why = format!(
+            "TRYAGAIN all {} of the gateway's protocol clients stayed busy for {} ms; the command did not run",
+            slots.len(),
+            timeout.as_millis()
+        );
+        let _ = job.answer.send(Err(Reply::Error(why)));
+    }
     for slot in slots.iter_mut() {
-        if let Slot::Running { deadline, .. } = slot {
-            if *deadline <= now {
-                let Slot::Running { answer, .. } = std::mem::replace(slot, Slot::Abandoned) else {
-                    unreachable!()
-                };
-                let why = format!(
-                    "TIMEOUT no answer within {} ms; the transaction's outcome is unknown",
-                    timeout.as_millis()
-                );
-                let _ = answer.send(Err(Reply::Error(why)));
-            } else {
-                wait = wait.min(*deadline - now);
-            }
+        let Slot::Running {
+            deadline, answer, ..
+        } = slot
+        else {
+            continue;
+        };
+        if answer.is_none() {
+            continue;
+        }
+        if *deadline <= now {
+            let why = format!(
+                "TIMEOUT no answer within {} ms; the transaction's outcome is unknown",
+                timeout.as_millis()
+            );
+            let _ = answer
+                .take()
+                .expect("unanswered")
+                .send(Err(Reply::Error(why)));
+        } else {
+            wait = wait.min(*deadline - now);
         }
     }
     pool.poll(wait, events)?;
     for (i, event) in events.drain(..) {
         let Slot::Running { plan, reads, .. } = &mut slots[i] else {
-            continue; // an abandoned transaction's progress: nobody waits for it
+            debug_assert!(false, "an event from client {i}, which runs no transaction");
+            continue;
         };
         match event {
             ClientEvent::ShotDone { reads: shot } => {
@@ -296,13 +329,13 @@ where
             }
             ClientEvent::Restarted => reads.clear(),
             ClientEvent::Committed(outcome) => {
-                let next = if pool.client(i).busy() {
-                    Slot::Abandoned
-                } else {
-                    Slot::Free
-                };
-                if let Slot::Running { plan, answer, .. } = std::mem::replace(&mut slots[i], next) {
-                    let _ = answer.send(Ok(plan.finish(&outcome.reads)));
+                if let Slot::Running { plan, answer, .. } =
+                    std::mem::replace(&mut slots[i], Slot::Free)
+                {
+                    let done = plan.finish(&outcome.reads);
+                    if let Some(answer) = answer {
+                        let _ = answer.send(Ok(done));
+                    }
                 }
             }
         }

@@ -22,7 +22,7 @@ use verso_server::resp::Reply;
 use crate::command::{
     not_a_float, not_an_integer, parse_i64, too_large, value_bytes_max, Command, Cond,
 };
-use crate::value::{decode, encode, Stored};
+use crate::value::{decode, encode, Seen, Stored};
 
 /// The most keys one transaction may name: what one NCC shot carries.
 pub const KEYS_MAX: usize = verso_ncc::wire::OPS_MAX;
@@ -31,6 +31,11 @@ pub const KEYS_MAX: usize = verso_ncc::wire::OPS_MAX;
 /// request may (a shot's message to a group holds its requests, and must stay within the
 /// transport's frame, which a message past it would never cross).
 pub const TXN_BYTES_MAX: usize = verso_txn_net::frame::REQUEST_BYTES_MAX;
+
+/// The longest reply a plan may give (MGET of one large key named thousands of times would
+/// otherwise build gigabytes): Redis's default output-buffer limit for a client is none,
+/// but the gateway keeps each reply in memory whole.
+pub const REPLY_BYTES_MAX: usize = 64 << 20;
 
 /// Redis's kind of answer to a transaction past [`TXN_BYTES_MAX`].
 fn too_many_bytes(bytes: usize) -> Reply {
@@ -43,7 +48,7 @@ fn too_many_bytes(bytes: usize) -> Reply {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Done {
     pub reply: Reply,
-    pub watched: Option<Vec<(Vec<u8>, Stored)>>,
+    pub watched: Option<Vec<(Vec<u8>, Seen)>>,
 }
 
 /// How the plan's reply is shaped.
@@ -73,7 +78,7 @@ pub struct Plan {
     /// Keys watched and the values seen then: EXEC runs its block only if each still
     /// holds its value (Redis aborts on any write to a watched key; a write of the same
     /// value passes here, which changes nothing the block can observe).
-    watched: Vec<(Vec<u8>, Stored)>,
+    watched: Vec<(Vec<u8>, Seen)>,
     /// Every key whose value the plan needs, each once, in the order first named.
     reads: Vec<Vec<u8>>,
     form: Form,
@@ -96,7 +101,7 @@ impl Plan {
     }
 
     /// An EXEC of `cmds` under the WATCHes in `watched`.
-    pub fn exec(cmds: Vec<Command>, watched: Vec<(Vec<u8>, Stored)>) -> Result<Plan, Reply> {
+    pub fn exec(cmds: Vec<Command>, watched: Vec<(Vec<u8>, Seen)>) -> Result<Plan, Reply> {
         Plan::new(cmds, watched, Form::Exec)
     }
 
@@ -107,7 +112,7 @@ impl Plan {
         Ok(plan)
     }
 
-    fn new(cmds: Vec<Command>, watched: Vec<(Vec<u8>, Stored)>, form: Form) -> Result<Plan, Reply> {
+    fn new(cmds: Vec<Command>, watched: Vec<(Vec<u8>, Seen)>, form: Form) -> Result<Plan, Reply> {
         let mut reads: Vec<Vec<u8>> = Vec::new();
         let mut named: HashMap<&[u8], bool> = HashMap::new();
         let watched_keys = watched.iter().map(|(k, _)| k.as_slice());
@@ -227,12 +232,16 @@ impl Plan {
         for k in &self.reads {
             debug_assert!(state.values.contains_key(k), "every planned read was read");
         }
-        let watch_holds = self.watched.iter().all(|(k, seen)| state.get(k) == seen);
+        let watch_holds = self
+            .watched
+            .iter()
+            .all(|(k, seen)| Seen::of(state.get(k)) == *seen);
         let replies: Vec<Reply> = if watch_holds {
             self.cmds.iter().map(|c| apply(c, &mut state)).collect()
         } else {
             Vec::new()
         };
+        let reply_bytes: usize = replies.iter().map(reply_bytes).sum();
         let reply = match self.form {
             Form::Single => replies.into_iter().next().expect("one command"),
             Form::Exec if watch_holds => Reply::Array(replies),
@@ -242,7 +251,7 @@ impl Plan {
         let watched = (self.form == Form::Watch).then(|| {
             self.reads
                 .iter()
-                .map(|k| (k.clone(), state.get(k).clone()))
+                .map(|k| (k.clone(), Seen::of(state.get(k))))
                 .collect()
         });
         let writes: Vec<Op> = state
@@ -257,9 +266,15 @@ impl Plan {
             })
             .collect();
         let bytes: usize = writes.iter().map(Op::bytes).sum();
+        // Past a bound nothing of the block is written; its reads still commit (a last
+        // shot goes).
         let (reply, writes) = if bytes > TXN_BYTES_MAX {
-            // Nothing of the block is written; its reads still commit (a last shot goes).
             (too_many_bytes(bytes), Vec::new())
+        } else if reply_bytes > REPLY_BYTES_MAX {
+            let e = Reply::err(format_args!(
+                "a reply of {reply_bytes} bytes; at most {REPLY_BYTES_MAX} through the gateway"
+            ));
+            (e, Vec::new())
         } else {
             (reply, writes)
         };
@@ -302,8 +317,17 @@ impl State {
         match self.get(k) {
             Stored::Absent => Ok(None),
             Stored::String(s) => Ok(Some(s)),
-            Stored::Other => Err(wrong_type()),
+            Stored::Other(_) => Err(wrong_type()),
         }
+    }
+}
+
+/// About how many bytes a reply takes on the wire (its strings', and a few per item).
+fn reply_bytes(r: &Reply) -> usize {
+    match r {
+        Reply::Bulk(b) => b.len() + 16,
+        Reply::Array(items) => 16 + items.iter().map(reply_bytes).sum::<usize>(),
+        _ => 16,
     }
 }
 
@@ -442,7 +466,7 @@ fn try_apply(cmd: &Command, st: &mut State) -> Result<Reply, Reply> {
         Command::Rename { from, to, nx } => {
             let value = match st.get(from) {
                 Stored::Absent => return Err(Reply::err("no such key")),
-                Stored::Other => return Err(wrong_type()),
+                Stored::Other(_) => return Err(wrong_type()),
                 Stored::String(v) => v.clone(),
             };
             let done = |moved: bool| match (nx, moved) {
@@ -462,7 +486,7 @@ fn try_apply(cmd: &Command, st: &mut State) -> Result<Reply, Reply> {
         Command::Copy { from, to, replace } => {
             let value = match st.get(from) {
                 Stored::Absent => return Ok(Reply::Integer(0)),
-                Stored::Other => return Err(wrong_type()),
+                Stored::Other(_) => return Err(wrong_type()),
                 Stored::String(v) => v.clone(),
             };
             if !replace && *st.get(to) != Stored::Absent {
@@ -512,7 +536,7 @@ fn try_apply(cmd: &Command, st: &mut State) -> Result<Reply, Reply> {
             match st.get(k) {
                 Stored::Absent => "none",
                 Stored::String(_) => "string",
-                Stored::Other => "unknown",
+                Stored::Other(_) => "unknown",
             }
             .into(),
         ),
@@ -572,7 +596,7 @@ mod tests {
         // GET sees the SET before it: nothing needs reading, but the block answers "1".
         let p = Plan::exec(block, Vec::new()).unwrap();
         assert_eq!(p.shape(), Shape::ReadWrite);
-        let watched = vec![(b"w".to_vec(), Stored::Absent)];
+        let watched = vec![(b"w".to_vec(), Seen::of(&Stored::Absent))];
         let p = Plan::exec(vec![cmd(&["SET", "a", "1"])], watched).unwrap();
         assert_eq!(
             p.shape(),
@@ -583,7 +607,7 @@ mod tests {
 
     #[test]
     fn a_changed_watched_key_writes_nothing_and_answers_the_null_array() {
-        let watched = vec![(b"w".to_vec(), Stored::String(b"old".to_vec()))];
+        let watched = vec![(b"w".to_vec(), Seen::of(&Stored::String(b"old".to_vec())))];
         let mut p = Plan::exec(vec![cmd(&["SET", "a", "1"])], watched).unwrap();
         let writes = p.decide(&[read("w", Some("new"))]);
         assert!(writes.is_empty());
@@ -603,5 +627,16 @@ mod tests {
         .unwrap();
         assert!(p.decide(&[read("a", None), read("b", None)]).is_empty());
         assert!(matches!(p.finish(&[]).reply, Reply::Error(_)));
+    }
+
+    #[test]
+    fn a_reply_past_its_bound_is_refused_and_the_block_writes_nothing() {
+        let big = "v".repeat(1 << 20);
+        let many_gets: Vec<&str> = std::iter::once("MGET")
+            .chain(std::iter::repeat_n("big", 100))
+            .collect();
+        let mut p = Plan::exec(vec![cmd(&["SET", "a", "1"]), cmd(&many_gets)], Vec::new()).unwrap();
+        assert!(p.decide(&[read("big", Some(&big))]).is_empty());
+        assert!(matches!(p.finish(&[]).reply, Reply::Error(e) if e.contains("a reply of")));
     }
 }

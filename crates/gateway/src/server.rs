@@ -25,6 +25,9 @@ pub fn limits() -> Limits {
     }
 }
 
+/// Replies buffered past this many bytes are written before the next request runs.
+const OUT_FLUSH_BYTES: usize = 1 << 20;
+
 /// Serves clients on `listener` until it fails.
 pub fn serve(listener: TcpListener, handle: Handle, max_clients: usize) -> io::Result<()> {
     let open = Arc::new(AtomicUsize::new(0));
@@ -93,6 +96,11 @@ fn connection(mut stream: TcpStream, handle: &Handle, id: u64) -> io::Result<()>
                 },
             };
             reply.encode(conn.version(), &mut out);
+            // Replies to a long pipeline go out as they pile up, not all at its end.
+            if out.len() >= OUT_FLUSH_BYTES {
+                stream.write_all(&out)?;
+                out.clear();
+            }
         }
         buf.drain(..used);
         if !out.is_empty() {

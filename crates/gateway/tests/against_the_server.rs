@@ -101,6 +101,8 @@ fn command() -> impl Strategy<Value = Vec<Vec<u8>>> {
         "KEEPTTL",
         "NX XX",
         "XX NX GET",
+        "NX NX",
+        "GET GET XX",
     ]);
     prop_oneof![
         key.clone().prop_map(|k| vec!["GET".to_string(), k.into()]),
@@ -175,6 +177,7 @@ fn command() -> impl Strategy<Value = Vec<Vec<u8>>> {
         proptest::collection::vec(key.clone(), 1..3).prop_map(|ks| words("TOUCH", &ks)),
         Just(vec!["RENAME".to_string(), "a".into()]), // wrong arity
         Just(vec!["PING".to_string()]),
+        Just(vec!["ECHO".to_string(), "hi".into()]),
         Just(vec!["GET".to_string()]), // wrong arity
     ]
     .prop_map(|a| a.into_iter().map(String::into_bytes).collect())
@@ -262,7 +265,7 @@ impl Pair<'_> {
             let got = match decode(self.store.get(k.as_bytes()).map_or(&[][..], |v| v)) {
                 Stored::Absent => Reply::Nil,
                 Stored::String(s) => Reply::Bulk(s),
-                Stored::Other => Reply::Error("other".into()),
+                Stored::Other(_) => Reply::Error("other".into()),
             };
             prop_assert_eq!(got, want, "the value of {}", k);
         }

@@ -90,6 +90,10 @@ pub struct Pool<C: TxnClient> {
     count: u32,
     encoding: Encoding,
     scratch: Vec<u8>,
+    /// Clients given work since the last `poll` (`begin`, `next_shot`): a protocol may
+    /// finish inside the call (d2PL-no-wait commits a transaction whose last shot is empty
+    /// at once), so the next `poll` collects their events without waiting.
+    stirred: Vec<usize>,
     /// Protocol messages sent and received (the paper's messages per transaction).
     pub sent: u64,
     pub received: u64,
@@ -159,6 +163,7 @@ where
             count,
             encoding,
             scratch: Vec::new(),
+            stirred: Vec::new(),
             sent: 0,
             received: 0,
             bytes_sent: 0,
@@ -250,12 +255,14 @@ where
         let now = now_us();
         self.clients[i].begin(now, ops, last);
         self.next_tick[i] = now + self.clients[i].tick_every();
+        self.stirred.push(i);
         self.send_from(i)
     }
 
     /// Sends client `i`'s next shot.
     pub fn next_shot(&mut self, i: usize, ops: Vec<verso_ncc::Op>, last: bool) -> io::Result<()> {
         self.clients[i].next_shot(now_us(), ops, last);
+        self.stirred.push(i);
         self.send_from(i)
     }
 
@@ -267,6 +274,11 @@ where
         timeout: Duration,
         events: &mut Vec<(usize, ClientEvent)>,
     ) -> io::Result<()> {
+        let timeout = if self.stirred.is_empty() {
+            timeout
+        } else {
+            Duration::ZERO
+        };
         let first = match self.rx.recv_timeout(timeout) {
             Ok(m) => Some(m),
             Err(RecvTimeoutError::Timeout) => None,
@@ -274,7 +286,7 @@ where
                 return Err(io::Error::other("every server connection is gone"));
             }
         };
-        let mut touched = Vec::new();
+        let mut touched = std::mem::take(&mut self.stirred);
         let incoming: Vec<_> = first
             .into_iter()
             .chain(self.rx.try_iter().take(4096))
