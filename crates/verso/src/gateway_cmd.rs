@@ -5,6 +5,8 @@
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -77,7 +79,7 @@ pub fn run(args: &GatewayArgs) -> ExitCode {
 
 fn run_inner(args: &GatewayArgs) -> std::io::Result<()> {
     // Kept alive while the gateway serves; dropping it stops the replicas.
-    let mut local_groups = None;
+    let mut local_groups: Option<LocalGroups> = None;
     let groups = match (&args.groups, args.local_groups) {
         (Some(g), _) => local::parse_groups(g)?,
         (None, Some(n)) if n > 0 => {
@@ -115,7 +117,28 @@ fn run_inner(args: &GatewayArgs) -> std::io::Result<()> {
     })?;
     let listener = TcpListener::bind(args.listen)?;
     println!("listening {}", listener.local_addr()?);
-    verso_gateway::server::serve(listener, handle, args.max_clients)?;
+    let Some(local_groups) = local_groups else {
+        return verso_gateway::server::serve(listener, handle, args.max_clients);
+    };
+    // The replicas it started stop with it: on SIGINT or SIGTERM the groups are dropped
+    // (each replica killed) before the process exits.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    let max_clients = args.max_clients;
+    let serving = std::thread::Builder::new()
+        .name("gateway-accept".into())
+        .spawn(move || verso_gateway::server::serve(listener, handle, max_clients))?;
+    while !stop.load(Ordering::SeqCst) && !serving.is_finished() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("gateway: stopping the local groups");
     drop(local_groups);
+    if serving.is_finished() {
+        return serving
+            .join()
+            .map_err(|_| std::io::Error::other("the accepting thread panicked"))?;
+    }
     Ok(())
 }

@@ -64,6 +64,14 @@ impl Drop for Gateway {
 
 impl Gateway {
     fn start(groups: &LocalGroups, dir: &Path) -> Gateway {
+        Gateway::start_with(
+            groups,
+            dir,
+            &["--client-ids", "1000-1063", "--timeout-ms", "30000"],
+        )
+    }
+
+    fn start_with(groups: &LocalGroups, dir: &Path, extra: &[&str]) -> Gateway {
         let groups_arg = groups
             .groups
             .iter()
@@ -84,7 +92,7 @@ impl Gateway {
                 "--groups",
                 &groups_arg,
             ])
-            .args(["--client-ids", "1000-1063", "--timeout-ms", "30000"])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .spawn()
@@ -540,6 +548,77 @@ fn a_gateway_stopped_or_killed_mid_transaction_is_decided_for_by_the_groups() {
     });
     assert_eq!(audit(&mut after), total, "the final total");
     let dump = groups.dump().expect("each group's host dumps");
+    assert!(dump.broken.is_empty(), "{:?}", dump.broken);
+    assert_eq!(dump.undecided, 0, "transactions left undecided");
+}
+
+/// The group stops answering (every replica stopped with SIGSTOP) while the gateway's only
+/// protocol client is inside a two-shot INCR: the INCR is answered TIMEOUT, a second one
+/// waiting for the client TRYAGAIN, and once the group resumes the first INCR runs to its
+/// end and the client serves again (a first build dropped the late first-shot answer of a
+/// timed-out plan, and its client stayed busy for ever).
+#[test]
+fn a_timed_out_transaction_finishes_and_frees_its_protocol_client() {
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+    let protocol = Protocol::parse("ncc").expect("a known name");
+    let groups = LocalGroups::start(
+        exe,
+        1,
+        protocol,
+        true,
+        GroupDurability::AnswersOnDisk,
+        dir.path(),
+    )
+    .expect("the replicas start");
+    let gateway = Gateway::start_with(
+        &groups,
+        dir.path(),
+        &["--client-ids", "1000-1000", "--timeout-ms", "700"],
+    );
+    let (mut a, mut b) = (gateway.conn(), gateway.conn());
+    assert_eq!(call(&mut a, &["SET", "n", "0"]), Reply::Simple("OK".into()));
+    let signal_all = |sig: i32| {
+        for r in 0..3 {
+            let pid = groups.pid(0, r).expect("a running replica") as i32;
+            // SAFETY: `kill` only sends a signal; the pid is a child of `groups`, alive.
+            assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+        }
+    };
+    signal_all(libc::SIGSTOP);
+    let (first, second) = std::thread::scope(|scope| {
+        let first = scope.spawn(|| call(&mut a, &["INCR", "n"]));
+        std::thread::sleep(Duration::from_millis(100));
+        let second = call(&mut b, &["INCR", "n"]);
+        (first.join().expect("no panic"), second)
+    });
+    let starts = |r: &Reply, code: &str| matches!(r, Reply::Error(e) if e.starts_with(code));
+    assert!(starts(&first, "TIMEOUT"), "{first:?}");
+    assert!(
+        starts(&second, "TRYAGAIN") || starts(&second, "TIMEOUT"),
+        "{second:?}"
+    );
+    signal_all(libc::SIGCONT);
+    let mut served = None;
+    wait_until(
+        Duration::from_secs(60),
+        "the protocol client serves again",
+        || match call(&mut a, &["INCR", "n"]) {
+            Reply::Int(n) => {
+                served = Some(n);
+                true
+            }
+            Reply::Error(e) if e.starts_with("TRYAGAIN") || e.starts_with("TIMEOUT") => false,
+            other => panic!("INCR: {other:?}"),
+        },
+    );
+    // The timed-out INCR ran to its end: it committed, or the servers' backup coordinator
+    // aborted it. Every INCR answered with a number was applied once.
+    let n = int_of(&call(&mut a, &["GET", "n"]));
+    assert_eq!(Some(n), served);
+    assert!((1..=3).contains(&n), "n = {n}");
+    let dump = groups.dump().expect("the group's host dumps");
     assert!(dump.broken.is_empty(), "{:?}", dump.broken);
     assert_eq!(dump.undecided, 0, "transactions left undecided");
 }
