@@ -4,15 +4,18 @@
 # lie in one group or in both: `a` and `c` hash to group 0, `b` to group 1), and throughput at
 # 50 clients over random keys. RUNS rounds; medians (BENCHMARKS.md, "The transaction gateway").
 #
-#   bench/gateway.sh [RUNS]
+#   bench/gateway.sh [RUNS]        (VERSO=path/to/verso: that binary instead of a fresh build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
 command -v redis-benchmark >/dev/null || { echo "needs redis-benchmark (apt-get install redis-tools)" >&2; exit 1; }
-cargo build --release -q -p verso
+if [ -z "${VERSO:-}" ]; then
+  cargo build --release -q -p verso
+  VERSO=target/release/verso
+fi
 dir=$(mktemp -d)
 out="$dir/results"
-target/release/verso gateway --local-groups 2 --listen 127.0.0.1:0 --dir "$dir/data" >"$dir/out" 2>"$dir/err" &
+"$VERSO" gateway --local-groups 2 --listen 127.0.0.1:0 --dir "$dir/data" >"$dir/out" 2>"$dir/err" &
 gw=$!
 trap 'kill $gw 2>/dev/null; wait $gw 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 60); do grep -q listening "$dir/out" && break; sleep 0.5; done

@@ -15,6 +15,7 @@
 use std::io::{self, BufWriter, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,9 @@ impl<M> Waker<M> {
         let _ = self.0.send(Incoming::Wake);
     }
 }
+
+/// What [`Pool::set_notify`] takes.
+pub type Notify = Box<dyn Fn() + Send + Sync>;
 
 /// How long a lost replica connection rests before the pool connects again.
 pub const RECONNECT_AFTER: Duration = Duration::from_millis(100);
@@ -94,6 +98,10 @@ pub struct Pool<C: TxnClient> {
     /// finish inside the call (d2PL-no-wait commits a transaction whose last shot is empty
     /// at once), so the next `poll` collects their events without waiting.
     stirred: Vec<usize>,
+    /// Called by the reader threads after each message they hand over, once set
+    /// ([`Pool::set_notify`]): an owner that waits on something else than `poll` (an event
+    /// loop over other sockets) learns that the pool has input.
+    notify: Arc<OnceLock<Notify>>,
     /// Protocol messages sent and received (the paper's messages per transaction).
     pub sent: u64,
     pub received: u64,
@@ -164,6 +172,7 @@ where
             encoding,
             scratch: Vec::new(),
             stirred: Vec::new(),
+            notify: Arc::new(OnceLock::new()),
             sent: 0,
             received: 0,
             bytes_sent: 0,
@@ -207,13 +216,15 @@ where
             &mut self.scratch,
         )?;
         w.flush()?;
-        let tx = self.tx.clone();
+        let (tx, notify) = (self.tx.clone(), Arc::clone(&self.notify));
         let encoding = self.encoding;
         conn.opened += 1;
         let nth = conn.opened;
         thread::Builder::new()
             .name("txn-client-read".into())
-            .spawn(move || read_loop::<C::Msg>(s as ServerId, (r, nth), encoding, reader, tx))?;
+            .spawn(move || {
+                read_loop::<C::Msg>(s as ServerId, (r, nth), encoding, reader, (tx, notify))
+            })?;
         conn.w = Some(w);
         conn.retry_at = None;
         Ok(())
@@ -231,6 +242,12 @@ where
         }
         group[r].retry_at = Some(Instant::now() + RECONNECT_AFTER);
         Ok(())
+    }
+
+    /// Has the reader threads call `notify` after each message they hand over (once: a
+    /// later call is ignored). `poll` with a zero timeout then takes the input.
+    pub fn set_notify(&self, notify: Notify) {
+        let _ = self.notify.set(notify);
     }
 
     /// A handle that ends this pool's `poll` early from another thread.
@@ -403,8 +420,13 @@ fn read_loop<M: Wire>(
     (replica, nth): (usize, u64),
     encoding: Encoding,
     stream: TcpStream,
-    tx: Sender<Incoming<M>>,
+    (tx, notify): (Sender<Incoming<M>>, Arc<OnceLock<Notify>>),
 ) {
+    let handed = |_: ()| {
+        if let Some(f) = notify.get() {
+            f();
+        }
+    };
     let mut reader = io::BufReader::new(stream);
     let mut buf = Vec::new();
     loop {
@@ -412,11 +434,9 @@ fn read_loop<M: Wire>(
             Ok(Some(Frame::Msg { party, bytes })) => match M::decode_as(encoding, &bytes) {
                 Ok(msg) => {
                     let len = msg_frame_len(encoding, party, bytes.len());
-                    if tx
-                        .send(Incoming::Msg(server, replica, party, msg, len))
-                        .is_err()
-                    {
-                        return;
+                    match tx.send(Incoming::Msg(server, replica, party, msg, len)) {
+                        Ok(()) => handed(()),
+                        Err(_) => return,
                     }
                     continue;
                 }
@@ -426,7 +446,9 @@ fn read_loop<M: Wire>(
             Ok(None) => "closed the connection".to_string(),
             Err(e) => e.to_string(),
         };
-        let _ = tx.send(Incoming::Lost(server, replica, nth, lost));
+        if tx.send(Incoming::Lost(server, replica, nth, lost)).is_ok() {
+            handed(());
+        }
         return;
     }
 }

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use verso_gateway::coordinator::{self, Settings};
+use verso_gateway::coordinator::Settings;
+use verso_gateway::server::Gateway;
 use verso_txn_net::group::GroupDurability;
 use verso_txn_net::local_groups::{GroupsSpec, LocalGroups};
 use verso_txn_net::{local, Protocol, StoreKind};
@@ -108,17 +109,19 @@ fn run_inner(args: &GatewayArgs) -> std::io::Result<()> {
             ))
         }
     };
-    let handle = coordinator::start(Settings {
+    let settings = Settings {
         groups,
         protocol: args.protocol,
         first_client: args.client_ids.0,
         clients: args.client_ids.1 - args.client_ids.0 + 1,
         timeout: Duration::from_millis(args.timeout_ms),
-    })?;
+    };
     let listener = TcpListener::bind(args.listen)?;
-    println!("listening {}", listener.local_addr()?);
+    let addr = listener.local_addr()?;
+    let gateway = Gateway::new(&settings, listener, args.max_clients)?;
+    println!("listening {addr}");
     let Some(local_groups) = local_groups else {
-        return verso_gateway::server::serve(listener, handle, args.max_clients);
+        return gateway.run();
     };
     // The replicas it started stop with it: on SIGINT or SIGTERM the groups are dropped
     // (each replica killed) before the process exits.
@@ -126,10 +129,9 @@ fn run_inner(args: &GatewayArgs) -> std::io::Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
-    let max_clients = args.max_clients;
     let serving = std::thread::Builder::new()
-        .name("gateway-accept".into())
-        .spawn(move || verso_gateway::server::serve(listener, handle, max_clients))?;
+        .name("gateway".into())
+        .spawn(move || gateway.run())?;
     while !stop.load(Ordering::SeqCst) && !serving.is_finished() {
         std::thread::sleep(Duration::from_millis(50));
     }
