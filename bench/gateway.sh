@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The transaction gateway (`verso gateway`) over 2 NCC groups of 3 replicas on loopback,
 # measured with redis-benchmark: latency at one client (keys fixed, so that a command's keys
-# lie in one group or in both: `a` and `c` hash to group 0, `b` to group 1), and throughput at
+# lie in one group or in both: by hash slot `b` and `c` are in group 0, `a` in group 1), and throughput at
 # 50 clients over random keys. RUNS rounds; medians (BENCHMARKS.md, "The transaction gateway").
 #
 #   bench/gateway.sh [RUNS]        (VERSO=path/to/verso: that binary instead of a fresh build)
@@ -30,11 +30,11 @@ bench() { # name clients requests args...
 redis-benchmark -p "$port" -q -n 1 SET n 0 >/dev/null
 for run in $(seq "$runs"); do
   {
-    bench "GET-1-group"         1 3000 GET a
-    bench "MGET-1-group"        1 3000 MGET a c
+    bench "GET-1-group"         1 3000 GET b
+    bench "MGET-1-group"        1 3000 MGET b c
     bench "MGET-2-groups"       1 3000 MGET a b
-    bench "SET-1-group"         1 2000 SET a v
-    bench "MSET-1-group"        1 2000 MSET a v c v
+    bench "SET-1-group"         1 2000 SET b v
+    bench "MSET-1-group"        1 2000 MSET b v c v
     bench "MSET-2-groups"       1 2000 MSET a v b v
     bench "INCR-1-group"        1 2000 INCR n
     bench "GET-random"         50 30000 GET "k:__rand_int__"

@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use verso_ncc::client::Placement;
 use verso_ncc::wire::{Encoding, Wire};
 use verso_ncc::{ClientEvent, ClientId, Key, TxnClient, Value};
 use verso_server::resp::Reply;
@@ -30,6 +31,8 @@ pub struct Settings {
     /// Every group's replica addresses, the group's index its NCC server id.
     pub groups: Vec<Vec<SocketAddr>>,
     pub protocol: Protocol,
+    /// Which group holds a key: every client of the groups must agree.
+    pub placement: Placement,
     /// The protocol client ids this gateway owns: no other client of the cluster may use
     /// them while it runs (the servers route answers by id).
     pub first_client: ClientId,

@@ -142,6 +142,7 @@ impl ClientStats {
 pub struct Client {
     id: ClientId,
     servers: u32,
+    placement: Placement,
     /// The last timestamp's clock: each attempt's is higher, so `(clk, cid)` is unique.
     last_clk: u64,
     /// Per server, `t_s - t_c` as last measured: how far ahead the server's clock and queue
@@ -185,7 +186,40 @@ pub fn shard_of(key: &Key, servers: u32) -> ServerId {
     (n % u64::from(servers)) as ServerId
 }
 
+/// Which server holds a key, as every client of a cluster must agree.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// [`shard_of`]: keys made from numbers by modulo, others by hash.
+    #[default]
+    Hash,
+    /// Redis Cluster's hash slots (CRC16 of the key, or of its `{tag}`, mod 16,384:
+    /// `verso_cluster::key_slot`), split into equal ranges over the servers in order, as
+    /// `verso cluster local` splits them: keys that share a tag share a server.
+    Slots,
+}
+
+impl Placement {
+    /// The server among `servers` that holds `key`.
+    pub fn server_of(self, key: &Key, servers: u32) -> ServerId {
+        match self {
+            Placement::Hash => shard_of(key, servers),
+            Placement::Slots => {
+                let slot = u32::from(verso_cluster::key_slot(key.as_bytes()));
+                let server = slot * servers / verso_cluster::SLOTS as u32;
+                debug_assert!(server < servers);
+                server as ServerId
+            }
+        }
+    }
+}
+
 impl Client {
+    /// Places keys by `placement` (by [`Placement::Hash`] otherwise).
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
+    }
+
     /// Numbers its transactions from `seq` on (1 by default): a process that takes over a
     /// client id once used by another starts above every number that one used, since the
     /// servers ignore what they have already finished for the id. Its requests then say
@@ -201,6 +235,7 @@ impl Client {
         Client {
             id,
             servers,
+            placement: Placement::Hash,
             last_clk: 0,
             delta: vec![0; servers as usize],
             t_ro: vec![0; servers as usize],
@@ -224,7 +259,9 @@ impl Client {
     /// its settings, numbering from `gap` above this one's next number. Its timestamps'
     /// clocks start again from the caller's clock, as a new process's would.
     pub fn restarted(&self, gap: u64) -> Client {
-        let mut c = Client::new(self.id, self.servers).with_first_seq(self.next_seq + gap);
+        let mut c = Client::new(self.id, self.servers)
+            .with_first_seq(self.next_seq + gap)
+            .with_placement(self.placement);
         c.resend_after = self.resend_after;
         c.read_only_protocol = self.read_only_protocol;
         c
@@ -315,7 +352,7 @@ impl Client {
         // servers are unknown yet). Strictly increasing per client.
         let lead = ops
             .iter()
-            .map(|op| self.delta[shard_of(op.key(), self.servers) as usize])
+            .map(|op| self.delta[self.placement.server_of(op.key(), self.servers) as usize])
             .max()
             .unwrap_or(0);
         let clk = (now as i64 + lead).max(self.last_clk as i64 + 1) as u64;
@@ -395,7 +432,7 @@ impl Client {
                     .all(|o| o.key() != op.key() || (!o.is_write() && op.is_write())),
                 "each key at most once per transaction, read then written, or written then read"
             );
-            let s = shard_of(op.key(), self.servers);
+            let s = self.placement.server_of(op.key(), self.servers);
             a.coord.get_or_insert(s);
             a.by_server.entry(s).or_default().push(a.ops.len());
             a.ops.push(op.clone());
@@ -660,4 +697,44 @@ fn reads_of(ops: &[Op], replies: &[Option<OpReply>]) -> Vec<(Key, Value)> {
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod placement_tests {
+    use super::*;
+
+    #[test]
+    fn slots_place_keys_by_hash_slot_ranges_and_tags() {
+        // Slots of Redis's own (CLUSTER KEYSLOT): foo 12182, bar 5061.
+        assert_eq!(Placement::Slots.server_of(&Key::from("foo"), 2), 1);
+        assert_eq!(Placement::Slots.server_of(&Key::from("bar"), 2), 0);
+        assert_eq!(Placement::Slots.server_of(&Key::from("foo"), 4), 2); // 12182 in 12288..
+        for n in 1..=8u32 {
+            let a = Placement::Slots.server_of(&Key::from("{user:7}:name"), n);
+            assert_eq!(
+                a,
+                Placement::Slots.server_of(&Key::from("{user:7}:mail"), n)
+            );
+            assert!(a < n);
+        }
+        // Every server gets a range: the first and last slots land on the ends.
+        let first = (0..)
+            .map(|i| format!("k{i}"))
+            .find(|k| verso_cluster::key_slot(k.as_bytes()) < 100);
+        let last = (0..)
+            .map(|i| format!("k{i}"))
+            .find(|k| verso_cluster::key_slot(k.as_bytes()) > 16_300);
+        assert_eq!(
+            Placement::Slots.server_of(&Key::from(first.unwrap().as_str()), 5),
+            0
+        );
+        assert_eq!(
+            Placement::Slots.server_of(&Key::from(last.unwrap().as_str()), 5),
+            4
+        );
+        assert_eq!(
+            Placement::Hash.server_of(&Key::from(9u64), 4),
+            shard_of(&Key::from(9u64), 4)
+        );
+    }
 }

@@ -33,26 +33,6 @@ enum Incoming<M> {
     /// The server (replica) closed the connection (the `u64`-th opened to it) or sent
     /// something unreadable.
     Lost(ServerId, usize, u64, String),
-    /// Another thread has work for the pool's owner ([`Waker`]).
-    Wake,
-}
-
-/// Ends a [`Pool::poll`] early from another thread: the pool's owner has work that did not
-/// come from a server (a gateway's new request), and must not wait out the poll's timeout.
-pub struct Waker<M>(Sender<Incoming<M>>);
-
-impl<M> Clone for Waker<M> {
-    fn clone(&self) -> Self {
-        Waker(self.0.clone())
-    }
-}
-
-impl<M> Waker<M> {
-    /// Makes the pool's current or next `poll` return without waiting.
-    pub fn wake(&self) {
-        // The pool is gone only when its owner is: nobody left to wake.
-        let _ = self.0.send(Incoming::Wake);
-    }
 }
 
 /// What [`Pool::set_notify`] takes.
@@ -250,11 +230,6 @@ where
         let _ = self.notify.set(notify);
     }
 
-    /// A handle that ends this pool's `poll` early from another thread.
-    pub fn waker(&self) -> Waker<C::Msg> {
-        Waker(self.tx.clone())
-    }
-
     pub fn len(&self) -> usize {
         self.clients.len()
     }
@@ -329,7 +304,6 @@ where
                         self.lost(s as usize, r, why)?;
                     }
                 }
-                Incoming::Wake => {}
             }
         }
         let now = now_us();

@@ -12,6 +12,7 @@ use std::time::Duration;
 use clap::Args;
 use verso_gateway::coordinator::Settings;
 use verso_gateway::server::Gateway;
+use verso_ncc::client::Placement;
 use verso_txn_net::group::GroupDurability;
 use verso_txn_net::local_groups::{GroupsSpec, LocalGroups};
 use verso_txn_net::{local, Protocol, StoreKind};
@@ -22,7 +23,7 @@ pub struct GatewayArgs {
     #[arg(long, default_value = "127.0.0.1:6390")]
     listen: SocketAddr,
     /// The groups' replicas: each group's addresses comma-separated, the groups separated
-    /// by `;` (`A,B,C;D,E,F`). A key lives in group hash(key) % groups.
+    /// by `;` (`A,B,C;D,E,F`), in the order --placement assigns keys to them.
     #[arg(
         long,
         required_unless_present = "local_groups",
@@ -40,6 +41,12 @@ pub struct GatewayArgs {
     /// With --local-groups: answers-on-disk, sync or lazy.
     #[arg(long, default_value = "answers-on-disk", value_parser = crate::txn_cmd::parse_durability)]
     durability: GroupDurability,
+    /// Which group holds a key: `slots` (Redis Cluster's hash slots, split evenly over
+    /// the groups in order, so keys sharing a `{tag}` share a group) or `hash` (NCC's own
+    /// placement, as `txn-client` and `bench txn` use). Every client of the groups must
+    /// use the same.
+    #[arg(long, default_value = "slots", value_parser = parse_placement)]
+    placement: Placement,
     /// The protocol the groups run.
     #[arg(long, default_value = "ncc", value_parser = crate::txn_cmd::parse_protocol)]
     protocol: Protocol,
@@ -54,6 +61,14 @@ pub struct GatewayArgs {
     /// Most client connections served at once (a thread each).
     #[arg(long, default_value_t = 1024)]
     max_clients: usize,
+}
+
+fn parse_placement(s: &str) -> Result<Placement, String> {
+    match s {
+        "slots" => Ok(Placement::Slots),
+        "hash" => Ok(Placement::Hash),
+        _ => Err(format!("{s:?}: slots or hash")),
+    }
 }
 
 fn parse_ids(s: &str) -> Result<(u32, u32), String> {
@@ -112,6 +127,7 @@ fn run_inner(args: &GatewayArgs) -> std::io::Result<()> {
     let settings = Settings {
         groups,
         protocol: args.protocol,
+        placement: args.placement,
         first_client: args.client_ids.0,
         clients: args.client_ids.1 - args.client_ids.0 + 1,
         timeout: Duration::from_millis(args.timeout_ms),

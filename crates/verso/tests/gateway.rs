@@ -31,6 +31,7 @@ use common::txn_clients::wait_until;
 use common::{Conn, Reply};
 use verso_gateway::value;
 use verso_ncc::check::{strictly_serializable, TxnRecord};
+use verso_ncc::client::Placement;
 use verso_ncc::{Key, Value};
 use verso_txn_net::group::GroupDurability;
 use verso_txn_net::local_groups::LocalGroups;
@@ -278,10 +279,10 @@ fn transactions_through_the_gateway_stay_atomic_and_strictly_serializable_across
         dir.path(),
     )
     .expect("the replicas start");
-    // The accounts lie in both groups (a key lives in group hash(key) % 2).
+    // The accounts lie in both groups (the gateway places keys by hash slot).
     let placed: Vec<u32> = accounts()
         .iter()
-        .map(|k| verso_ncc::client::shard_of(&Key::from(k.as_str()), 2))
+        .map(|k| Placement::Slots.server_of(&Key::from(k.as_str()), 2))
         .collect();
     assert!(placed.contains(&0) && placed.contains(&1), "{placed:?}");
     let gateway = Gateway::start(&groups, dir.path());

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::decisions::Decisions;
 
 use super::{BMsg, Flavor, Version};
-use crate::client::{own_write, shard_of, ClientEvent, ClientStats, Outcome};
+use crate::client::{own_write, ClientEvent, ClientStats, Outcome, Placement};
 use crate::protocol::TxnClient;
 use crate::types::{ClientId, Finished, Key, Op, ServerId, Ts, TxnId, Value};
 
@@ -73,6 +73,7 @@ struct Restart {
 pub struct BaselineClient {
     id: ClientId,
     servers: u32,
+    placement: Placement,
     flavor: Flavor,
     last_clk: u64,
     /// This incarnation's first sequence number ([`Finished::from`]).
@@ -94,6 +95,12 @@ pub struct BaselineClient {
 }
 
 impl BaselineClient {
+    /// Places keys by `placement` (by [`Placement::Hash`] otherwise).
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
+    }
+
     /// Numbers its transactions from `seq` on (1 by default): a process that takes over a
     /// client id once used by another starts above every number that one used, since the
     /// servers ignore what they have already finished for the id. Its requests then say
@@ -109,6 +116,7 @@ impl BaselineClient {
         BaselineClient {
             id,
             servers,
+            placement: Placement::Hash,
             flavor,
             last_clk: 0,
             first_seq: 1,
@@ -181,7 +189,7 @@ impl BaselineClient {
     fn send_shot(&mut self, now: u64, ops: Vec<Op>, last: bool) {
         let done = self.done();
         let flavor = self.flavor;
-        let servers = self.servers;
+        let (servers, placement) = (self.servers, self.placement);
         let a = self.current.as_mut().expect("an attempt");
         a.shot_start = a.ops.len();
         a.last_shot = last;
@@ -203,7 +211,7 @@ impl BaselineClient {
                 Op::Write(..) => None,
             };
             if let Some(sent) = sent {
-                shot.entry(shard_of(op.key(), servers))
+                shot.entry(placement.server_of(op.key(), servers))
                     .or_default()
                     .push(sent);
             }
@@ -259,11 +267,11 @@ impl BaselineClient {
     fn prepare(&mut self, now: u64) {
         let done = self.done();
         let flavor = self.flavor;
-        let servers = self.servers;
+        let (servers, placement) = (self.servers, self.placement);
         let a = self.current.as_mut().expect("an attempt");
         let mut per: BTreeMap<ServerId, PrepareParts> = BTreeMap::new();
         for (i, op) in a.ops.iter().enumerate() {
-            let s = shard_of(op.key(), servers);
+            let s = placement.server_of(op.key(), servers);
             let k = op.key().clone();
             if let Some(v) = op.written() {
                 per.entry(s).or_default().1.push((k.clone(), v.clone()));
@@ -381,7 +389,7 @@ impl TxnClient for BaselineClient {
                 ok,
                 reads,
             } => {
-                let servers = self.servers;
+                let servers = (self.servers, self.placement);
                 let Some(a) = self.current.as_mut().filter(|a| a.txn == txn) else {
                     return;
                 };
@@ -409,7 +417,7 @@ impl TxnClient for BaselineClient {
                 reads,
                 retry_above,
             } => {
-                let servers = self.servers;
+                let servers = (self.servers, self.placement);
                 let Some(a) = self.current.as_mut().filter(|a| a.txn == txn) else {
                     return;
                 };
@@ -489,7 +497,9 @@ impl TxnClient for BaselineClient {
 
     fn restarted(&self, gap: u64) -> Self {
         let first = self.next_seq + gap;
-        let mut c = BaselineClient::new(self.id, self.servers, self.flavor).with_first_seq(first);
+        let mut c = BaselineClient::new(self.id, self.servers, self.flavor)
+            .with_first_seq(first)
+            .with_placement(self.placement);
         c.resend_after = self.resend_after;
         c.backoff = self.backoff;
         c
@@ -505,12 +515,14 @@ fn take_answers(
     slots: &mut [Option<(Value, Version)>],
     range: std::ops::Range<usize>,
     from: ServerId,
-    servers: u32,
+    (servers, placement): (u32, Placement),
     answers: Vec<(Key, Value, Version)>,
 ) -> bool {
     let expected: Vec<usize> = range
         .filter(|&i| {
-            ops[i].reads() && slots[i].is_none() && shard_of(ops[i].key(), servers) == from
+            ops[i].reads()
+                && slots[i].is_none()
+                && placement.server_of(ops[i].key(), servers) == from
         })
         .collect();
     if answers.len() != expected.len()
