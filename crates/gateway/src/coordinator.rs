@@ -86,15 +86,20 @@ pub fn connect(
             "a gateway needs at least one protocol client and one group",
         ));
     }
+    let placement = settings.placement;
     Ok(match settings.protocol {
         Protocol::Ncc { read_only } => {
             Box::new(Coordinator::connect(settings, notify, move |id, n| {
-                Protocol::ncc_client(id, n, read_only, RESEND_AFTER_US).with_first_seq(now_us())
+                Protocol::ncc_client(id, n, read_only, RESEND_AFTER_US)
+                    .with_first_seq(now_us())
+                    .with_placement(placement)
             })?)
         }
         Protocol::Baseline(flavor) => {
             Box::new(Coordinator::connect(settings, notify, move |id, n| {
-                let mut c = Protocol::baseline_client(id, n, flavor).with_first_seq(now_us());
+                let mut c = Protocol::baseline_client(id, n, flavor)
+                    .with_first_seq(now_us())
+                    .with_placement(placement);
                 c.resend_after = RESEND_AFTER_US;
                 c
             })?)

@@ -221,21 +221,32 @@ impl LocalGroups {
     pub fn dump(&self) -> io::Result<Dump> {
         let mut dump = Dump::default();
         for s in 0..self.groups.len() {
-            let deadline = Instant::now() + HOST_TIMEOUT;
-            loop {
-                let r = self
-                    .host(s, HOST_TIMEOUT)
-                    .ok_or_else(|| io::Error::other(format!("shard {s} has no host")))?;
-                if dump_one(self.groups[s][r], s, &mut dump)? == DumpAnswer::Dumped {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    return Err(io::Error::other(format!("shard {s}'s host never settled")));
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            self.dump_into(s, &mut dump)?;
         }
         Ok(dump)
+    }
+
+    /// What shard `s`'s host holds alone (which keys live there, for a placement check).
+    pub fn dump_group(&self, s: usize) -> io::Result<Dump> {
+        let mut dump = Dump::default();
+        self.dump_into(s, &mut dump)?;
+        Ok(dump)
+    }
+
+    fn dump_into(&self, s: usize, dump: &mut Dump) -> io::Result<()> {
+        let deadline = Instant::now() + HOST_TIMEOUT;
+        loop {
+            let r = self
+                .host(s, HOST_TIMEOUT)
+                .ok_or_else(|| io::Error::other(format!("shard {s} has no host")))?;
+            if dump_one(self.groups[s][r], s, dump)? == DumpAnswer::Dumped {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::other(format!("shard {s}'s host never settled")));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 

@@ -395,6 +395,15 @@ fn transactions_through_the_gateway_stay_atomic_and_strictly_serializable_across
     let dump = groups.dump().expect("each group's host dumps");
     assert!(dump.broken.is_empty(), "{:?}", dump.broken);
     assert_eq!(dump.undecided, 0, "transactions left undecided");
+    // Each group holds exactly the keys the gateway's placement gives it (hash slots).
+    for s in 0..2 {
+        let held = groups.dump_group(s).expect("the group's host dumps");
+        for (k, _) in &held.versions {
+            let placed = Placement::Slots.server_of(k, 2) as usize;
+            assert_eq!(placed, s, "key {k:?} is in group {s}, placed in {placed}");
+        }
+        assert!(!held.versions.is_empty(), "group {s} holds no key");
+    }
     let history = history.into_inner().unwrap();
     assert!(
         history.len() >= 60,
