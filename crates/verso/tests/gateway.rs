@@ -131,6 +131,40 @@ impl Gateway {
     }
 }
 
+/// `shards` groups of three NCC replicas (answers on disk), their logs under `dir`, the
+/// history kept (the dump checks the hosts' invariants, and the history with it).
+fn start_groups(shards: u32, dir: &tempfile::TempDir) -> LocalGroups {
+    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
+    let protocol = Protocol::parse("ncc").expect("a known name");
+    LocalGroups::start(
+        exe,
+        shards,
+        protocol,
+        true,
+        GroupDurability::AnswersOnDisk,
+        dir.path(),
+    )
+    .expect("the replicas start")
+}
+
+/// Every account at `START`, in one MSET.
+fn fund_accounts(c: &mut Conn) {
+    let mut mset = vec!["MSET".to_string()];
+    for k in accounts() {
+        mset.extend([k, START.to_string()]);
+    }
+    let mset: Vec<&str> = mset.iter().map(String::as_str).collect();
+    assert_eq!(call(c, &mset), Reply::Simple("OK".into()));
+}
+
+/// The groups' dump: invariants intact, nothing undecided.
+fn assert_settled(groups: &LocalGroups) -> verso_txn_net::local::Dump {
+    let dump = groups.dump().expect("each group's host dumps");
+    assert!(dump.broken.is_empty(), "{:?}", dump.broken);
+    assert_eq!(dump.undecided, 0, "transactions left undecided");
+    dump
+}
+
 fn now_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -268,17 +302,7 @@ fn read_only(c: &mut Conn, client: u32, keys: [&str; 2]) -> TxnRecord {
 fn transactions_through_the_gateway_stay_atomic_and_strictly_serializable_across_failovers() {
     let _serial = one_at_a_time();
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
-    let protocol = Protocol::parse("ncc").expect("a known name");
-    let mut groups = LocalGroups::start(
-        exe,
-        2,
-        protocol,
-        true,
-        GroupDurability::AnswersOnDisk,
-        dir.path(),
-    )
-    .expect("the replicas start");
+    let mut groups = start_groups(2, &dir);
     // The accounts lie in both groups (the gateway places keys by hash slot).
     let placed: Vec<u32> = accounts()
         .iter()
@@ -287,12 +311,7 @@ fn transactions_through_the_gateway_stay_atomic_and_strictly_serializable_across
     assert!(placed.contains(&0) && placed.contains(&1), "{placed:?}");
     let gateway = Gateway::start(&groups, dir.path());
     let mut setup = gateway.conn();
-    let mut mset = vec!["MSET".to_string()];
-    for k in accounts() {
-        mset.extend([k, START.to_string()]);
-    }
-    let mset: Vec<&str> = mset.iter().map(String::as_str).collect();
-    assert_eq!(call(&mut setup, &mset), Reply::Simple("OK".into()));
+    fund_accounts(&mut setup);
     assert_eq!(audit(&mut setup), START * ACCOUNTS as i64);
 
     let done = AtomicU64::new(0);
@@ -392,9 +411,7 @@ fn transactions_through_the_gateway_stay_atomic_and_strictly_serializable_across
         "the final total"
     );
     let started = Instant::now();
-    let dump = groups.dump().expect("each group's host dumps");
-    assert!(dump.broken.is_empty(), "{:?}", dump.broken);
-    assert_eq!(dump.undecided, 0, "transactions left undecided");
+    let dump = assert_settled(&groups);
     // Each group holds exactly the keys the gateway's placement gives it (hash slots).
     for s in 0..2 {
         let held = groups.dump_group(s).expect("the group's host dumps");
@@ -480,26 +497,10 @@ fn transfers_until<'s>(
 fn a_gateway_stopped_or_killed_mid_transaction_is_decided_for_by_the_groups() {
     let _serial = one_at_a_time();
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
-    let protocol = Protocol::parse("ncc").expect("a known name");
-    // The history kept only so that the dump checks the hosts' invariants.
-    let groups = LocalGroups::start(
-        exe,
-        2,
-        protocol,
-        true,
-        GroupDurability::AnswersOnDisk,
-        dir.path(),
-    )
-    .expect("the replicas start");
+    let groups = start_groups(2, &dir);
     let first = Gateway::start(&groups, dir.path());
     let mut setup = first.conn();
-    let mut mset = vec!["MSET".to_string()];
-    for k in accounts() {
-        mset.extend([k, START.to_string()]);
-    }
-    let mset: Vec<&str> = mset.iter().map(String::as_str).collect();
-    assert_eq!(call(&mut setup, &mset), Reply::Simple("OK".into()));
+    fund_accounts(&mut setup);
     let total = START * ACCOUNTS as i64;
     let done = AtomicU64::new(0);
     let progress = |n: u64, what: &str| {
@@ -557,9 +558,7 @@ fn a_gateway_stopped_or_killed_mid_transaction_is_decided_for_by_the_groups() {
         }
     });
     assert_eq!(audit(&mut after), total, "the final total");
-    let dump = groups.dump().expect("each group's host dumps");
-    assert!(dump.broken.is_empty(), "{:?}", dump.broken);
-    assert_eq!(dump.undecided, 0, "transactions left undecided");
+    assert_settled(&groups);
 }
 
 /// The group stops answering (every replica stopped with SIGSTOP) while the gateway's only
@@ -571,17 +570,7 @@ fn a_gateway_stopped_or_killed_mid_transaction_is_decided_for_by_the_groups() {
 fn a_timed_out_transaction_finishes_and_frees_its_protocol_client() {
     let _serial = one_at_a_time();
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let exe = Path::new(env!("CARGO_BIN_EXE_verso"));
-    let protocol = Protocol::parse("ncc").expect("a known name");
-    let groups = LocalGroups::start(
-        exe,
-        1,
-        protocol,
-        true,
-        GroupDurability::AnswersOnDisk,
-        dir.path(),
-    )
-    .expect("the replicas start");
+    let groups = start_groups(1, &dir);
     let gateway = Gateway::start_with(
         &groups,
         dir.path(),
@@ -628,7 +617,5 @@ fn a_timed_out_transaction_finishes_and_frees_its_protocol_client() {
     let n = int_of(&call(&mut a, &["GET", "n"]));
     assert_eq!(Some(n), served);
     assert!((1..=3).contains(&n), "n = {n}");
-    let dump = groups.dump().expect("the group's host dumps");
-    assert!(dump.broken.is_empty(), "{:?}", dump.broken);
-    assert_eq!(dump.undecided, 0, "transactions left undecided");
+    assert_settled(&groups);
 }
