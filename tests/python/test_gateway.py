@@ -45,9 +45,16 @@ def gateway():
             code = proc.wait()
         shutil.rmtree(data, ignore_errors=True)
     assert code == 0, f"verso gateway exited with {code} on SIGTERM"
-    # Its replicas went with it: none of them may still hold the data directory's files.
-    leftover = subprocess.run(["pgrep", "-f", data], capture_output=True, text=True).stdout
-    assert leftover.strip() == "", f"replicas still running: {leftover}"
+    # Its replicas went with it: no process may still name the data directory.
+    leftover = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if data.encode() in f.read():
+                    leftover.append(pid)
+        except OSError:
+            pass  # gone meanwhile
+    assert not leftover, f"replicas still running: {leftover}"
 
 
 @pytest.fixture
