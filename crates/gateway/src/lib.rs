@@ -7,10 +7,11 @@
 //!
 //! Start at `plan.rs` (a request as a transaction: read-only in one round, blind writes in
 //! one shot, read-modify-write in two), then `conn.rs` (one connection's state machine:
-//! MULTI, WATCH, the connection commands) and `coordinator.rs` (the thread that runs plans
-//! on a pool of protocol clients). `command.rs` parses the data commands, `value.rs` is a
-//! value's stored form, `server.rs` the sockets.
+//! MULTI, WATCH, the connection commands) and `coordinator.rs` (plans run on a pool of
+//! protocol clients). `server.rs` is the event loop over the client sockets that drives
+//! both; `command.rs` parses the data commands, `value.rs` is a value's stored form.
 //!
+//! Keys are placed by Redis Cluster's hash slots (`verso_ncc::client::Placement::Slots`).
 //! Strings only, for now: no expiry, no other types, no key listing (`KEYS`, `SCAN`,
 //! `DBSIZE`); the Redis-protocol server's data model runs over the engine alone.
 
