@@ -242,7 +242,9 @@ where
         &self.clients[i]
     }
 
-    /// Begins a transaction on client `i` (which must not be busy) and sends its requests.
+    /// Begins a transaction on client `i` (which must not be busy). Its requests go out
+    /// with the next `poll`, which then does not wait: the begins of one turn share one
+    /// write per connection.
     pub fn begin(&mut self, i: usize, ops: Vec<verso_ncc::Op>, last: bool) -> io::Result<()> {
         let now = now_us();
         self.clients[i].begin(now, ops, last);
@@ -251,7 +253,7 @@ where
         self.send_from(i)
     }
 
-    /// Sends client `i`'s next shot.
+    /// Client `i`'s next shot, sent as `begin`'s requests are.
     pub fn next_shot(&mut self, i: usize, ops: Vec<verso_ncc::Op>, last: bool) -> io::Result<()> {
         self.clients[i].next_shot(now_us(), ops, last);
         self.stirred.push(i);
@@ -342,8 +344,8 @@ where
         Ok(())
     }
 
-    /// Encodes what client `i` has to send into the server buffers (flushed by `poll`,
-    /// or at once after `begin` and `next_shot`), to every replica of a group.
+    /// Encodes what client `i` has to send into the server buffers (flushed at the end of
+    /// `poll`), to every replica of a group.
     fn send_from(&mut self, i: usize) -> io::Result<()> {
         let party = self.first + i as u32;
         let out = self.clients[i].drain();
@@ -376,7 +378,7 @@ where
                 self.sent += 1;
             }
         }
-        self.flush_all()
+        Ok(())
     }
 
     /// Every client's counters, summed.
