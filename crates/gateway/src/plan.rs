@@ -331,25 +331,6 @@ fn reply_bytes(r: &Reply) -> usize {
     }
 }
 
-/// GETRANGE's bytes: `start..=end`, negative offsets from the end, as Redis clamps them.
-fn range(v: &[u8], mut start: i64, mut end: i64) -> &[u8] {
-    let len = v.len() as i64;
-    if start < 0 && end < 0 && start > end {
-        return &[];
-    }
-    if start < 0 {
-        start = (len + start).max(0);
-    }
-    if end < 0 {
-        end = (len + end).max(0);
-    }
-    end = end.min(len - 1);
-    if len == 0 || start > end {
-        return &[];
-    }
-    &v[start as usize..=end as usize]
-}
-
 fn bulk_or_nil(v: Option<&[u8]>) -> Reply {
     v.map_or(Reply::Nil, |s| Reply::Bulk(s.to_vec()))
 }
@@ -497,7 +478,7 @@ fn try_apply(cmd: &Command, st: &mut State) -> Result<Reply, Reply> {
         }
         Command::GetRange(k, start, end) => {
             let v = st.string(k)?.unwrap_or_default();
-            Reply::Bulk(range(v, *start, *end).to_vec())
+            Reply::Bulk(verso_server::keyspace::byte_range(v, *start, *end).to_vec())
         }
         Command::SetRange(k, offset, value) => {
             let old = st.string(k)?.unwrap_or_default();

@@ -230,25 +230,31 @@ pub fn strlen(txn: &Txn<'_>, s: Space<'_>, key: &[u8]) -> CmdResult {
 
 /// GETRANGE key start end (inclusive, negative offsets count from the end).
 pub fn getrange(txn: &Txn<'_>, s: Space<'_>, key: &[u8], start: &[u8], end: &[u8]) -> CmdResult {
-    let (Some(mut st), Some(mut e)) = (parse_i64(start), parse_i64(end)) else {
+    let (Some(st), Some(e)) = (parse_i64(start), parse_i64(end)) else {
         return Err(err(NOT_INTEGER));
     };
     let v = stored::read_string(txn, s, key)?.unwrap_or_default();
+    Ok(Reply::Bulk(byte_range(v, st, e).to_vec()))
+}
+
+/// GETRANGE's bytes of `v`: `start..=end`, negative offsets counted from the end, clamped
+/// as Redis clamps them (also the transaction gateway's).
+pub fn byte_range(v: &[u8], mut start: i64, mut end: i64) -> &[u8] {
     let len = v.len() as i64;
-    if st < 0 && e < 0 && st > e {
-        return Ok(Reply::Bulk(Vec::new()));
+    if start < 0 && end < 0 && start > end {
+        return &[];
     }
-    if st < 0 {
-        st = (len + st).max(0);
+    if start < 0 {
+        start = (len + start).max(0);
     }
-    if e < 0 {
-        e = (len + e).max(0);
+    if end < 0 {
+        end = (len + end).max(0);
     }
-    e = e.min(len - 1);
-    if len == 0 || st > e {
-        return Ok(Reply::Bulk(Vec::new()));
+    end = end.min(len - 1);
+    if len == 0 || start > end {
+        return &[];
     }
-    Ok(Reply::Bulk(v[st as usize..=e as usize].to_vec()))
+    &v[start as usize..=end as usize]
 }
 
 /// The name TYPE answers for a stored kind.
