@@ -156,6 +156,93 @@ fn ping_and_echo_are_queued_in_multi_and_answered_by_exec() {
     assert_eq!(cmd(&mut c, "GET k"), bulk("w"));
 }
 
+/// As in redis-server 7.0 (checked by hand against it): MULTI queues the connection's own
+/// commands, and EXEC runs them at their place in the block. A SELECT moves the commands
+/// after it, and the connection after EXEC, to its database; SCAN sees the block's own
+/// writes; commands that would wait inside the block are refused and fail it.
+#[test]
+fn connection_commands_are_queued_in_multi_and_run_in_place() {
+    let sh = shared(None);
+    let mut c = Session::new(&sh);
+    let queued = Reply::Simple("QUEUED".into());
+    assert_eq!(cmd(&mut c, "SET k zero"), Reply::ok());
+    assert_eq!(cmd(&mut c, "WATCH w"), Reply::ok());
+    assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
+    for line in [
+        "SELECT 1",
+        "SET k one",
+        "UNWATCH",
+        "CLIENT SETNAME blocky",
+        "CLIENT GETNAME",
+        "SCAN 0",
+        "SELECT 2",
+        "GET k",
+        "SELECT 0",
+        "GET k",
+        "SELECT 1",
+        "LASTSAVE",
+        "SELECT 99",
+        "CONFIG GET databases",
+    ] {
+        assert_eq!(cmd(&mut c, line), queued, "{line}");
+    }
+    let Reply::Array(r) = cmd(&mut c, "EXEC") else {
+        panic!("EXEC did not run the block")
+    };
+    assert_eq!(r.len(), 14);
+    assert_eq!(r[0], Reply::ok());
+    assert_eq!(r[1], Reply::ok());
+    assert_eq!(r[2], Reply::ok());
+    assert_eq!(r[3], Reply::ok());
+    assert_eq!(r[4], bulk("blocky"));
+    assert_eq!(
+        r[5],
+        Reply::Array(vec![bulk("0"), Reply::Array(vec![bulk("k")])]),
+        "SCAN in the block sees the block's write in database 1"
+    );
+    assert_eq!(r[7], Reply::Nil, "database 2 is empty");
+    assert_eq!(r[9], bulk("zero"), "database 0 kept its value");
+    assert!(matches!(r[11], Reply::Integer(_)), "{:?}", r[11]);
+    assert!(
+        is_err(&r[12], "ERR DB index is out of range"),
+        "{:?}",
+        r[12]
+    );
+    assert_eq!(r[13], Reply::Map(vec![(bulk("databases"), bulk("16"))]));
+    // The connection is left in the last database the block selected.
+    assert_eq!(cmd(&mut c, "GET k"), bulk("one"));
+    assert_eq!(cmd(&mut c, "CLIENT GETNAME"), bulk("blocky"));
+
+    // A watched EXEC that fails runs nothing: the SELECT in it does not move the connection.
+    let mut other = Session::new(&sh);
+    assert_eq!(cmd(&mut c, "WATCH k"), Reply::ok());
+    assert_eq!(cmd(&mut other, "SELECT 1"), Reply::ok());
+    assert_eq!(cmd(&mut other, "SET k changed"), Reply::ok());
+    assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
+    assert_eq!(cmd(&mut c, "SELECT 0"), queued);
+    assert_eq!(cmd(&mut c, "EXEC"), Reply::NilArray);
+    assert_eq!(cmd(&mut c, "GET k"), bulk("changed"), "still in database 1");
+
+    // Commands that would wait with the block's transaction open fail the block, as SAVE
+    // does in Redis; a wrong arity fails it too.
+    for refused in ["SAVE", "WAIT 1 0", "CLUSTER INFO"] {
+        assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
+        assert_eq!(cmd(&mut c, "SET k never"), queued);
+        assert!(
+            is_err(
+                &cmd(&mut c, refused),
+                "ERR Command not allowed inside a transaction"
+            ),
+            "{refused}"
+        );
+        assert!(is_err(&cmd(&mut c, "EXEC"), "EXECABORT"), "{refused}");
+    }
+    assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
+    assert!(is_err(&cmd(&mut c, "SELECT"), "ERR wrong number"));
+    assert!(is_err(&cmd(&mut c, "EXEC"), "EXECABORT"));
+    assert_eq!(cmd(&mut c, "GET k"), bulk("changed"));
+}
+
 #[test]
 fn auth_select_and_hello() {
     let sh = shared(Some("s3cret"));

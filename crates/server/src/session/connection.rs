@@ -5,7 +5,42 @@ use super::{arity_error, Session, DATABASES, RELAY_LIB_NAME};
 use crate::keyspace;
 use crate::resp::{Reply, Version};
 
+/// The connection's and the server's commands that run anywhere, MULTI blocks included
+/// (`Session::connection_command`), with their arities (Redis's convention: negative means
+/// at least).
+pub(super) fn arity(name: &[u8]) -> Option<i32> {
+    Some(match name {
+        b"HELLO" | b"INFO" | b"COMMAND" | b"BGSAVE" => -1,
+        b"LASTSAVE" | b"READONLY" | b"READWRITE" | b"ASKING" => 1,
+        b"AUTH" | b"CLIENT" | b"FUNCTION" | b"SCRIPT" => -2,
+        b"CONFIG" | b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" | b"FCALL" | b"FCALL_RO" => {
+            -3
+        }
+        _ => return None,
+    })
+}
+
 impl<'s> Session<'s> {
+    /// One of the commands [`arity`] lists, its arity checked.
+    pub(super) fn connection_command(&mut self, name: &[u8], args: &[Vec<u8>]) -> Reply {
+        match name {
+            b"AUTH" => self.auth(args),
+            b"HELLO" => self.hello(args),
+            b"CLIENT" => self.client(args),
+            b"READONLY" | b"READWRITE" => self.read_from_backups(name),
+            b"COMMAND" => super::command::command(args),
+            b"ASKING" => self.asking(),
+            b"CONFIG" => self.config(args),
+            b"BGSAVE" => self.bgsave(),
+            b"LASTSAVE" => Reply::Integer(self.shared.persistence.last_save_unix() as i64),
+            b"INFO" => {
+                self.flush_stats(); // this request and those before it count
+                Reply::Verbatim(crate::info::render(self.shared, &args[1..]))
+            }
+            _ => super::scripting(name, args),
+        }
+    }
+
     pub(super) fn auth(&mut self, args: &[Vec<u8>]) -> Reply {
         let given = match args.len() {
             2 => &args[1],
@@ -80,17 +115,25 @@ impl<'s> Session<'s> {
     }
 
     pub(super) fn select(&mut self, index: &[u8]) -> Reply {
-        if self.shared.shards.is_some() && index != b"0" {
-            return Reply::err("SELECT is not allowed in cluster mode");
-        }
-        match keyspace::parse_i64(index) {
-            Some(i) if (0..DATABASES as i64).contains(&i) => {
-                // Keys watched before stay watched (in their database), as in Redis.
-                self.db_index = i as usize;
+        match self.database(index) {
+            // Keys watched before stay watched (in their database), as in Redis.
+            Ok(i) => {
+                self.db_index = i;
                 Reply::ok()
             }
-            Some(_) => Reply::err("DB index is out of range"),
-            None => Reply::err("value is not an integer or out of range"),
+            Err(r) => r,
+        }
+    }
+
+    /// The database SELECT names, or its error reply.
+    pub(super) fn database(&self, index: &[u8]) -> Result<usize, Reply> {
+        if self.shared.shards.is_some() && index != b"0" {
+            return Err(Reply::err("SELECT is not allowed in cluster mode"));
+        }
+        match keyspace::parse_i64(index) {
+            Some(i) if (0..DATABASES as i64).contains(&i) => Ok(i as usize),
+            Some(_) => Err(Reply::err("DB index is out of range")),
+            None => Err(Reply::err("value is not an integer or out of range")),
         }
     }
 

@@ -808,8 +808,6 @@ impl<'s> Session<'s> {
                 self.closing = true;
                 Reply::ok()
             }
-            b"AUTH" => self.auth(args),
-            b"HELLO" => self.hello(args),
             b"SELECT" if args.len() == 2 => self.select(&args[1]),
             b"MULTI" if args.len() == 1 => self.multi(),
             b"EXEC" if args.len() == 1 => self.exec(),
@@ -834,26 +832,14 @@ impl<'s> Session<'s> {
             b"ZSCAN" if args.len() >= 3 => {
                 self.scan_members(&args[1..], crate::collections::KIND_ZSET)
             }
-            b"CLIENT" if args.len() >= 2 => self.client(args),
-            b"READONLY" | b"READWRITE" if args.len() == 1 => self.read_from_backups(name),
             b"WAIT" if args.len() == 3 => self.wait(args),
-            b"COMMAND" => command::command(args),
             b"CLUSTER" if args.len() >= 2 => self.cluster(args),
-            b"ASKING" if args.len() == 1 => self.asking(),
             b"VERSO.LAZEN" if args.len() == 3 => self.lazen_message(args),
-            b"CONFIG" if args.len() >= 3 => self.config(args),
             b"SAVE" if args.len() == 1 => self.save(),
-            b"BGSAVE" => self.bgsave(),
-            b"LASTSAVE" if args.len() == 1 => {
-                Reply::Integer(self.shared.persistence.last_save_unix() as i64)
+            _ if connection::arity(name).is_some_and(|a| data::arity_ok(a, args.len())) => {
+                self.connection_command(name, args)
             }
-            b"FUNCTION" | b"SCRIPT" | b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO"
-            | b"FCALL" | b"FCALL_RO" => scripting(name, args),
-            b"INFO" => {
-                self.flush_stats(); // this request and those before it count
-                Reply::Verbatim(crate::info::render(self.shared, &args[1..]))
-            }
-            _ => match data::arity(name) {
+            _ => match data::arity(name).or_else(|| connection::arity(name)) {
                 Some(a) if data::arity_ok(a, args.len()) => self.run_single(name, args),
                 Some(_) => arity_error(&args[0]),
                 None if matches!(
@@ -869,15 +855,9 @@ impl<'s> Session<'s> {
                         | b"HSCAN"
                         | b"SSCAN"
                         | b"ZSCAN"
-                        | b"CLIENT"
-                        | b"READONLY"
-                        | b"READWRITE"
                         | b"WAIT"
-                        | b"CONFIG"
                         | b"SAVE"
-                        | b"LASTSAVE"
                         | b"CLUSTER"
-                        | b"ASKING"
                 ) =>
                 {
                     arity_error(&args[0])

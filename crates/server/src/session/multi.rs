@@ -8,21 +8,44 @@ use std::sync::atomic::Ordering;
 use verso_engine::{Error, Txn};
 
 use super::limits::{queue_too_large, queued_bytes, too_many_queued, too_many_watched};
-use super::{arity_error, backoff, data, engine_error, unknown_command, upper, Session};
-use super::{Watched, NAME_LEN_MAX, RETRIES_MAX};
-use crate::collections::watch_stamp;
+use super::{
+    arity_error, backoff, connection, data, engine_error, unknown_command, upper, Session,
+};
+use super::{Shared, Watched, NAME_LEN_MAX, RETRIES_MAX};
+use crate::collections::{watch_stamp, KIND_HASH, KIND_SET, KIND_ZSET};
 use crate::keyspace::CmdError;
 use crate::resp::Reply;
-use crate::stored::Spaces;
+use crate::stored::Space;
 
-/// The commands MULTI queues: the data commands, and PING and ECHO (answered in EXEC's array
-/// as Redis does), with their arities.
-fn queued_arity(name: &[u8]) -> Option<i32> {
-    match name {
-        b"PING" => Some(-1), // more than one argument is an error when it runs, as in Redis
-        b"ECHO" => Some(2),
-        _ => data::arity(name),
-    }
+/// What MULTI does with a command it is sent.
+enum Queueing {
+    /// Queue it, its arity (Redis's convention: negative means at least) checked now.
+    Arity(i32),
+    /// Refuse it and fail the block, as Redis does with its `no-multi` commands.
+    NotAllowed,
+    Unknown,
+}
+
+/// As in Redis 7, MULTI queues the connection's own commands too (checked against
+/// redis-server 7.0): they run at their place in the block when EXEC runs it, so a SELECT
+/// changes the database of the commands after it and of the connection after EXEC.
+/// Refused are the commands that would wait while the block's transaction is open (for a
+/// checkpoint, for replicas, for a slot move) or hand the connection elsewhere.
+fn queueing(name: &[u8]) -> Queueing {
+    let arity = match name {
+        // PING's extra arguments are an error when it runs, as in Redis.
+        b"PING" => -1,
+        b"ECHO" | b"SELECT" => 2,
+        b"UNWATCH" => 1,
+        b"SCAN" => -2,
+        b"HSCAN" | b"SSCAN" | b"ZSCAN" => -3,
+        b"SAVE" | b"WAIT" | b"CLUSTER" | b"VERSO.LAZEN" => return Queueing::NotAllowed,
+        _ => match data::arity(name).or_else(|| connection::arity(name)) {
+            Some(a) => a,
+            None => return Queueing::Unknown,
+        },
+    };
+    Queueing::Arity(arity)
 }
 
 impl<'s> Session<'s> {
@@ -53,8 +76,8 @@ impl<'s> Session<'s> {
     }
 
     pub(super) fn enqueue(&mut self, name: &[u8], args: &[Vec<u8>]) -> Reply {
-        let reply = match queued_arity(name) {
-            Some(a) if data::arity_ok(a, args.len()) => {
+        let reply = match queueing(name) {
+            Queueing::Arity(a) if data::arity_ok(a, args.len()) => {
                 let limits = self.shared.limits;
                 let queue = self.queue.as_mut().expect("in MULTI");
                 if self.queue_failed {
@@ -72,8 +95,9 @@ impl<'s> Session<'s> {
                     return Reply::Simple("QUEUED".into());
                 }
             }
-            Some(_) => arity_error(&args[0]),
-            None => unknown_command(args),
+            Queueing::Arity(_) => arity_error(&args[0]),
+            Queueing::NotAllowed => Reply::err("Command not allowed inside a transaction"),
+            Queueing::Unknown => unknown_command(args),
         };
         self.fail_queue();
         reply
@@ -98,14 +122,14 @@ impl<'s> Session<'s> {
                 "EXECABORT Transaction discarded because of previous errors.".into(),
             );
         }
-        let db = self.db_index;
         if !watched.is_empty() {
-            return self.exec_watched(&watched, db, &queue);
+            return self.exec_watched(&watched, &queue);
         }
         // A block of reads runs as a read-only transaction (a backup may serve it).
         let reads_only = queue.iter().all(|c| {
             let mut buf = [0u8; NAME_LEN_MAX];
-            data::read_only(upper(&c[0], &mut buf))
+            let name = upper(&c[0], &mut buf);
+            data::arity(name).is_none() || data::read_only(name)
         });
         for attempt in 0..RETRIES_MAX {
             let mut txn = match self.begin(reads_only) {
@@ -113,10 +137,13 @@ impl<'s> Session<'s> {
                 Err(e) => return engine_error(&e),
             };
             // The clock is read once per attempt: the whole block runs at one instant.
-            match run_queue(&mut txn, self.shared.spaces(), db, &queue)
+            let mut db = self.db_index;
+            match self
+                .run_queue(&mut txn, &mut db, &queue)
                 .and_then(|r| self.commit(txn).map(|_| r))
             {
                 Ok(r) => {
+                    self.db_index = db;
                     self.notify_blocked(&queue);
                     return Reply::Array(r);
                 }
@@ -134,7 +161,7 @@ impl<'s> Session<'s> {
     /// the block. One attempt: a conflict at commit may be a watched key written after the
     /// check, so it fails the EXEC like a changed version (no retry could tell them apart
     /// without reading the versions again, which is what the client's retry does).
-    fn exec_watched(&mut self, watched: &Watched, db: usize, queue: &[Vec<Vec<u8>>]) -> Reply {
+    fn exec_watched(&mut self, watched: &Watched, queue: &[Vec<Vec<u8>>]) -> Reply {
         let mut txn = match self.begin(false) {
             Ok(txn) => txn,
             Err(e) => return engine_error(&e),
@@ -145,8 +172,10 @@ impl<'s> Session<'s> {
             let s = all.get(*db).expect("watched in a database that exists");
             Ok::<_, Error>(same && watch_stamp(&txn, s, key)? == *seen)
         });
+        let mut db = self.db_index;
         let outcome = match unchanged {
-            Ok(true) => run_queue(&mut txn, shared.spaces(), db, queue)
+            Ok(true) => self
+                .run_queue(&mut txn, &mut db, queue)
                 .and_then(|r| self.commit(txn).map(|_| Some(r))),
             Ok(false) => {
                 // The nil tells that a watched key changed: that change may be in flight.
@@ -158,6 +187,7 @@ impl<'s> Session<'s> {
         };
         match outcome {
             Ok(Some(r)) => {
+                self.db_index = db;
                 self.notify_blocked(queue);
                 Reply::Array(r)
             }
@@ -227,47 +257,82 @@ impl<'s> Session<'s> {
             Err(e) => engine_error(&e),
         }
     }
-}
 
-/// Runs a queued block; a conflict ends it (the caller retries the block, or fails a watched
-/// EXEC), and any other error becomes that command's reply, as in Redis.
-fn run_queue(
-    txn: &mut Txn<'_>,
-    all: Spaces<'_>,
-    db: usize,
-    queue: &[Vec<Vec<u8>>],
-) -> Result<Vec<Reply>, Error> {
-    let mut out = Vec::with_capacity(queue.len());
-    for args in queue {
-        let mut name_buf = [0u8; NAME_LEN_MAX];
-        let name = upper(&args[0], &mut name_buf);
-        if matches!(name, b"PING" | b"ECHO") {
-            out.push(ping(args)); // ECHO's arity was checked when it was queued
-            continue;
+    /// Runs a queued block in `txn`, starting in database `db` (which a SELECT in it
+    /// changes); a conflict ends it (the caller retries the block, or fails a watched EXEC),
+    /// and any other error becomes that command's reply, as in Redis.
+    fn run_queue(
+        &mut self,
+        txn: &mut Txn<'s>,
+        db: &mut usize,
+        queue: &[Vec<Vec<u8>>],
+    ) -> Result<Vec<Reply>, Error> {
+        let shared: &'s Shared = self.shared;
+        let all = shared.spaces();
+        let mut out = Vec::with_capacity(queue.len());
+        for args in queue {
+            let mut name_buf = [0u8; NAME_LEN_MAX];
+            let name = upper(&args[0], &mut name_buf);
+            if data::arity(name).is_none() {
+                let space = all.get(*db).expect("SELECT keeps the index in range");
+                match self.in_block(txn, space, db, name, args) {
+                    Ok(r) | Err(CmdError::Reply(r)) => out.push(r),
+                    Err(CmdError::Engine(e)) if e.is_conflict() => return Err(e),
+                    Err(CmdError::Engine(e)) => out.push(engine_error(&e)),
+                }
+                continue;
+            }
+            // A command that fails leaves nothing behind (its writes so far are undone), as a
+            // failed command has no effect in Redis; the block goes on.
+            let sp = txn.savepoint();
+            match data::data_command(txn, all, *db, name, args) {
+                Ok(r) => {
+                    txn.release(sp);
+                    out.push(r);
+                }
+                Err(CmdError::Engine(e)) if e.is_conflict() => {
+                    txn.release(sp);
+                    return Err(e);
+                }
+                Err(CmdError::Reply(r)) => {
+                    txn.rollback_to(sp);
+                    out.push(r);
+                }
+                Err(CmdError::Engine(e)) => {
+                    txn.rollback_to(sp);
+                    out.push(engine_error(&e));
+                }
+            }
         }
-        // A command that fails leaves nothing behind (its writes so far are undone), as a
-        // failed command has no effect in Redis; the block goes on.
-        let sp = txn.savepoint();
-        match data::data_command(txn, all, db, name, args) {
-            Ok(r) => {
-                txn.release(sp);
-                out.push(r);
-            }
-            Err(CmdError::Engine(e)) if e.is_conflict() => {
-                txn.release(sp);
-                return Err(e);
-            }
-            Err(CmdError::Reply(r)) => {
-                txn.rollback_to(sp);
-                out.push(r);
-            }
-            Err(CmdError::Engine(e)) => {
-                txn.rollback_to(sp);
-                out.push(engine_error(&e));
-            }
-        }
+        Ok(out)
     }
-    Ok(out)
+
+    /// A queued command other than a data command, run at its place in the block (`queueing`
+    /// lists them; their arity was checked when they were queued). None writes: SCAN reads
+    /// in the block's transaction, so it sees the block's own writes.
+    fn in_block(
+        &mut self,
+        txn: &Txn<'s>,
+        space: Space<'s>,
+        db: &mut usize,
+        name: &[u8],
+        args: &[Vec<u8>],
+    ) -> Result<Reply, CmdError> {
+        Ok(match name {
+            b"PING" | b"ECHO" => ping(args),
+            b"SELECT" => {
+                *db = self.database(&args[1]).map_err(CmdError::Reply)?;
+                Reply::ok()
+            }
+            // The watched keys were checked before the block began, and EXEC forgets them.
+            b"UNWATCH" => Reply::ok(),
+            b"SCAN" => return self.scan_page(txn, space, &args[1..]),
+            b"HSCAN" => return self.members_page(txn, space, &args[1..], KIND_HASH),
+            b"SSCAN" => return self.members_page(txn, space, &args[1..], KIND_SET),
+            b"ZSCAN" => return self.members_page(txn, space, &args[1..], KIND_ZSET),
+            _ => self.connection_command(name, args),
+        })
+    }
 }
 
 /// PING [message] (and ECHO message, whose reply is the same): no transaction.

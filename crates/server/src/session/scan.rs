@@ -1,11 +1,13 @@
 //! SCAN, HSCAN, SSCAN and ZSCAN: cursors are ids of the last key (or member) returned, kept per
-//! connection (bounded), each page read in its own read-only transaction.
+//! connection (bounded), each page read in its own read-only transaction (or, inside MULTI, in the block's).
+
+use verso_engine::Txn;
 
 use super::{engine_error, Session};
 use crate::collections::{self as coll, KIND_HASH, KIND_SET, KIND_ZSET};
 use crate::keyspace::{self, CmdError};
 use crate::resp::Reply;
-use crate::stored::KIND_STRING;
+use crate::stored::{Space, KIND_STRING};
 
 /// Open SCAN cursors kept per connection; the oldest is forgotten past this.
 const SCAN_CURSORS_MAX: usize = 64;
@@ -87,74 +89,82 @@ impl<'s> Session<'s> {
     /// returned, kept per connection; 0 starts and ends an iteration. Keys present for the
     /// whole iteration are returned exactly once, in key order.
     pub(super) fn scan(&mut self, args: &[Vec<u8>]) -> Reply {
-        let from = match self.cursor_from(&args[0]) {
-            Ok(f) => f,
-            Err(r) => return r,
-        };
-        let o = match options(&args[1..], true) {
-            Ok(o) => o,
-            Err(r) => return r,
-        };
-        let s = self.space();
-        let txn = match self.begin(true) {
-            Ok(txn) => txn,
-            Err(e) => return engine_error(&e),
-        };
-        let found = keyspace::scan_keys(
-            &txn,
-            s,
-            from.as_deref(),
-            o.count,
-            o.pattern.as_deref(),
-            o.kind,
-        );
-        // Committed, not dropped: under `sync` the reply then waits for what it saw to be
-        // on disk (`Txn::commit_with_ticket`).
-        if let Err(e) = self.commit(txn) {
-            return engine_error(&e);
-        }
-        let (keys, last) = match found {
-            Ok(x) => x,
-            Err(CmdError::Reply(r)) => return r,
-            Err(CmdError::Engine(e)) => return engine_error(&e),
-        };
-        Reply::Array(vec![
-            Reply::Bulk(self.cursor_to(last)),
-            Reply::Array(keys.into_iter().map(Reply::Bulk).collect()),
-        ])
+        self.page_alone(|session, txn, s| session.scan_page(txn, s, args))
     }
 
     /// HSCAN / SSCAN / ZSCAN key cursor [MATCH pattern] [COUNT n]: the same cursors over one
     /// collection's members (HSCAN returns field, value pairs; ZSCAN member, score).
     pub(super) fn scan_members(&mut self, args: &[Vec<u8>], kind: u8) -> Reply {
-        let from = match self.cursor_from(&args[1]) {
-            Ok(f) => f,
-            Err(r) => return r,
-        };
-        let o = match options(&args[2..], false) {
-            Ok(o) => o,
-            Err(r) => return r,
-        };
+        self.page_alone(|session, txn, s| session.members_page(txn, s, args, kind))
+    }
+
+    /// A page read in its own read-only transaction, committed before the reply (not
+    /// dropped: under `sync` the reply then waits for what it saw to be on disk,
+    /// `Txn::commit_with_ticket`).
+    fn page_alone(
+        &mut self,
+        page: impl FnOnce(&mut Self, &Txn<'s>, Space<'s>) -> Result<Reply, CmdError>,
+    ) -> Reply {
         let s = self.space();
         let txn = match self.begin(true) {
             Ok(txn) => txn,
             Err(e) => return engine_error(&e),
         };
-        let page = (|| -> Result<(Vec<Reply>, Option<Vec<u8>>), CmdError> {
-            let Some(c) = coll::open(&txn, s, &args[0], kind)? else {
-                return Ok((Vec::new(), None));
-            };
-            let mut out = Vec::new();
-            let mut last = None;
-            for (looked, (m, v)) in coll::members(&txn, s, c, from.as_deref())?.enumerate() {
+        let found = page(self, &txn, s);
+        if let Err(e) = self.commit(txn) {
+            return engine_error(&e);
+        }
+        match found {
+            Ok(r) | Err(CmdError::Reply(r)) => r,
+            Err(CmdError::Engine(e)) => engine_error(&e),
+        }
+    }
+
+    /// One SCAN page of `s`, read in `txn` (its own, or a MULTI block's).
+    pub(super) fn scan_page(
+        &mut self,
+        txn: &Txn<'s>,
+        s: Space<'s>,
+        args: &[Vec<u8>],
+    ) -> Result<Reply, CmdError> {
+        let from = self.cursor_from(&args[0]).map_err(CmdError::Reply)?;
+        let o = options(&args[1..], true).map_err(CmdError::Reply)?;
+        let (keys, last) = keyspace::scan_keys(
+            txn,
+            s,
+            from.as_deref(),
+            o.count,
+            o.pattern.as_deref(),
+            o.kind,
+        )?;
+        Ok(Reply::Array(vec![
+            Reply::Bulk(self.cursor_to(last)),
+            Reply::Array(keys.into_iter().map(Reply::Bulk).collect()),
+        ]))
+    }
+
+    /// One HSCAN / SSCAN / ZSCAN page, read in `txn`.
+    pub(super) fn members_page(
+        &mut self,
+        txn: &Txn<'s>,
+        s: Space<'s>,
+        args: &[Vec<u8>],
+        kind: u8,
+    ) -> Result<Reply, CmdError> {
+        let from = self.cursor_from(&args[1]).map_err(CmdError::Reply)?;
+        let o = options(&args[2..], false).map_err(CmdError::Reply)?;
+        let mut items = Vec::new();
+        let mut last = None;
+        if let Some(c) = coll::open(txn, s, &args[0], kind)? {
+            for (looked, (m, v)) in coll::members(txn, s, c, from.as_deref())?.enumerate() {
                 if o.pattern
                     .as_deref()
                     .is_none_or(|p| crate::glob::matches(p, m))
                 {
-                    out.push(Reply::Bulk(m.to_vec()));
+                    items.push(Reply::Bulk(m.to_vec()));
                     match kind {
-                        KIND_HASH => out.push(Reply::Bulk(v.to_vec())),
-                        KIND_ZSET => out.push(Reply::Bulk(crate::zsets::score_text(v))),
+                        KIND_HASH => items.push(Reply::Bulk(v.to_vec())),
+                        KIND_ZSET => items.push(Reply::Bulk(crate::zsets::score_text(v))),
                         _ => {}
                     }
                 }
@@ -163,16 +173,10 @@ impl<'s> Session<'s> {
                     break;
                 }
             }
-            Ok((out, last))
-        })();
-        if let Err(e) = self.commit(txn) {
-            return engine_error(&e);
         }
-        let (items, last) = match page {
-            Ok(x) => x,
-            Err(CmdError::Reply(r)) => return r,
-            Err(CmdError::Engine(e)) => return engine_error(&e),
-        };
-        Reply::Array(vec![Reply::Bulk(self.cursor_to(last)), Reply::Array(items)])
+        Ok(Reply::Array(vec![
+            Reply::Bulk(self.cursor_to(last)),
+            Reply::Array(items),
+        ]))
     }
 }
