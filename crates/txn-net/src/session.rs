@@ -28,9 +28,11 @@
 //! # }
 //! ```
 //!
-//! Keys and values are byte strings. A key belongs to server `verso_ncc::client::shard_of`
-//! (a key made from a number `k` to `k % servers`, any other by its hash: the servers' own
-//! partition; the cluster's slot map replaces it when these servers become its nodes). A transaction that gets no answer
+//! Keys and values are byte strings. A key belongs to the server its `Placement` names: by
+//! default `verso_ncc::client::shard_of` (a key made from a number `k` to `k % servers`,
+//! any other by its hash: the servers' own partition), or with
+//! [`Session::connect_placed`] Redis's hash slots split evenly over the groups, as `verso
+//! gateway` places them. A transaction that gets no answer
 //! within the session's timeout ends in a `TimedOut` error and its outcome is unknown: it
 //! may still commit. The session refuses further work after that, since its protocol client
 //! is still busy with it; open a new session.
@@ -49,6 +51,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use verso_ncc::client::Placement;
 use verso_ncc::wire::{Encoding, Wire};
 use verso_ncc::{ClientEvent, ClientId, Key, Op, Outcome, TxnClient, Value};
 
@@ -121,6 +124,20 @@ impl Session {
         client: ClientId,
         encoding: Encoding,
     ) -> io::Result<Session> {
+        Session::connect_placed(servers, Placement::Hash, protocol, client, encoding)
+    }
+
+    /// As [`Session::connect_groups`], with the keys placed on the groups by `placement`,
+    /// which every client of the groups must share: [`Placement::Slots`] is the Redis
+    /// hash-slot map that `verso gateway` uses, so an application's session and the
+    /// gateway's clients run transactions on the same keys.
+    pub fn connect_placed(
+        servers: &[Vec<SocketAddr>],
+        placement: Placement,
+        protocol: Protocol,
+        client: ClientId,
+        encoding: Encoding,
+    ) -> io::Result<Session> {
         if servers.is_empty() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "no servers"));
         }
@@ -133,11 +150,14 @@ impl Session {
         let driver: Box<dyn Driver> = match protocol {
             Protocol::Ncc { read_only } => {
                 let c = Protocol::ncc_client(client, n, read_only, resend_after_us)
-                    .with_first_seq(first_seq);
+                    .with_first_seq(first_seq)
+                    .with_placement(placement);
                 Box::new(Pool::connect_groups(servers, encoding, client, vec![c])?)
             }
             Protocol::Baseline(flavor) => {
-                let mut c = Protocol::baseline_client(client, n, flavor).with_first_seq(first_seq);
+                let mut c = Protocol::baseline_client(client, n, flavor)
+                    .with_first_seq(first_seq)
+                    .with_placement(placement);
                 c.resend_after = resend_after_us;
                 Box::new(Pool::connect_groups(servers, encoding, client, vec![c])?)
             }

@@ -58,12 +58,12 @@ pub struct GatewayArgs {
     /// unknown).
     #[arg(long, default_value_t = 10_000)]
     timeout_ms: u64,
-    /// Most client connections served at once (a thread each).
+    /// Most client connections served at once (one event loop serves them all).
     #[arg(long, default_value_t = 1024)]
     max_clients: usize,
 }
 
-fn parse_placement(s: &str) -> Result<Placement, String> {
+pub(crate) fn parse_placement(s: &str) -> Result<Placement, String> {
     match s {
         "slots" => Ok(Placement::Slots),
         "hash" => Ok(Placement::Hash),

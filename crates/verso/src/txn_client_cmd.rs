@@ -8,6 +8,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
+use verso_ncc::client::Placement;
 use verso_ncc::wire::Encoding;
 use verso_ncc::{Key, Op, Value};
 use verso_txn_net::local;
@@ -16,7 +17,8 @@ use verso_txn_net::Protocol;
 
 #[derive(Args, Debug)]
 pub struct TxnClientArgs {
-    /// Every server's address by id, comma-separated (key k, below 2^56, lives on server k % count).
+    /// Every server's address by id, comma-separated (with `--placement hash`, key k below
+    /// 2^56 lives on server k % count).
     #[arg(long, required_unless_present = "groups", conflicts_with = "groups")]
     servers: Option<String>,
     /// Instead of --servers, shards served by replication groups (`txn-server
@@ -33,6 +35,12 @@ pub struct TxnClientArgs {
     /// binary or resp.
     #[arg(long, default_value = "binary")]
     wire: Encoding,
+    /// How keys are placed on the groups: `hash` (key k on server k % count, as
+    /// `txn-server` clusters and `bench txn` place them) or `slots` (Redis hash slots split
+    /// evenly over the groups, as `verso gateway` places them). Every client of the
+    /// groups must agree.
+    #[arg(long, default_value = "hash", value_parser = crate::gateway_cmd::parse_placement)]
+    placement: Placement,
     /// Read these keys in one read-only transaction and print `key value` lines.
     #[arg(long, value_delimiter = ',', value_name = "K,K,...")]
     get: Vec<u64>,
@@ -91,11 +99,26 @@ fn run_inner(args: &TxnClientArgs) -> std::io::Result<()> {
     let mut s = match (&args.groups, &args.servers) {
         (Some(groups), _) => {
             let groups = local::parse_groups(groups)?;
-            Session::connect_groups(&groups, args.protocol, args.client, args.wire)?
+            Session::connect_placed(
+                &groups,
+                args.placement,
+                args.protocol,
+                args.client,
+                args.wire,
+            )?
         }
         (None, Some(servers)) => {
-            let servers = local::parse_peers(servers)?;
-            Session::connect(&servers, args.protocol, args.client, args.wire)?
+            let servers: Vec<Vec<_>> = local::parse_peers(servers)?
+                .into_iter()
+                .map(|a| vec![a])
+                .collect();
+            Session::connect_placed(
+                &servers,
+                args.placement,
+                args.protocol,
+                args.client,
+                args.wire,
+            )?
         }
         (None, None) => {
             return Err(std::io::Error::new(

@@ -32,9 +32,11 @@ use common::{Conn, Reply};
 use verso_gateway::value;
 use verso_ncc::check::{strictly_serializable, TxnRecord};
 use verso_ncc::client::Placement;
-use verso_ncc::{Key, Value};
+use verso_ncc::wire::Encoding;
+use verso_ncc::{Key, Op, Value};
 use verso_txn_net::group::GroupDurability;
 use verso_txn_net::local_groups::LocalGroups;
+use verso_txn_net::session::Session;
 use verso_txn_net::Protocol;
 
 const ACCOUNTS: usize = 6;
@@ -618,4 +620,105 @@ fn a_timed_out_transaction_finishes_and_frees_its_protocol_client() {
     assert_eq!(Some(n), served);
     assert!((1..=3).contains(&n), "n = {n}");
     assert_settled(&groups);
+}
+
+/// An application's own coordinator (`Session`, issue 19 item 2) placed by hash slots runs
+/// transactions on the gateway's keys: what one writes the other reads, in both
+/// directions, a two-shot read-modify-write included, and every key lands in the group the
+/// slot map names.
+#[test]
+fn a_session_placed_by_slots_shares_the_gateways_keys() {
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let groups = start_groups(2, &dir);
+    let gateway = Gateway::start(&groups, dir.path());
+    let mut c = gateway.conn();
+    let keys: Vec<String> = (0..24).map(|i| format!("shared:{i}")).collect();
+    let mut mset = vec!["MSET".to_string()];
+    for (i, k) in keys.iter().enumerate() {
+        mset.extend([k.clone(), format!("g{i}")]);
+    }
+    let mset: Vec<&str> = mset.iter().map(String::as_str).collect();
+    assert_eq!(call(&mut c, &mset), Reply::Simple("OK".into()));
+
+    let protocol = Protocol::parse("ncc").expect("a known name");
+    // An id outside the gateway's 1000-1063.
+    let mut s = Session::connect_placed(
+        &groups.groups,
+        Placement::Slots,
+        protocol,
+        7,
+        Encoding::Binary,
+    )
+    .expect("the session connects");
+    s.set_timeout(Duration::from_secs(30));
+    let as_keys: Vec<Key> = keys.iter().map(|k| Key::from(k.as_str())).collect();
+    let string = |v: String| Value::from(value::encode(Some(v.as_bytes())));
+    let read = s.get(&as_keys).expect("the session reads");
+    for (i, (_, v)) in read.iter().enumerate() {
+        assert_eq!(
+            *v,
+            string(format!("g{i}")),
+            "{} as the session reads it",
+            keys[i]
+        );
+    }
+    // A two-shot transaction: read two keys of different groups, write both from what it
+    // read. The gateway then reads what the session wrote.
+    let (a, b) = (0..keys.len())
+        .flat_map(|i| (0..keys.len()).map(move |j| (i, j)))
+        .find(|&(i, j)| {
+            Placement::Slots.server_of(&as_keys[i], 2) != Placement::Slots.server_of(&as_keys[j], 2)
+        })
+        .expect("the keys span both groups");
+    let swapped = s
+        .transact(
+            vec![Op::read(as_keys[a].clone()), Op::read(as_keys[b].clone())],
+            |reads| {
+                let writes = vec![
+                    Op::Write(as_keys[a].clone(), reads[1].1.clone()),
+                    Op::Write(as_keys[b].clone(), reads[0].1.clone()),
+                ];
+                (writes, true)
+            },
+        )
+        .expect("the swap commits");
+    assert_eq!(swapped.reads.len(), 2);
+    assert_eq!(
+        call(&mut c, &["MGET", &keys[a], &keys[b]]),
+        Reply::Array(Some(vec![
+            Reply::Bulk(Some(format!("g{b}").into_bytes())),
+            Reply::Bulk(Some(format!("g{a}").into_bytes())),
+        ]))
+    );
+    let put: Vec<(Key, Value)> = as_keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.clone(), string(format!("s{i}"))))
+        .collect();
+    s.put(&put).expect("the session writes");
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(
+            call(&mut c, &["GET", k]),
+            Reply::Bulk(Some(format!("s{i}").into_bytes())),
+            "{k} as the gateway reads it"
+        );
+    }
+    assert_settled(&groups);
+    for g in 0..2 {
+        let held = groups.dump_group(g).expect("the group's host dumps");
+        let shared = held
+            .versions
+            .iter()
+            .filter(|(k, _)| k.as_bytes().starts_with(b"shared:"))
+            .inspect(|(k, _)| {
+                assert_eq!(
+                    Placement::Slots.server_of(k, 2) as usize,
+                    g,
+                    "{k:?} in group {g}"
+                )
+            })
+            .count();
+        assert!(shared > 0, "group {g} holds none of the keys");
+    }
 }
