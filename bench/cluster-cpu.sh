@@ -9,13 +9,18 @@
 #   verso-3g       3 groups of 1 server
 #   verso-2g3r     2 groups of 3 replicas (Lazy VSR)
 #   redis-cluster  Redis Cluster 7: 3 primaries with one replica each
+#   gateway        `verso gateway --local-groups 2`: 2 NCC groups of 3 replicas (answers on
+#                  a majority's disks) behind the gateway, every command one NCC transaction
 #   NAME-base      any Verso configuration above, run with the binary $BASE_BIN (an older
 #                  build, for a before/after comparison in the same run)
 # Persistence is off where it can be (Redis; Verso groups of 1); replicated Verso groups are
 # lazy (a majority in memory). Beside redis-benchmark, bench/kvload sends SETs routed by slot
 # from 50 connections: to Redis Cluster each followed by `WAIT 1 0` (a write held by a
 # primary and a replica, the nearest match to a Lazy VSR majority), to Verso's replicated
-# groups plain (every write is held by a majority before its reply).
+# groups plain (every write is held by a majority before its reply). On Redis Cluster and
+# the gateway, `mget-1slot` is a single-slot MGET of two keys (`{t}:R {t}:R'`, random R),
+# sent to the node that owns the slot (issue 19's target: no more server CPU per request
+# than Redis Cluster's).
 #
 #   bench/cluster-cpu.sh [RUNS] [N]      (defaults: 3 runs, 200000 requests)
 set -euo pipefail
@@ -99,7 +104,24 @@ PY
       sleep 1
       pids=$(for i in 0 1 2 3 4 5; do pgrep -f "redis-server .*:$((base + i)) \[cluster\]"; done | tr '\n' ' ')
       port=$base; cluster_flag=--cluster ;;
+    gateway)
+      rm -rf "$out/gw"
+      "$bin" gateway --local-groups 2 --listen "127.0.0.1:$base" --dir "$out/gw" \
+        >"$out/launcher.log" 2>&1 &
+      launcher=$!
+      for _ in $(seq 300); do grep -q '^listening' "$out/launcher.log" && break; sleep 0.1; done
+      pids="$launcher $(pgrep -P "$launcher" | tr '\n' ' ')"
+      port=$base
+      # Every group answers (a transaction over both).
+      for _ in $(seq 300); do redis-cli -p "$port" MSET probe:a 1 probe:b 1 2>/dev/null | grep -q OK && break; sleep 0.1; done ;;
   esac
+}
+# The port of the Redis Cluster primary that owns KEY's slot (others answer MOVED).
+owner_port() {
+  for i in 0 1 2 3 4 5; do
+    if ! redis-cli -p $((port + i)) GET "$1" 2>&1 | grep -q MOVED; then echo $((port + i)); return; fi
+  done
+  return 1
 }
 stop() {
   if [ -n "$launcher" ]; then
@@ -121,7 +143,8 @@ for ((r = 1; r <= runs; r++)); do
     start "$c"
     tests="set get"
     [ "${c%-base}" = verso-2g3r ] && tests="$tests set-kvload"
-    [ "$c" = redis-cluster ] && tests="$tests set-wait1"
+    [ "$c" = redis-cluster ] && tests="$tests set-wait1 mget-1slot"
+    [ "${c%-base}" = gateway ] && { tests="$tests mget-1slot"; cluster_flag=""; }
     for test in $tests; do
       before=$(cpu_of "$pids")
       case $test in
@@ -130,6 +153,11 @@ for ((r = 1; r <= runs; r++)); do
           rps=$(echo "$line" | cut -d, -f2 | tr -d '"') ;;
         set-kvload) rps=$("$kvload" resp-cluster "127.0.0.1:$port" 50 "$n" 100 | cut -d' ' -f1) ;;
         set-wait1) rps=$("$kvload" resp-cluster-wait1 "127.0.0.1:$port" 50 "$n" 100 | cut -d' ' -f1) ;;
+        mget-1slot)
+          to=$port; [ "$c" = redis-cluster ] && to=$(owner_port "{t}:1")
+          redis-cli -p "$to" SET "{t}:1" v >/dev/null
+          line=$(redis-benchmark -p "$to" -c 50 -n "$n" -r 1000000 --csv MGET "{t}:__rand_int__" "{t}:__rand_int__" 2>/dev/null | tail -1)
+          rps=$(echo "$line" | cut -d, -f2 | tr -d '"') ;;
       esac
       after=$(cpu_of "$pids")
       cpu=$(python3 -c "print(round(($after - $before) / $tck * 1e6 / $n, 2))")
@@ -156,14 +184,15 @@ for c in seen:
         cells.append(f"{statistics.median(float(r['rps']) for r in rs):,.0f}")
         cells.append(f"{statistics.median(float(r['cpu_us_per_req']) for r in rs):.2f}")
     print(f"| {c} | {procs} | " + " | ".join(cells) + " |")
-extra = [(c, t) for c in seen for t in ("set-kvload", "set-wait1") if any(r["config"] == c and r["test"] == t for r in rows)]
+extra = [(c, t) for c in seen for t in ("set-kvload", "set-wait1", "mget-1slot") if any(r["config"] == c and r["test"] == t for r in rows)]
 if extra:
     print()
-    print("| configuration | SET through kvload | rps | CPU µs/req |")
+    print("| configuration | test | rps | CPU µs/req |")
     print("|---|---|---:|---:|")
     for c, t in extra:
         rs = [r for r in rows if r["config"] == c and r["test"] == t]
-        what = "SET + WAIT 1 0" if t == "set-wait1" else "SET (a majority holds it)"
+        what = {"set-wait1": "SET + WAIT 1 0 (kvload)", "set-kvload": "SET, a majority holds it (kvload)",
+                "mget-1slot": "MGET of 2 keys in one slot"}[t]
         print(f"| {c} | {what} | {statistics.median(float(r['rps']) for r in rs):,.0f} | {statistics.median(float(r['cpu_us_per_req']) for r in rs):.2f} |")
 PY
 echo "(medians of $runs; $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg); commit $(git rev-parse --short HEAD))"
