@@ -18,9 +18,10 @@
 //!   [`GroupDurability::Lazy`] is plain Lazy VSR, which a total crash of the group can
 //!   make forget answered inputs (the simulator shows it: do not use it for data that
 //!   must survive one);
-//! - clients send every message to every replica of the shard's group
-//!   ([`crate::client::Pool::connect_groups`]); replicas that do not host drop them, and
-//!   the protocol's resends carry a transaction across a failover. A server's messages to
+//! - clients send to the replica of the shard's group that last answered, and to every
+//!   replica after a silence ([`crate::client::Pool::connect_groups`]); replicas that do
+//!   not host drop what they get, and the protocol's resends carry a transaction across a
+//!   failover. A server's messages to
 //!   another shard go to every replica of that shard's group the same way.
 //!
 //! Threads: as [`crate::server`] (an acceptor, a reader per connection, one protocol
