@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::txn_clients::wait_until;
+use common::txn_clients::{kill_hosts_then_a_whole_group, wait_until};
 use common::{Conn, Reply};
 use verso_gateway::value;
 use verso_ncc::check::{strictly_serializable, TxnRecord};
@@ -373,27 +373,7 @@ fn transactions_through_the_gateway_stay_atomic_and_strictly_serializable_across
             });
         }
 
-        let progress = |n: u64, what: &str| {
-            let target = done.load(Ordering::SeqCst) + n;
-            wait_until(Duration::from_secs(60), what, || {
-                done.load(Ordering::SeqCst) >= target
-            });
-        };
-        progress(10, "transfers before the first fault");
-        for shard in [0usize, 1] {
-            let host = groups.host(shard, Duration::from_secs(30)).expect("a host");
-            groups.kill(shard, host).expect("kill the host");
-            progress(10, "transfers after a host was killed");
-            groups.restart(shard, host).expect("the replica restarts");
-            progress(5, "transfers after the replica came back");
-        }
-        for r in 0..3 {
-            groups.kill(1, r).expect("kill a replica");
-        }
-        for r in 0..3 {
-            groups.restart(1, r).expect("the replica restarts");
-        }
-        progress(10, "transfers after the whole group came back");
+        kill_hosts_then_a_whole_group(&mut groups, &done, 1);
         stop.store(true, Ordering::SeqCst);
         transfers
             .into_iter()

@@ -80,7 +80,7 @@ fn start(shards: u32, keep_history: bool, dir: &tempfile::TempDir) -> (LocalGrou
     (groups, protocol)
 }
 
-use common::txn_clients::{wait_until, ClientProcess};
+use common::txn_clients::{kill_hosts_then_a_whole_group, wait_until, ClientProcess};
 
 #[test]
 fn transfers_conserve_the_total_while_group_replicas_crash_and_restart() {
@@ -140,30 +140,9 @@ fn transfers_conserve_the_total_while_group_replicas_crash_and_restart() {
             })
             .collect();
 
-        // The faults, each once the transfers have moved on since the last.
-        let progress = |n: u64, what: &str| {
-            let target = done.load(Ordering::SeqCst) + n;
-            wait_until(Duration::from_secs(60), what, || {
-                done.load(Ordering::SeqCst) >= target
-            });
-        };
-        progress(10, "transfers before the first fault");
-        for shard in [0usize, 1] {
-            let host = groups.host(shard, Duration::from_secs(30)).expect("a host");
-            groups.kill(shard, host).expect("kill the host");
-            progress(10, "transfers after a host was killed");
-            groups.restart(shard, host).expect("the replica restarts");
-            progress(5, "transfers after the replica came back");
-        }
-        // The whole of shard 0's group at once: answers left only once their inputs were
-        // on a majority's disks, so none is lost.
-        for r in 0..3 {
-            groups.kill(0, r).expect("kill a replica");
-        }
-        for r in 0..3 {
-            groups.restart(0, r).expect("the replica restarts");
-        }
-        progress(10, "transfers after the whole group came back");
+        // Each host killed in turn, then (group 0) every replica at once: answers left
+        // only once their inputs were on a majority's disks, so none is lost.
+        kill_hosts_then_a_whole_group(&mut groups, &done, 0);
         stop.store(true, Ordering::SeqCst);
         workers
             .into_iter()

@@ -110,3 +110,35 @@ pub fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The faults both group tests run on two groups, each once the work counted by `done`
+/// has moved on since the last: each group's host killed (SIGKILL) and restarted in turn,
+/// then every replica of group `whole` killed at once and restarted. Returns once the
+/// work has moved on after the last.
+pub fn kill_hosts_then_a_whole_group(
+    groups: &mut verso_txn_net::local_groups::LocalGroups,
+    done: &AtomicU64,
+    whole: usize,
+) {
+    let progress = |n: u64, what: &str| {
+        let target = done.load(Ordering::SeqCst) + n;
+        wait_until(Duration::from_secs(60), what, || {
+            done.load(Ordering::SeqCst) >= target
+        });
+    };
+    progress(10, "work before the first fault");
+    for group in [0usize, 1] {
+        let host = groups.host(group, Duration::from_secs(30)).expect("a host");
+        groups.kill(group, host).expect("kill the host");
+        progress(10, "work after a host was killed");
+        groups.restart(group, host).expect("the replica restarts");
+        progress(5, "work after the replica came back");
+    }
+    for r in 0..3 {
+        groups.kill(whole, r).expect("kill a replica");
+    }
+    for r in 0..3 {
+        groups.restart(whole, r).expect("the replica restarts");
+    }
+    progress(10, "work after the whole group came back");
+}
