@@ -166,52 +166,63 @@ fn connection_commands_are_queued_in_multi_and_run_in_place() {
     let mut c = Session::new(&sh);
     let queued = Reply::Simple("QUEUED".into());
     assert_eq!(cmd(&mut c, "SET k zero"), Reply::ok());
-    assert_eq!(cmd(&mut c, "WATCH w"), Reply::ok());
-    assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
-    for line in [
-        "SELECT 1",
-        "SET k one",
-        "UNWATCH",
-        "CLIENT SETNAME blocky",
-        "CLIENT GETNAME",
-        "SCAN 0",
-        "SELECT 2",
-        "GET k",
-        "SELECT 0",
-        "GET k",
-        "SELECT 1",
-        "LASTSAVE",
-        "SELECT 99",
-        "CONFIG GET databases",
-    ] {
-        assert_eq!(cmd(&mut c, line), queued, "{line}");
+    // Both of EXEC's paths: without a watch (retried on conflict), and after WATCH.
+    for watch in [false, true] {
+        if watch {
+            assert_eq!(cmd(&mut c, "SELECT 0"), Reply::ok());
+            assert_eq!(cmd(&mut c, "CLIENT SETNAME before"), Reply::ok());
+            assert_eq!(cmd(&mut c, "WATCH w"), Reply::ok());
+        }
+        assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
+        for line in [
+            "SELECT 1",
+            "SET k one",
+            "UNWATCH",
+            "CLIENT SETNAME blocky",
+            "CLIENT GETNAME",
+            "SCAN 0",
+            "SELECT 2",
+            "GET k",
+            "SELECT 0",
+            "GET k",
+            "SELECT 1",
+            "LASTSAVE",
+            "SELECT 99",
+            "CONFIG GET databases",
+            "CLIENT INFO",
+        ] {
+            assert_eq!(cmd(&mut c, line), queued, "{line}");
+        }
+        let Reply::Array(r) = cmd(&mut c, "EXEC") else {
+            panic!("EXEC did not run the block (watch: {watch})")
+        };
+        assert_eq!(r.len(), 15);
+        assert_eq!(r[..4], [Reply::ok(), Reply::ok(), Reply::ok(), Reply::ok()]);
+        assert_eq!(r[4], bulk("blocky"));
+        assert_eq!(
+            r[5],
+            Reply::Array(vec![bulk("0"), Reply::Array(vec![bulk("k")])]),
+            "SCAN in the block sees the block's write in database 1"
+        );
+        assert_eq!(r[7], Reply::Nil, "database 2 is empty");
+        assert_eq!(r[9], bulk("zero"), "database 0 kept its value");
+        assert!(matches!(r[11], Reply::Integer(_)), "{:?}", r[11]);
+        assert!(
+            is_err(&r[12], "ERR DB index is out of range"),
+            "{:?}",
+            r[12]
+        );
+        assert_eq!(r[13], Reply::Map(vec![(bulk("databases"), bulk("16"))]));
+        // CLIENT INFO in the block shows the block's database, as Redis's does.
+        assert!(
+            matches!(&r[14], Reply::Verbatim(i) if i.contains(" db=1 ")),
+            "{:?}",
+            r[14]
+        );
+        // The connection is left in the last database the block selected.
+        assert_eq!(cmd(&mut c, "GET k"), bulk("one"));
+        assert_eq!(cmd(&mut c, "CLIENT GETNAME"), bulk("blocky"));
     }
-    let Reply::Array(r) = cmd(&mut c, "EXEC") else {
-        panic!("EXEC did not run the block")
-    };
-    assert_eq!(r.len(), 14);
-    assert_eq!(r[0], Reply::ok());
-    assert_eq!(r[1], Reply::ok());
-    assert_eq!(r[2], Reply::ok());
-    assert_eq!(r[3], Reply::ok());
-    assert_eq!(r[4], bulk("blocky"));
-    assert_eq!(
-        r[5],
-        Reply::Array(vec![bulk("0"), Reply::Array(vec![bulk("k")])]),
-        "SCAN in the block sees the block's write in database 1"
-    );
-    assert_eq!(r[7], Reply::Nil, "database 2 is empty");
-    assert_eq!(r[9], bulk("zero"), "database 0 kept its value");
-    assert!(matches!(r[11], Reply::Integer(_)), "{:?}", r[11]);
-    assert!(
-        is_err(&r[12], "ERR DB index is out of range"),
-        "{:?}",
-        r[12]
-    );
-    assert_eq!(r[13], Reply::Map(vec![(bulk("databases"), bulk("16"))]));
-    // The connection is left in the last database the block selected.
-    assert_eq!(cmd(&mut c, "GET k"), bulk("one"));
-    assert_eq!(cmd(&mut c, "CLIENT GETNAME"), bulk("blocky"));
 
     // A watched EXEC that fails runs nothing: the SELECT in it does not move the connection.
     let mut other = Session::new(&sh);
@@ -237,9 +248,12 @@ fn connection_commands_are_queued_in_multi_and_run_in_place() {
         );
         assert!(is_err(&cmd(&mut c, "EXEC"), "EXECABORT"), "{refused}");
     }
-    assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
-    assert!(is_err(&cmd(&mut c, "SELECT"), "ERR wrong number"));
-    assert!(is_err(&cmd(&mut c, "EXEC"), "EXECABORT"));
+    // Arity first, as in Redis: a refused command with the wrong arity says so.
+    for wrong in ["SELECT", "SAVE now"] {
+        assert_eq!(cmd(&mut c, "MULTI"), Reply::ok());
+        assert!(is_err(&cmd(&mut c, wrong), "ERR wrong number"), "{wrong}");
+        assert!(is_err(&cmd(&mut c, "EXEC"), "EXECABORT"), "{wrong}");
+    }
     assert_eq!(cmd(&mut c, "GET k"), bulk("changed"));
 }
 

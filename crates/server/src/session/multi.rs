@@ -2,7 +2,7 @@
 //! as one transaction, WATCH's key versions and EXEC's check of them (module docs of
 //! `session`), and PING/ECHO, which a block may hold.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use verso_engine::{Error, Txn};
@@ -14,15 +14,16 @@ use super::{
 use super::{Shared, Watched, NAME_LEN_MAX, RETRIES_MAX};
 use crate::collections::{watch_stamp, KIND_HASH, KIND_SET, KIND_ZSET};
 use crate::keyspace::CmdError;
-use crate::resp::Reply;
+use crate::resp::{Reply, Version};
 use crate::stored::Space;
 
 /// What MULTI does with a command it is sent.
 enum Queueing {
     /// Queue it, its arity (Redis's convention: negative means at least) checked now.
     Arity(i32),
-    /// Refuse it and fail the block, as Redis does with its `no-multi` commands.
-    NotAllowed,
+    /// Refuse it and fail the block, as Redis does with its `no-multi` commands (once the
+    /// arity, checked first as in Redis, is right).
+    NotAllowed(i32),
     Unknown,
 }
 
@@ -39,13 +40,31 @@ fn queueing(name: &[u8]) -> Queueing {
         b"UNWATCH" => 1,
         b"SCAN" => -2,
         b"HSCAN" | b"SSCAN" | b"ZSCAN" => -3,
-        b"SAVE" | b"WAIT" | b"CLUSTER" | b"VERSO.LAZEN" => return Queueing::NotAllowed,
+        b"SAVE" => return Queueing::NotAllowed(1),
+        b"WAIT" | b"VERSO.LAZEN" => return Queueing::NotAllowed(3),
+        b"CLUSTER" => return Queueing::NotAllowed(-2),
         _ => match data::arity(name).or_else(|| connection::arity(name)) {
             Some(a) => a,
             None => return Queueing::Unknown,
         },
     };
     Queueing::Arity(arity)
+}
+
+/// What [`Session::restore`] puts back after an attempt at a block that did not commit.
+struct Before {
+    db_index: usize,
+    /// Only for a block with connection commands in it: data commands change none of this.
+    connection: Option<ConnectionBefore>,
+}
+
+struct ConnectionBefore {
+    version: Version,
+    authenticated: bool,
+    name: Option<String>,
+    backup_reads: bool,
+    cursors: HashMap<u64, Vec<u8>>,
+    next_cursor: u64,
 }
 
 impl<'s> Session<'s> {
@@ -95,8 +114,10 @@ impl<'s> Session<'s> {
                     return Reply::Simple("QUEUED".into());
                 }
             }
-            Queueing::Arity(_) => arity_error(&args[0]),
-            Queueing::NotAllowed => Reply::err("Command not allowed inside a transaction"),
+            Queueing::NotAllowed(a) if data::arity_ok(a, args.len()) => {
+                Reply::err("Command not allowed inside a transaction")
+            }
+            Queueing::Arity(_) | Queueing::NotAllowed(_) => arity_error(&args[0]),
             Queueing::Unknown => unknown_command(args),
         };
         self.fail_queue();
@@ -137,24 +158,64 @@ impl<'s> Session<'s> {
                 Err(e) => return engine_error(&e),
             };
             // The clock is read once per attempt: the whole block runs at one instant.
-            let mut db = self.db_index;
-            match self
-                .run_queue(&mut txn, &mut db, &queue)
-                .and_then(|r| self.commit(txn).map(|_| r))
-            {
+            let before = self.before_block(&queue);
+            let outcome = self
+                .run_queue(&mut txn, &queue)
+                .and_then(|r| self.commit(txn).map(|_| r));
+            self.asking = false; // an ASKING in the block ends with it, as in Redis
+            match outcome {
                 Ok(r) => {
-                    self.db_index = db;
                     self.notify_blocked(&queue);
                     return Reply::Array(r);
                 }
                 Err(e) if e.is_conflict() => {
+                    self.restore(before);
                     self.shared.stats.retries.fetch_add(1, Ordering::Relaxed);
                     backoff(attempt);
                 }
-                Err(e) => return engine_error(&e),
+                Err(e) => {
+                    self.restore(before);
+                    return engine_error(&e);
+                }
             }
         }
         Reply::err("transaction kept conflicting; try again")
+    }
+
+    /// The session's state that a block may change (its database; with connection
+    /// commands in it, the protocol, authentication, name, READONLY and SCAN cursors),
+    /// kept before an attempt runs.
+    fn before_block(&self, queue: &[Vec<Vec<u8>>]) -> Before {
+        let changes_connection = queue.iter().any(|c| {
+            let mut buf = [0u8; NAME_LEN_MAX];
+            data::arity(upper(&c[0], &mut buf)).is_none()
+        });
+        Before {
+            db_index: self.db_index,
+            connection: changes_connection.then(|| ConnectionBefore {
+                version: self.version,
+                authenticated: self.authenticated,
+                name: self.name.clone(),
+                backup_reads: self.backup_reads,
+                cursors: self.cursors.clone(),
+                next_cursor: self.next_cursor,
+            }),
+        }
+    }
+
+    /// Puts back what an attempt that did not commit changed: a block that fails, or
+    /// that is retried, leaves the connection as it found it, as in Redis, where a block
+    /// that did not run ran nothing. A BGSAVE it ran has started, and stays started.
+    fn restore(&mut self, before: Before) {
+        self.db_index = before.db_index;
+        if let Some(c) = before.connection {
+            self.version = c.version;
+            self.authenticated = c.authenticated;
+            self.name = c.name;
+            self.backup_reads = c.backup_reads;
+            self.cursors = c.cursors;
+            self.next_cursor = c.next_cursor;
+        }
     }
 
     /// EXEC after WATCH: one transaction that checks the watched versions first, then runs
@@ -172,10 +233,10 @@ impl<'s> Session<'s> {
             let s = all.get(*db).expect("watched in a database that exists");
             Ok::<_, Error>(same && watch_stamp(&txn, s, key)? == *seen)
         });
-        let mut db = self.db_index;
+        let before = self.before_block(queue);
         let outcome = match unchanged {
             Ok(true) => self
-                .run_queue(&mut txn, &mut db, queue)
+                .run_queue(&mut txn, queue)
                 .and_then(|r| self.commit(txn).map(|_| Some(r))),
             Ok(false) => {
                 // The nil tells that a watched key changed: that change may be in flight.
@@ -185,13 +246,14 @@ impl<'s> Session<'s> {
             }
             Err(e) => Err(e),
         };
+        self.asking = false; // an ASKING in the block ends with it, as in Redis
+        if let Ok(Some(r)) = outcome {
+            self.notify_blocked(queue);
+            return Reply::Array(r);
+        }
+        self.restore(before);
         match outcome {
-            Ok(Some(r)) => {
-                self.db_index = db;
-                self.notify_blocked(queue);
-                Reply::Array(r)
-            }
-            Ok(None) => self.exec_failed(),
+            Ok(_) => self.exec_failed(),
             Err(e) if e.is_conflict() => self.exec_failed(),
             Err(e) => engine_error(&e),
         }
@@ -258,13 +320,13 @@ impl<'s> Session<'s> {
         }
     }
 
-    /// Runs a queued block in `txn`, starting in database `db` (which a SELECT in it
+    /// Runs a queued block in `txn`, in the connection's database (which a SELECT in it
     /// changes); a conflict ends it (the caller retries the block, or fails a watched EXEC),
-    /// and any other error becomes that command's reply, as in Redis.
+    /// and any other error becomes that command's reply, as in Redis. A block that does not
+    /// commit is undone in the session by [`Session::restore`].
     fn run_queue(
         &mut self,
         txn: &mut Txn<'s>,
-        db: &mut usize,
         queue: &[Vec<Vec<u8>>],
     ) -> Result<Vec<Reply>, Error> {
         let shared: &'s Shared = self.shared;
@@ -274,8 +336,10 @@ impl<'s> Session<'s> {
             let mut name_buf = [0u8; NAME_LEN_MAX];
             let name = upper(&args[0], &mut name_buf);
             if data::arity(name).is_none() {
-                let space = all.get(*db).expect("SELECT keeps the index in range");
-                match self.in_block(txn, space, db, name, args) {
+                let space = all
+                    .get(self.db_index)
+                    .expect("SELECT keeps the index in range");
+                match self.in_block(txn, space, name, args) {
                     Ok(r) | Err(CmdError::Reply(r)) => out.push(r),
                     Err(CmdError::Engine(e)) if e.is_conflict() => return Err(e),
                     Err(CmdError::Engine(e)) => out.push(engine_error(&e)),
@@ -285,7 +349,7 @@ impl<'s> Session<'s> {
             // A command that fails leaves nothing behind (its writes so far are undone), as a
             // failed command has no effect in Redis; the block goes on.
             let sp = txn.savepoint();
-            match data::data_command(txn, all, *db, name, args) {
+            match data::data_command(txn, all, self.db_index, name, args) {
                 Ok(r) => {
                     txn.release(sp);
                     out.push(r);
@@ -314,14 +378,13 @@ impl<'s> Session<'s> {
         &mut self,
         txn: &Txn<'s>,
         space: Space<'s>,
-        db: &mut usize,
         name: &[u8],
         args: &[Vec<u8>],
     ) -> Result<Reply, CmdError> {
         Ok(match name {
             b"PING" | b"ECHO" => ping(args),
             b"SELECT" => {
-                *db = self.database(&args[1]).map_err(CmdError::Reply)?;
+                self.db_index = self.database(&args[1]).map_err(CmdError::Reply)?;
                 Reply::ok()
             }
             // The watched keys were checked before the block began, and EXEC forgets them.
