@@ -48,8 +48,8 @@ pub struct TxnClientArgs {
     #[arg(long, value_delimiter = ',', value_name = "K=V,...", value_parser = parse_pair)]
     put: Vec<(u64, u64)>,
     /// Run this many transfers (0: until killed) of 1-5 units between random keys
-    /// 0..--keys, one of each pair on an even and one on an odd key; print `committed N`
-    /// after each.
+    /// 0..--keys, one of each pair on an even and one on an odd key (so, under `--placement
+    /// hash` over two servers, on different servers); print `committed N` after each.
     #[arg(long)]
     transfers: Option<u64>,
     /// Keys the transfers move value between (0..KEYS).
