@@ -652,33 +652,35 @@ impl<'s> Session<'s> {
             b"CLUSTER" if args.len() >= 2 => self.cluster(args),
             b"VERSO.LAZEN" if args.len() == 3 => self.lazen_message(args),
             b"SAVE" if args.len() == 1 => self.save(),
-            _ if connection::arity(name).is_some_and(|a| data::arity_ok(a, args.len())) => {
-                self.connection_command(name, args)
-            }
-            _ => match data::arity(name).or_else(|| connection::arity(name)) {
+            // Data commands first: the common request takes one lookup, as before.
+            _ => match data::arity(name) {
                 Some(a) if data::arity_ok(a, args.len()) => self.run_single(name, args),
                 Some(_) => arity_error(&args[0]),
-                None if matches!(
-                    name,
-                    b"ECHO"
-                        | b"SELECT"
-                        | b"MULTI"
-                        | b"EXEC"
-                        | b"DISCARD"
-                        | b"WATCH"
-                        | b"UNWATCH"
-                        | b"SCAN"
-                        | b"HSCAN"
-                        | b"SSCAN"
-                        | b"ZSCAN"
-                        | b"WAIT"
-                        | b"SAVE"
-                        | b"CLUSTER"
-                ) =>
-                {
-                    arity_error(&args[0])
-                }
-                None => unknown_command(args),
+                None => match connection::arity(name) {
+                    Some(a) if data::arity_ok(a, args.len()) => self.connection_command(name, args),
+                    Some(_) => arity_error(&args[0]),
+                    None if matches!(
+                        name,
+                        b"ECHO"
+                            | b"SELECT"
+                            | b"MULTI"
+                            | b"EXEC"
+                            | b"DISCARD"
+                            | b"WATCH"
+                            | b"UNWATCH"
+                            | b"SCAN"
+                            | b"HSCAN"
+                            | b"SSCAN"
+                            | b"ZSCAN"
+                            | b"WAIT"
+                            | b"SAVE"
+                            | b"CLUSTER"
+                    ) =>
+                    {
+                        arity_error(&args[0])
+                    }
+                    None => unknown_command(args),
+                },
             },
         }
     }

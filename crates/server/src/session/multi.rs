@@ -152,13 +152,14 @@ impl<'s> Session<'s> {
             let name = upper(&c[0], &mut buf);
             data::arity(name).is_none() || data::read_only(name)
         });
+        let changes_connection = changes_connection(&queue);
         for attempt in 0..RETRIES_MAX {
             let mut txn = match self.begin(reads_only) {
                 Ok(txn) => txn,
                 Err(e) => return engine_error(&e),
             };
             // The clock is read once per attempt: the whole block runs at one instant.
-            let before = self.before_block(&queue);
+            let before = self.before_block(changes_connection);
             let outcome = self
                 .run_queue(&mut txn, &queue)
                 .and_then(|r| self.commit(txn).map(|_| r));
@@ -185,11 +186,7 @@ impl<'s> Session<'s> {
     /// The session's state that a block may change (its database; with connection
     /// commands in it, the protocol, authentication, name, READONLY and SCAN cursors),
     /// kept before an attempt runs.
-    fn before_block(&self, queue: &[Vec<Vec<u8>>]) -> Before {
-        let changes_connection = queue.iter().any(|c| {
-            let mut buf = [0u8; NAME_LEN_MAX];
-            data::arity(upper(&c[0], &mut buf)).is_none()
-        });
+    fn before_block(&self, changes_connection: bool) -> Before {
         Before {
             db_index: self.db_index,
             connection: changes_connection.then(|| ConnectionBefore {
@@ -233,7 +230,7 @@ impl<'s> Session<'s> {
             let s = all.get(*db).expect("watched in a database that exists");
             Ok::<_, Error>(same && watch_stamp(&txn, s, key)? == *seen)
         });
-        let before = self.before_block(queue);
+        let before = self.before_block(changes_connection(queue));
         let outcome = match unchanged {
             Ok(true) => self
                 .run_queue(&mut txn, queue)
@@ -396,6 +393,15 @@ impl<'s> Session<'s> {
             _ => self.connection_command(name, args),
         })
     }
+}
+
+/// Whether a block holds a command other than a data command (one that may change the
+/// connection's state: `Before`).
+fn changes_connection(queue: &[Vec<Vec<u8>>]) -> bool {
+    queue.iter().any(|c| {
+        let mut buf = [0u8; NAME_LEN_MAX];
+        data::arity(upper(&c[0], &mut buf)).is_none()
+    })
 }
 
 /// PING [message] (and ECHO message, whose reply is the same): no transaction.
