@@ -578,7 +578,8 @@ impl Client {
             | Msg::GetRecord { .. }
             | Msg::Record { .. }
             | Msg::RecoverRetry { .. }
-            | Msg::RecoverRetryReply { .. } => {}
+            | Msg::RecoverRetryReply { .. }
+            | Msg::Group(_) => {}
         }
     }
 

@@ -53,6 +53,6 @@ pub use protocol::{GroupFault, ProtocolKind, TxnClient, TxnServer};
 pub use server::{MessageLimits, Mistakes, Server};
 pub use store::{MemStore, Store, Stored};
 pub use types::{
-    ClientId, Effects, ExecResult, Finished, Key, Msg, Op, OpReply, RecordState, ServerId, Ts,
-    TxnId, Value,
+    ClientId, Effects, ExecResult, Finished, GroupNote, Key, Msg, Op, OpReply, RecordState,
+    ServerId, Ts, TxnId, Value,
 };

@@ -99,6 +99,31 @@ pub trait TxnServer {
     fn replication_stats(&self) -> Option<crate::replicated::ReplicationStats> {
         None
     }
+    /// `Some(its clock)` if a replication group's host may answer `msg`, a read, without
+    /// logging it (`server/unlogged.rs`); `None` for every message of a protocol without
+    /// that.
+    fn unlogged_read(&self, _msg: &Self::Msg) -> Option<u64> {
+        None
+    }
+    /// Executes a message [`TxnServer::unlogged_read`] accepted.
+    fn execute_unlogged(&mut self, now: u64, msg: Self::Msg) {
+        self.on_message(now, msg);
+    }
+    /// Around a logged input on a host that answers reads unlogged: what to log just
+    /// before the input, so that a replay runs it as the host did.
+    fn begin_logged(&mut self) {}
+    fn end_logged(&mut self) -> Option<Self::Msg> {
+        None
+    }
+    /// The log note that promises unlogged reads stay at or below clock `promise`
+    /// (`Some`), or that applies every promise so far (`None`: a new host's first input).
+    fn floor_note(&self, _promise: Option<u64>) -> Option<Self::Msg> {
+        None
+    }
+    /// The highest clock promised so far.
+    fn floor_promised(&self) -> u64 {
+        0
+    }
 }
 
 /// What a server holds, for tests that its state stays bounded.
@@ -250,5 +275,26 @@ impl<S: crate::Store> TxnServer for crate::Server<S> {
     }
     fn footprint(&self) -> Footprint {
         crate::Server::footprint(self)
+    }
+    fn unlogged_read(&self, msg: &crate::Msg) -> Option<u64> {
+        crate::Server::unlogged_read(self, msg)
+    }
+    fn execute_unlogged(&mut self, now: u64, msg: crate::Msg) {
+        crate::Server::execute_unlogged(self, now, msg);
+    }
+    fn begin_logged(&mut self) {
+        crate::Server::begin_logged(self);
+    }
+    fn end_logged(&mut self) -> Option<crate::Msg> {
+        crate::Server::end_logged(self)
+    }
+    fn floor_note(&self, promise: Option<u64>) -> Option<crate::Msg> {
+        Some(crate::Msg::Group(match promise {
+            Some(clk) => crate::GroupNote::FloorPromised(clk),
+            None => crate::GroupNote::FloorApplied,
+        }))
+    }
+    fn floor_promised(&self) -> u64 {
+        crate::Server::floor_promised(self)
     }
 }

@@ -33,6 +33,7 @@ mod forget;
 mod inspect;
 mod recovery;
 mod timing;
+mod unlogged;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -197,6 +198,13 @@ pub struct Server<S = MemStore> {
     keep_history: bool,
     /// What a transport's message limit allows ([`Server::with_message_limits`]).
     limits: MessageLimits,
+    /// The highest clock a replication group's host promised its unlogged reads stay
+    /// within, and the one every write goes above since a new host applied the promises
+    /// (`unlogged.rs`; both 0 outside a group).
+    floor_promised: u64,
+    floor: u64,
+    /// A group host's record of its unlogged reads (`unlogged.rs`).
+    unlogged: unlogged::UnloggedReads,
 }
 
 /// The bytes of keys and values a server takes in one request and puts in one message, so
@@ -250,6 +258,9 @@ impl<S: Store> Server<S> {
             finished: Default::default(),
             keep_history: true,
             limits: MessageLimits::default(),
+            floor_promised: 0,
+            floor: 0,
+            unlogged: Default::default(),
         }
     }
 
@@ -320,10 +331,16 @@ impl<S: Store> Server<S> {
 
     /// Handles a client's message; `now` is this server's clock.
     pub fn on_message(&mut self, now: u64, msg: Msg) {
-        if let Msg::Execute { txn, done, .. } = &msg {
+        let txn = match msg {
+            Msg::Group(note) => return self.on_group_note(note),
+            _ => msg
+                .txn()
+                .expect("every other message names its transaction"),
+        };
+        if let Msg::Execute { done, .. } = &msg {
             self.forget_finished(txn.client, *done);
         }
-        if self.is_forgotten(msg.txn()) {
+        if self.is_forgotten(txn) {
             // A late duplicate (an execute, decision or smart retry the client sent again,
             // or a peer's recovery message) of a transaction whose client has finished it:
             // every server it reached has decided it and said so. Running it again would
@@ -367,7 +384,8 @@ impl<S: Store> Server<S> {
             Msg::ExecReply { .. }
             | Msg::SmartRetryReply { .. }
             | Msg::DecideAck { .. }
-            | Msg::LastShotAck { .. } => {}
+            | Msg::LastShotAck { .. }
+            | Msg::Group(_) => {}
         }
     }
 
@@ -556,8 +574,10 @@ impl<S: Store> Server<S> {
                 // write's pair goes to the safeguard.
                 let replaced = op.reads().then(|| curr.value.clone());
                 curr.read |= op.reads() && curr.writer != Some(txn);
+                // Above the floor too: after a failover, the reads the last host answered
+                // without logging them (`unlogged.rs`).
                 let tw = Ts {
-                    clk: ts.clk.max(curr.tr.clk + 1),
+                    clk: ts.clk.max(curr.tr.clk.max(self.floor) + 1),
                     cid: ts.cid,
                 };
                 debug_assert!(tw > curr.tr && tw >= ts);
@@ -626,6 +646,7 @@ impl<S: Store> Server<S> {
 
     fn read_only_read(&mut self, txn: TxnId, index: u32, key: &Key, ts: Ts) {
         let (version, reply) = self.run_op(txn, &Op::Read(key.clone()), ts);
+        self.note_unlogged_raise(key);
         if let Some(t) = self.txns.get_mut(&txn) {
             t.versions[index as usize] = Some(version);
         }

@@ -209,12 +209,32 @@ pub enum Msg {
         from: ServerId,
         ok: bool,
     },
+    /// Written into a replication group's log by its host, never sent over a network
+    /// (a server drops a connection that sends one): what replaying the log needs to
+    /// know of the reads the host answered without logging them (`replicated/unlogged.rs`).
+    Group(GroupNote),
+}
+
+/// What a group's host logs about the read-only reads it answers without logging them
+/// (`replicated/unlogged.rs`, ARCHITECTURE.md "Reads outside the log").
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GroupNote {
+    /// Logged just before the input it was made for: the `t_r` the newest version of each
+    /// key had on the host before that input ran, where unlogged reads may have raised it
+    /// (a replay raises them too, so the input refines its writes as it did on the host).
+    ReadsRaised(Vec<(Key, Ts)>),
+    /// The host will answer unlogged reads with timestamps up to this clock (a promise that
+    /// a later host keeps with [`GroupNote::FloorApplied`]).
+    FloorPromised(u64),
+    /// A new host's first input: from here on every write goes above every clock promised
+    /// before it, so no write lands below a read an earlier host answered unlogged.
+    FloorApplied,
 }
 
 impl Msg {
-    /// The transaction the message is about.
-    pub fn txn(&self) -> TxnId {
-        match self {
+    /// The transaction the message is about (none for a [`Msg::Group`] note).
+    pub fn txn(&self) -> Option<TxnId> {
+        Some(match self {
             Msg::Execute { txn, .. }
             | Msg::LastShotAck { txn, .. }
             | Msg::ExecReply { txn, .. }
@@ -227,7 +247,8 @@ impl Msg {
             | Msg::Record { txn, .. }
             | Msg::RecoverRetry { txn, .. }
             | Msg::RecoverRetryReply { txn, .. } => *txn,
-        }
+            Msg::Group(_) => return None,
+        })
     }
 }
 

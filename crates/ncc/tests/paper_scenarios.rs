@@ -141,7 +141,7 @@ fn involves(to: &To, m: &Msg, c: ClientId) -> bool {
 }
 
 fn txn_client(m: &Msg) -> Option<ClientId> {
-    Some(m.txn().client)
+    m.txn().map(|t| t.client)
 }
 
 fn to_server(s: ServerId, c: ClientId) -> impl Fn(&To, &Msg) -> bool {

@@ -65,7 +65,34 @@ pub struct ReplicationModel {
     /// The group is three real `verso-vsr` replicas ([`VsrReplicated`]) instead of this
     /// model: `round` and `sync_gap` then scale its message delays, timers and disks.
     pub real_replicas: bool,
+    /// The primary answers read-only reads without logging them (`server/unlogged.rs`):
+    /// each answer waits for the inputs executed before it, and for a logged promise
+    /// covering its timestamp. Off, every read is an input like any other. (This model
+    /// has one primary at a time; the real group also needs a read lease.)
+    pub unlogged_reads: bool,
+    /// A mistake in the unlogged reads' design, for tests.
+    pub unlogged_mistake: Option<UnloggedMistake>,
 }
+
+/// Deliberate bugs in unlogged reads (`server/unlogged.rs`), for showing that the
+/// simulator and the checker catch them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnloggedMistake {
+    /// No [`crate::GroupNote::ReadsRaised`] before logged inputs: a replay refines writes
+    /// below reads the primary answered.
+    NoNotes,
+    /// A new primary does not apply the promised floor: its writes may go below reads the
+    /// last one answered unlogged.
+    NoFloor,
+}
+
+/// How far ahead of a read's clock (µs) a host promises its unlogged reads will stay
+/// ([`crate::GroupNote::FloorPromised`]): one logged promise covers the reads of the next
+/// this long, and after a failover writes go at least this far above the last read's
+/// timestamp. CockroachDB's timestamp cache keeps its low-water mark a few seconds back;
+/// here a failover takes half a second, and a write refined above the floor costs its
+/// transaction a smart retry at most.
+pub const FLOOR_AHEAD: u64 = 10_000;
 
 impl Default for ReplicationModel {
     fn default() -> Self {
@@ -75,6 +102,8 @@ impl Default for ReplicationModel {
             sync_gap: 2_000,
             answers_before_commit: false,
             real_replicas: false,
+            unlogged_reads: true,
+            unlogged_mistake: None,
         }
     }
 }
@@ -93,6 +122,9 @@ struct Appended<M> {
     commit_at: u64,
     /// What the primary's execution produced, held until the input commits.
     outputs: Outputs<M>,
+    /// Answers to unlogged reads executed after this input, held with it (they may have
+    /// seen its effects) but not compared with its replay's.
+    riders: Vec<(ClientId, M)>,
 }
 
 /// Counts of what the group went through.
@@ -105,6 +137,11 @@ pub struct ReplicationStats {
     pub uncommitted_lost: u64,
     /// Committed inputs a total crash dropped (never under [`Durability::Sync`]).
     pub committed_lost: u64,
+    /// Read-only executions the primary answered without logging them, and the notes it
+    /// logged for them (`server/unlogged.rs`).
+    pub reads_unlogged: u64,
+    pub read_notes: u64,
+    pub floor_promises: u64,
 }
 
 /// A server `S` behind a modelled replication log (module docs).
@@ -171,7 +208,22 @@ where
     }
 
     fn append(&mut self, now: u64, input: Input<S::Msg>) {
+        if self.model.unlogged_reads {
+            self.live.begin_logged();
+        }
         let outputs = Self::execute(&mut self.live, &input);
+        let note = self.live.end_logged();
+        if let Some(note) =
+            note.filter(|_| self.model.unlogged_mistake != Some(UnloggedMistake::NoNotes))
+        {
+            // Logged just ahead of the input it was made for (the live state has it).
+            self.stats.read_notes += 1;
+            self.push_appended(now, Input::Message(now, note), (Vec::new(), Vec::new()));
+        }
+        self.push_appended(now, input, outputs);
+    }
+
+    fn push_appended(&mut self, now: u64, input: Input<S::Msg>, outputs: Outputs<S::Msg>) {
         if self.model.answers_before_commit {
             self.ready.extend(outputs.0.iter().cloned());
             self.ready_peers.extend(outputs.1.iter().cloned());
@@ -186,7 +238,33 @@ where
             input,
             commit_at,
             outputs,
+            riders: Vec::new(),
         });
+    }
+
+    /// A read the primary answers without logging it (`server/unlogged.rs`): under a
+    /// logged promise covering its clock, and released with the newest input executed
+    /// before it (or, if all have committed, once they are as durable as any answer).
+    fn read_unlogged(&mut self, now: u64, msg: S::Msg, clk: u64) {
+        if clk > self.live.floor_promised() {
+            if let Some(note) = self.live.floor_note(Some(clk.saturating_add(FLOOR_AHEAD))) {
+                self.stats.floor_promises += 1;
+                self.append(now, Input::Message(now, note));
+            }
+        }
+        self.stats.reads_unlogged += 1;
+        self.live.execute_unlogged(now, msg);
+        let answers = self.live.drain();
+        debug_assert!(self.live.drain_peers().is_empty(), "a read asks no peer");
+        if let Some(last) = self.pending.back_mut() {
+            last.riders.extend(answers);
+        } else if self.model.durability == Durability::LazyAnswersOnDisk
+            && !self.undurable.is_empty()
+        {
+            self.awaiting_disk.push((answers, Vec::new()));
+        } else {
+            self.ready.extend(answers);
+        }
     }
 
     /// Commits the inputs due by `now`, releasing their outputs, and lets the disks catch
@@ -194,7 +272,7 @@ where
     fn advance(&mut self, now: u64) {
         while self.pending.front().is_some_and(|p| p.commit_at <= now) {
             let p = self.pending.pop_front().expect("checked");
-            self.commit(p.input, Some(p.outputs));
+            self.commit(p.input, Some(p.outputs), p.riders);
         }
         if self.model.durability != Durability::Sync && now >= self.synced_at + self.model.sync_gap
         {
@@ -205,16 +283,22 @@ where
     /// Executes `input` on the committed state; `held`: the outputs the primary's
     /// execution produced, released now (none after a failover: the new primary does not
     /// know who waits).
-    fn commit(&mut self, input: Input<S::Msg>, held: Option<Outputs<S::Msg>>) {
+    fn commit(
+        &mut self,
+        input: Input<S::Msg>,
+        held: Option<Outputs<S::Msg>>,
+        riders: Vec<(ClientId, S::Msg)>,
+    ) {
         let replayed = Self::execute(&mut self.committed, &input);
         self.stats.inputs_committed += 1;
-        if let Some((to_clients, to_peers)) = held {
+        if let Some((mut to_clients, to_peers)) = held {
             if self.divergence.is_none() && (to_clients != replayed.0 || to_peers != replayed.1) {
                 self.divergence = Some(format!(
                     "replaying {input:?} answered {replayed:?}, the primary {:?}",
                     (&to_clients, &to_peers)
                 ));
             }
+            to_clients.extend(riders);
             if self.model.answers_before_commit {
                 // Sent already, at execution.
             } else if self.model.durability == Durability::LazyAnswersOnDisk {
@@ -257,6 +341,11 @@ where
 
     fn on_message(&mut self, now: u64, msg: S::Msg) {
         self.advance(now);
+        if self.model.unlogged_reads && !self.model.answers_before_commit {
+            if let Some(clk) = self.live.unlogged_read(&msg) {
+                return self.read_unlogged(now, msg, clk);
+            }
+        }
         self.append(now, Input::Message(now, msg));
     }
 
@@ -338,7 +427,7 @@ where
                 let lost = self.pending.split_off(keep);
                 self.stats.uncommitted_lost += lost.len() as u64;
                 for p in std::mem::take(&mut self.pending) {
-                    self.commit(p.input, None);
+                    self.commit(p.input, None, Vec::new());
                 }
             }
             GroupFault::TotalCrash => {
@@ -357,6 +446,15 @@ where
         // went with the old primary.
         self.awaiting_disk.clear();
         self.live = self.committed.clone();
+        // The new primary's first input keeps the old one's promises to its unlogged
+        // reads.
+        if self.model.unlogged_reads
+            && self.model.unlogged_mistake != Some(UnloggedMistake::NoFloor)
+        {
+            if let Some(note) = self.live.floor_note(None) {
+                self.append(now, Input::Message(now, note));
+            }
+        }
     }
 }
 
@@ -412,6 +510,8 @@ mod tests {
             sync_gap: 1_000,
             answers_before_commit: false,
             real_replicas: false,
+            unlogged_reads: false,
+            unlogged_mistake: None,
         };
         Replicated::new(Counter::default(), model)
     }

@@ -33,6 +33,7 @@ impl<S: Store> Server<S> {
             return;
         }
         let stored = self.store.load(key);
+        self.note_load(key, stored.tw, stored.tr);
         if self.keep_history {
             // Listed for the checker even if never written: its reads saw the initial 0.
             if !self.archive.contains_key(key) {
@@ -98,6 +99,7 @@ impl<S: Store> Server<S> {
             );
             self.store.raise_read(key, newest.tr);
             self.keys.remove(key);
+            self.forget_unlogged_raise(key);
         }
     }
 

@@ -192,5 +192,8 @@ impl SimStats {
         r.total_crashes += q.total_crashes;
         r.uncommitted_lost += q.uncommitted_lost;
         r.committed_lost += q.committed_lost;
+        r.reads_unlogged += q.reads_unlogged;
+        r.read_notes += q.read_notes;
+        r.floor_promises += q.floor_promises;
     }
 }

@@ -15,8 +15,10 @@ mod codec;
 pub use codec::{parse_decimal, push_decimal};
 
 use crate::baseline::BMsg;
-use crate::types::{ExecResult, Msg, OpReply, RecordState};
-use codec::{FieldCount, Reader, RespReader, RespWriter, Sink, Source, Writer, MIN_RESULT, PAIR};
+use crate::types::{ExecResult, GroupNote, Msg, OpReply, RecordState};
+use codec::{
+    FieldCount, Reader, RespReader, RespWriter, Sink, Source, Writer, MIN_KEYED, MIN_RESULT, PAIR,
+};
 
 /// The most requests one message carries (an `Execute`: one transaction's requests at one
 /// server, in one shot); a decoder refuses more. A decoded request takes some 70 bytes of
@@ -236,6 +238,24 @@ fn put_msg<S: Sink>(msg: &Msg, w: &mut S) {
             w.u32(*from);
             w.bool(*ok);
         }
+        Msg::Group(note) => {
+            w.u8(12);
+            match note {
+                GroupNote::ReadsRaised(raised) => {
+                    w.u8(0);
+                    w.len(raised.len());
+                    for (k, tr) in raised {
+                        w.bytes(k.as_bytes());
+                        w.ts(*tr);
+                    }
+                }
+                GroupNote::FloorPromised(clk) => {
+                    w.u8(1);
+                    w.u64(*clk);
+                }
+                GroupNote::FloorApplied => w.u8(2),
+            }
+        }
     }
 }
 
@@ -346,6 +366,18 @@ fn get_msg<R: Source>(r: &mut R) -> Result<Msg, DecodeError> {
             from: r.u32()?,
             ok: r.bool()?,
         },
+        12 => Msg::Group(match r.u8()? {
+            0 => {
+                let n = r.len(MIN_KEYED)?;
+                let raised = (0..n)
+                    .map(|_| Ok((r.key()?, r.ts()?)))
+                    .collect::<Result<_, DecodeError>>()?;
+                GroupNote::ReadsRaised(raised)
+            }
+            1 => GroupNote::FloorPromised(r.u64()?),
+            2 => GroupNote::FloorApplied,
+            _ => return Err(DecodeError("unknown group note")),
+        }),
         _ => return Err(DecodeError("unknown message kind")),
     };
     Ok(msg)
@@ -579,6 +611,10 @@ mod tests {
             }),
             (txn(), any::<u32>(), any::<bool>())
                 .prop_map(|(txn, from, ok)| { Msg::RecoverRetryReply { txn, from, ok } }),
+            proptest::collection::vec((key(), ts()), 0..4)
+                .prop_map(|raised| Msg::Group(GroupNote::ReadsRaised(raised))),
+            any::<u64>().prop_map(|clk| Msg::Group(GroupNote::FloorPromised(clk))),
+            Just(Msg::Group(GroupNote::FloorApplied)),
         ]
     }
     fn reads() -> impl Strategy<Value = Vec<(Key, Value, u64)>> {

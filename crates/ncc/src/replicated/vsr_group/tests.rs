@@ -42,6 +42,8 @@ fn group(durability: Durability, seed: u64) -> VsrReplicated<Numbered> {
         sync_gap: 400,
         answers_before_commit: false,
         real_replicas: true,
+        unlogged_reads: false,
+        unlogged_mistake: None,
     };
     VsrReplicated::new(Numbered::default(), model, seed)
 }
