@@ -24,6 +24,8 @@ impl<S: Store> Server<S> {
                 self.store.admits(*ts) && ops.iter().all(|op| within(op) && self.store.fits(op))
             }
             Msg::SmartRetry { to, .. } | Msg::RecoverRetry { to, .. } => self.store.admits(*to),
+            // Only a group's host writes these, into its own log.
+            Msg::Group(_) => false,
             _ => true,
         }
     }

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
 
+use verso_ncc::replicated::FLOOR_AHEAD;
 use verso_ncc::wire::Wire;
 use verso_ncc::{ClientId, ServerId, TxnServer};
 use verso_vsr::{Address, Message as VsrMessage, Request as VsrRequest, Role, ViewNum};
@@ -87,9 +88,25 @@ pub(super) struct Host<S: TxnServer> {
     /// What it has said about a full log: 0 nothing, 1 that it refuses new work, 2 that
     /// it refuses everything.
     pub(super) log_full_reported: u8,
+    /// Read-only executions answered without a log entry (`read_unlogged`).
+    pub(super) reads_unlogged: u64,
 }
 
 impl<S: TxnServer> Host<S> {
+    /// Adds an executed input (its wire bytes; `None`: a timer tick) to the turn's batch.
+    fn push_input(&mut self, at: u64, msg: Option<Vec<u8>>) {
+        self.next_uid += 1;
+        let input = GroupInput {
+            uid: self.next_uid,
+            at,
+            msg,
+        };
+        // Each input's overhead counts too: a gathered batch can hold thousands.
+        self.turn.bytes += input.bytes();
+        self.log_bytes += input.bytes() as u64;
+        self.turn.inputs.push(input);
+    }
+
     /// Whether it has gathered inputs and a request slot is free ([`IN_FLIGHT_MAX`]).
     pub(super) fn may_hand_over(&self) -> bool {
         !self.turn.inputs.is_empty()
@@ -142,29 +159,75 @@ where
         }
         let at = now_us().max(h.last_at);
         h.last_at = at;
+        if let Some(m) = msg.as_ref() {
+            if let Some(clk) = h.server.unlogged_read(m) {
+                let now = self.now_ms();
+                if self.replica.lease_read(now).is_some() {
+                    let msg = msg.expect("checked");
+                    return self.read_unlogged(at, msg, clk);
+                }
+            }
+        }
+        self.log_input(at, msg);
+    }
+
+    /// Executes an input on the host's server and adds it to the turn's batch, after the
+    /// note a replay needs to run it as the host did (`verso_ncc`'s `server/unlogged.rs`).
+    fn log_input(&mut self, at: u64, msg: Option<S::Msg>) {
+        let Some(h) = self.host.as_mut() else {
+            return;
+        };
         let bytes = msg.as_ref().map(|m| {
             let mut b = Vec::new();
             m.encode(&mut b);
             b
         });
+        h.server.begin_logged();
         match msg {
             Some(m) => h.server.on_message(at, m),
             None => h.server.tick(at),
         }
         h.turn.outputs.0.extend(h.server.drain());
         h.turn.outputs.1.extend(h.server.drain_peers());
-        h.next_uid += 1;
-        let input = GroupInput {
-            uid: h.next_uid,
-            at,
-            msg: bytes,
-        };
-        // Each input's overhead counts too: a gathered batch can hold thousands.
-        h.turn.bytes += input.bytes();
-        h.log_bytes += input.bytes() as u64;
-        h.turn.inputs.push(input);
+        if let Some(note) = h.server.end_logged() {
+            let mut b = Vec::new();
+            note.encode(&mut b);
+            h.push_input(at, Some(b));
+        }
+        h.push_input(at, bytes);
         if h.turn.bytes >= BATCH_BYTES {
             self.hand_over();
+        }
+    }
+
+    /// A read-only read the host answers without logging it, while it holds the group's
+    /// read lease (no other replica can host meanwhile): under a logged promise covering
+    /// its clock, and released with the newest input executed before it, or at once if
+    /// every such input has been replied (`verso_ncc`'s `server/unlogged.rs`).
+    fn read_unlogged(&mut self, at: u64, msg: S::Msg, clk: u64) {
+        let Some(h) = self.host.as_mut() else {
+            return;
+        };
+        if clk > h.server.floor_promised() {
+            if let Some(note) = h.server.floor_note(Some(clk.saturating_add(FLOOR_AHEAD))) {
+                self.log_input(at, Some(note));
+            }
+        }
+        let Some(h) = self.host.as_mut() else {
+            return;
+        };
+        h.server.execute_unlogged(at, msg);
+        let answers = h.server.drain();
+        debug_assert!(h.server.drain_peers().is_empty(), "a read asks no peer");
+        h.reads_unlogged += 1;
+        if !h.turn.inputs.is_empty() {
+            h.turn.outputs.0.extend(answers);
+        } else if let Some(last) = h.pending.back_mut() {
+            last.outputs.0.extend(answers);
+        } else {
+            for (client, m) in answers {
+                self.send_client(client, &m);
+            }
         }
     }
 
@@ -293,6 +356,7 @@ where
             pending: VecDeque::new(),
             log_bytes: 0,
             log_full_reported: 0,
+            reads_unlogged: 0,
         });
         Ok(())
     }
@@ -333,6 +397,16 @@ where
             h.replayed += 1;
         }
         h.ready = true;
+        // The first input of a new host: writes go above every clock its predecessors
+        // promised their unlogged reads.
+        if let Some(note) = h.server.floor_note(None) {
+            let at = now_us().max(h.last_at);
+            h.last_at = at;
+            self.log_input(at, Some(note));
+        }
+        let Some(h) = self.host.as_ref() else {
+            return Ok(());
+        };
         eprintln!(
             "txn-server: shard {} replica {} hosts in view {:?} after replaying {} inputs in {} ms",
             self.shard,

@@ -173,6 +173,10 @@ fn replica_config(durability: GroupDurability, replica: u8, seed: u64) -> VsrCon
     c.view_change_jitter = 250;
     c.election_timeout = 400;
     c.catch_up_timeout = 100;
+    // The host answers read-only reads from its own state while it holds the lease
+    // (`host.rs`, `verso_ncc`'s `server/unlogged.rs`): 4/5 of the view-change timeout, as
+    // the replicated `verso serve` has it.
+    c.lease = 400;
     // The host bounds what it hands over (`PENDING_MAX`); a request the replica dropped
     // would hold back every later answer, which leave in order.
     c.request_queue_max = usize::MAX;
