@@ -121,6 +121,12 @@ fn dependency_edges(
     }
     for (i, t) in txns.iter().enumerate() {
         for (k, v) in &t.reads {
+            if v.is_empty() && !order.contains_key(k) {
+                // The initial version of a key no committed transaction wrote (a server
+                // lists only keys it loaded: a group's new host never loaded those its
+                // predecessor read outside the log). Nothing comes after it.
+                continue;
+            }
             let Some(&p) = position.get(&(k, v)) else {
                 return Err(format!(
                     "transaction {i} read {v} from key {k}, which no committed transaction wrote"
@@ -252,6 +258,18 @@ mod tests {
         let h = [txn(0, 1, &[], &[(1, 10)]), txn(2, 3, &[(1, 0)], &[])];
         let e = strictly_serializable(&h, &versions(&[(1, vec![0, 10])])).unwrap_err();
         assert!(e.contains("rt") && e.contains("rw"), "{e}");
+    }
+
+    /// A key no server listed (a group's new host never loaded a key its predecessor
+    /// only read outside the log) may be read at its initial value, and at nothing else.
+    #[test]
+    fn an_unlisted_key_is_read_only_at_its_initial_value() {
+        let listed = versions(&[(1, vec![0, 10])]);
+        let initial = [txn(0, 1, &[], &[(1, 10)]), txn(2, 3, &[(1, 10), (7, 0)], &[])];
+        assert_eq!(strictly_serializable(&initial, &listed), Ok(()));
+        let written = [txn(0, 1, &[], &[(1, 10)]), txn(2, 3, &[(7, 70)], &[])];
+        let e = strictly_serializable(&written, &listed).unwrap_err();
+        assert!(e.contains("no committed transaction wrote"), "{e}");
     }
 
     /// Write skew: each read the other's key before the other wrote it.

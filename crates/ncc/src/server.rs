@@ -35,6 +35,8 @@ mod recovery;
 mod timing;
 mod unlogged;
 
+pub use unlogged::FLOOR_AHEAD;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::store::{MemStore, Store, Stored};

@@ -86,13 +86,7 @@ pub enum UnloggedMistake {
     NoFloor,
 }
 
-/// How far ahead of a read's clock (µs) a host promises its unlogged reads will stay
-/// ([`crate::GroupNote::FloorPromised`]): one logged promise covers the reads of the next
-/// this long, and after a failover writes go at least this far above the last read's
-/// timestamp. CockroachDB's timestamp cache keeps its low-water mark a few seconds back;
-/// here a failover takes half a second, and a write refined above the floor costs its
-/// transaction a smart retry at most.
-pub const FLOOR_AHEAD: u64 = 10_000;
+pub use crate::server::FLOOR_AHEAD;
 
 impl Default for ReplicationModel {
     fn default() -> Self {

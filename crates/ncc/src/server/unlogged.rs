@@ -23,7 +23,7 @@
 //!   first input is [`GroupNote::FloorApplied`], after which every write is refined above
 //!   every clock promised before (`Server::floor`). CockroachDB's timestamp cache keeps a
 //!   low-water mark the same way. The promise runs ahead of the reads
-//!   (`replicated::FLOOR_AHEAD`), so one small input covers many reads.
+//!   ([`FLOOR_AHEAD`]), so one small input covers many reads.
 //!
 //! What the wrapper must add (the real group's host, `verso-txn-net`'s `group/host.rs`,
 //! and the simulator's model, `replicated/mod.rs`): it answers an unlogged read only while
@@ -36,6 +36,14 @@ use crate::store::Store;
 use crate::types::{GroupNote, Key, Msg, Ts};
 
 use std::collections::{BTreeMap, BTreeSet};
+
+/// How far ahead of a read's clock (µs) a host promises its unlogged reads will stay
+/// ([`GroupNote::FloorPromised`]): one logged promise covers the reads of the next
+/// this long, and after a failover writes go at least this far above the last read's
+/// timestamp. CockroachDB's timestamp cache keeps its low-water mark a few seconds back;
+/// here a failover takes half a second, and a write refined above the floor costs its
+/// transaction a smart retry at most.
+pub const FLOOR_AHEAD: u64 = 10_000;
 
 /// The host's own record of what its unlogged reads changed (not replicated: a replay
 /// never makes unlogged reads, so this stays empty there).
@@ -69,7 +77,23 @@ impl<S: Store> Server<S> {
         };
         let plain = !self.mistakes.no_read_only_check && !self.mistakes.no_timing_control;
         let fresh = !self.txns.contains_key(txn) && !self.finished.finished(*txn);
-        (plain && fresh && !ops.is_empty() && ops.iter().all(|op| !op.is_write())).then_some(ts.clk)
+        // A key whose newest version is undecided would refuse the read (`t_ro`), or, if
+        // the client's `t_ro` is ahead of this group (a plain Lazy VSR group's total crash
+        // lost what it heard), make it wait for a logged decision: logged, it stays
+        // deterministic either way.
+        let decided = |op: &crate::types::Op| {
+            self.keys
+                .get(op.key())
+                .is_none_or(|ks| ks.versions.last().is_some_and(|v| v.committed))
+        };
+        // The promise covering it, and the writes a later host refines above it, must fit
+        // the clock and the store.
+        let room = ts
+            .clk
+            .checked_add(FLOOR_AHEAD + 1)
+            .is_some_and(|clk| self.store.admits(Ts { clk, cid: ts.cid }));
+        let reads = !ops.is_empty() && ops.iter().all(|op| !op.is_write() && decided(op));
+        (plain && fresh && room && reads).then_some(ts.clk)
     }
 
     /// Executes a message [`Server::unlogged_read`] accepted, remembering what it raised
