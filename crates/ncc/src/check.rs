@@ -265,7 +265,10 @@ mod tests {
     #[test]
     fn an_unlisted_key_is_read_only_at_its_initial_value() {
         let listed = versions(&[(1, vec![0, 10])]);
-        let initial = [txn(0, 1, &[], &[(1, 10)]), txn(2, 3, &[(1, 10), (7, 0)], &[])];
+        let initial = [
+            txn(0, 1, &[], &[(1, 10)]),
+            txn(2, 3, &[(1, 10), (7, 0)], &[]),
+        ];
         assert_eq!(strictly_serializable(&initial, &listed), Ok(()));
         let written = [txn(0, 1, &[], &[(1, 10)]), txn(2, 3, &[(7, 70)], &[])];
         let e = strictly_serializable(&written, &listed).unwrap_err();

@@ -331,6 +331,13 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
              group lost {} uncommitted inputs and {} committed ones",
             r.inputs_committed, r.failovers, r.total_crashes, r.uncommitted_lost, r.committed_lost
         );
+        if r.reads_unlogged > 0 {
+            println!(
+                "{} read-only executions answered outside the log, with {} notes of raised \
+                 t_r and {} floor promises logged for them",
+                r.reads_unlogged, r.read_notes, r.floor_promises
+            );
+        }
     }
     if t.crashed + t.paused > 0 {
         println!(
