@@ -83,9 +83,9 @@ pub struct NccSimArgs {
     /// (`verso_vsr`, with view changes, lost suffixes and disks) instead of the model.
     #[arg(long)]
     vsr: bool,
-    /// With --replicated (the model): log every read-only read as an input, instead of
-    /// answering it outside the log under a promised `t_r` floor (the default;
-    /// `verso_ncc`'s `server/unlogged.rs`). The real replicas of --vsr always log them.
+    /// With --replicated: log every read-only read as an input, instead of answering it
+    /// outside the log under a promised `t_r` floor (the default; `verso_ncc`'s
+    /// `server/unlogged.rs`; with --vsr, under the primary's read lease).
     #[arg(long)]
     logged_reads: bool,
     /// With --replicated: failovers of each server's group per run, at random moments
@@ -247,7 +247,7 @@ pub fn run_ncc(args: &NccSimArgs) -> ExitCode {
             durability,
             answers_before_commit,
             real_replicas: args.vsr,
-            unlogged_reads: !args.logged_reads && !args.vsr,
+            unlogged_reads: !args.logged_reads,
             ..ReplicationModel::default()
         });
         o.group_failovers = args.group_failovers.unwrap_or(2);

@@ -43,7 +43,9 @@ mod input_log;
 
 use input_log::{InputLog, Logged};
 
-use super::{Durability, Input, Outputs, ReplicationModel, ReplicationStats};
+use super::{
+    Durability, Input, Outputs, ReplicationModel, ReplicationStats, UnloggedMistake, FLOOR_AHEAD,
+};
 use crate::protocol::{GroupFault, TxnServer};
 use crate::types::{ClientId, Effects, Key, ServerId, TxnId, Value};
 use crate::workload::Rng;
@@ -459,6 +461,18 @@ where
             ticked_at,
             pending: VecDeque::new(),
         });
+        // A new host's first input keeps its predecessors' promises to their unlogged
+        // reads.
+        if self.model.unlogged_reads
+            && self.model.unlogged_mistake != Some(UnloggedMistake::NoFloor)
+        {
+            let note = self.hosts[usize::from(r)]
+                .as_ref()
+                .and_then(|h| h.server.floor_note(None));
+            if let Some(note) = note {
+                self.submit(r, Input::Message(self.now, note));
+            }
+        }
     }
 
     /// The host on replica `r` releases the outputs of its inputs whose replies came, in
@@ -490,8 +504,80 @@ where
         })
     }
 
-    /// The leader executes `input` and hands it to its replica.
+    /// A read-only read answered outside the log (`server/unlogged.rs`) by a host whose
+    /// replica holds the read lease: the leader, or, half the time while one exists, a
+    /// deposed host that has not heard of its successor (which must not answer: its lease
+    /// has run out before anybody else could lead). Its answer leaves with the last input
+    /// its host handed over, or at once. Gives the message back if it must be logged.
+    fn try_read_unlogged(&mut self, msg: S::Msg) -> Option<S::Msg> {
+        let deposed = (0..REPLICAS).find(|&r| {
+            self.hosts[usize::from(r)]
+                .as_ref()
+                .is_some_and(|h| Some(h.view) != self.hosted)
+        });
+        let r = match (deposed, self.leader()) {
+            (Some(d), _) if self.rng.below(2) == 0 => d,
+            (_, Some(l)) => l,
+            (Some(d), None) => d,
+            (None, None) => return None,
+        };
+        let host = self.hosts[usize::from(r)].as_ref()?;
+        let Some(clk) = host.server.unlogged_read(&msg) else {
+            return Some(msg);
+        };
+        let leased = self.nodes[usize::from(r)]
+            .replica
+            .as_ref()
+            .is_some_and(|rep| rep.lease_read(self.now).is_some());
+        if !leased {
+            // A deposed host drops it (its sender resends); the leader logs it.
+            return (Some(r) == self.leader()).then_some(msg);
+        }
+        if clk > host.server.floor_promised() {
+            let promise = host
+                .server
+                .floor_note(Some(clk.saturating_add(FLOOR_AHEAD)));
+            if let Some(note) = promise {
+                self.stats.floor_promises += 1;
+                self.submit(r, Input::Message(self.now, note));
+            }
+        }
+        let host = self.hosts[usize::from(r)].as_mut()?;
+        host.server.execute_unlogged(self.now, msg);
+        let answers = host.server.drain();
+        self.stats.reads_unlogged += 1;
+        match host.pending.back_mut() {
+            Some(Submitted {
+                outputs: Some(held),
+                ..
+            }) => held.0.extend(answers),
+            _ => self.ready.extend(answers),
+        }
+        None
+    }
+
+    /// The leader executes `input` and hands it to its replica, after the note a replay
+    /// needs to run it as the host did (`server/unlogged.rs`).
     fn submit(&mut self, r: u8, input: Input<S::Msg>) {
+        let Some(host) = self.hosts[usize::from(r)].as_mut() else {
+            return;
+        };
+        if self.model.unlogged_reads {
+            host.server.begin_logged();
+        }
+        let outputs = execute(&mut host.server, &input);
+        if let Some(note) = host.server.end_logged() {
+            if self.model.unlogged_mistake != Some(UnloggedMistake::NoNotes) {
+                self.stats.read_notes += 1;
+                let now = self.now;
+                self.hand_over(r, Input::Message(now, note), (Vec::new(), Vec::new()));
+            }
+        }
+        self.hand_over(r, input, outputs);
+    }
+
+    /// Hands an input the host on `r` executed to its replica, holding its outputs.
+    fn hand_over(&mut self, r: u8, input: Input<S::Msg>, outputs: Outputs<S::Msg>) {
         let now = self.now;
         let uid = self.next_uid;
         self.next_uid += 1;
@@ -500,7 +586,6 @@ where
         let Some(host) = self.hosts[usize::from(r)].as_mut() else {
             return;
         };
-        let outputs = execute(&mut host.server, &input);
         let outputs = if early {
             self.answered.insert(uid, now);
             self.ready.extend(outputs.0);
@@ -641,7 +726,9 @@ fn replica_config(seed: u64, model: ReplicationModel, replica: u8) -> VsrConfig 
     // A request the primary dropped would hold back every later answer of its host, which
     // waits for replies in order: the queue is not the limit here.
     c.request_queue_max = usize::MAX;
-    c.lease = 0;
+    // Unlogged reads need the read lease: 4/5 of the view-change timeout, as the real
+    // groups have it.
+    c.lease = if model.unlogged_reads { 24 * unit } else { 0 };
     // The log stays small in a run: no checkpoints.
     c.checkpoint_interval = 0;
     c.seed = seed
@@ -658,6 +745,14 @@ where
 
     fn on_message(&mut self, now: u64, msg: S::Msg) {
         self.advance(now);
+        if self.model.unlogged_reads {
+            if let Some(msg) = self.try_read_unlogged(msg) {
+                if let Some(r) = self.leader() {
+                    self.submit(r, Input::Message(now, msg));
+                }
+            }
+            return;
+        }
         if let Some(r) = self.leader() {
             self.submit(r, Input::Message(now, msg));
         }
