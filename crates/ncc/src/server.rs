@@ -349,6 +349,11 @@ impl<S: Store> Server<S> {
             // make a new undecided transaction that nobody decides.
             return;
         }
+        self.dispatch(now, msg);
+    }
+
+    /// Runs a message that is neither a late duplicate nor a group note.
+    fn dispatch(&mut self, now: u64, msg: Msg) {
         match msg {
             Msg::Execute {
                 txn,

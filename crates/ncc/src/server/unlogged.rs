@@ -101,22 +101,9 @@ impl<S: Store> Server<S> {
     /// not see it): the next logged message from that client carries it again.
     pub fn execute_unlogged(&mut self, now: u64, msg: Msg) {
         debug_assert!(self.unlogged_read(&msg).is_some(), "{msg:?}");
-        let Msg::Execute {
-            txn,
-            ts,
-            shot,
-            ops,
-            t_ro,
-            coord,
-            cohorts,
-            done: _,
-        } = msg
-        else {
-            return;
-        };
         self.unlogged.used = true;
         self.unlogged.active = true;
-        self.execute(now, txn, ts, shot, ops, t_ro, coord, cohorts);
+        self.dispatch(now, msg);
         self.unlogged.active = false;
     }
 
