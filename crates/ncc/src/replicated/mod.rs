@@ -4,7 +4,10 @@
 //! change a response depends on be replicated before the response leaves (versions, the `t_r`
 //! a read raised, decisions, smart-retry outcomes, coordinator records); logging the inputs
 //! of a deterministic server covers all of them at once, and the outputs it releases are
-//! exactly the committed state's.
+//! exactly the committed state's. The one exception is a read-only read, which the primary
+//! answers without logging it (`ReplicationModel::unlogged_reads`): the `t_r` it raises
+//! reaches the log as a note before the next input that could depend on it, and a promised
+//! floor covers it for the next primary (`server/unlogged.rs`).
 //!
 //! The group is modelled, not run: the guarantees of Lazy VSR (`crates/vsr`), as the slot
 //! moves' simulator models them (`verso-cluster`'s `sim.rs`):

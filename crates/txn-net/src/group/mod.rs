@@ -1,7 +1,10 @@
 //! A shard served by a replication group: three `verso txn-server` processes, each a Lazy
 //! VSR replica (`verso-vsr`) whose log holds the shard server's inputs (issue 18 item 3,
 //! issue 19 item 3: every state change a response depends on goes through the group's log
-//! before the response leaves). The design is the simulator's, which proved it under
+//! before the response leaves; a read-only read's raised `t_r` goes as a note before the
+//! next input that could depend on it, under a promised floor, while the host answers the
+//! read itself under its read lease: `host.rs`, `verso_ncc`'s `server/unlogged.rs`). The
+//! design is the simulator's, which proved it under
 //! failovers and total crashes (`verso_ncc`'s `replicated/vsr_group.rs`; `verso sim ncc
 //! --replicated ... --vsr`):
 //!
