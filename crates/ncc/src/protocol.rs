@@ -115,14 +115,14 @@ pub trait TxnServer {
     fn end_logged(&mut self) -> Option<Self::Msg> {
         None
     }
-    /// The log note that promises unlogged reads stay at or below clock `promise`
-    /// (`Some`), or that applies every promise so far (`None`: a new host's first input).
-    fn floor_note(&self, _promise: Option<u64>) -> Option<Self::Msg> {
+    /// The note to log before answering an unlogged read at clock `clk`, if the promises
+    /// logged so far do not cover it (a promise [`crate::replicated::FLOOR_AHEAD`] past it).
+    fn floor_promise_for(&self, _clk: u64) -> Option<Self::Msg> {
         None
     }
-    /// The highest clock promised so far.
-    fn floor_promised(&self) -> u64 {
-        0
+    /// The note a new host logs first: it applies every promise so far.
+    fn floor_applied_note(&self) -> Option<Self::Msg> {
+        None
     }
 }
 
@@ -288,13 +288,10 @@ impl<S: crate::Store> TxnServer for crate::Server<S> {
     fn end_logged(&mut self) -> Option<crate::Msg> {
         crate::Server::end_logged(self)
     }
-    fn floor_note(&self, promise: Option<u64>) -> Option<crate::Msg> {
-        Some(crate::Msg::Group(match promise {
-            Some(clk) => crate::GroupNote::FloorPromised(clk),
-            None => crate::GroupNote::FloorApplied,
-        }))
+    fn floor_promise_for(&self, clk: u64) -> Option<crate::Msg> {
+        crate::Server::floor_promise_for(self, clk)
     }
-    fn floor_promised(&self) -> u64 {
-        crate::Server::floor_promised(self)
+    fn floor_applied_note(&self) -> Option<crate::Msg> {
+        Some(crate::Msg::Group(crate::GroupNote::FloorApplied))
     }
 }

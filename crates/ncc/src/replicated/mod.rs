@@ -243,11 +243,9 @@ where
     /// logged promise covering its clock, and released with the newest input executed
     /// before it (or, if all have committed, once they are as durable as any answer).
     fn read_unlogged(&mut self, now: u64, msg: S::Msg, clk: u64) {
-        if clk > self.live.floor_promised() {
-            if let Some(note) = self.live.floor_note(Some(clk.saturating_add(FLOOR_AHEAD))) {
-                self.stats.floor_promises += 1;
-                self.append(now, Input::Message(now, note));
-            }
+        if let Some(note) = self.live.floor_promise_for(clk) {
+            self.stats.floor_promises += 1;
+            self.append(now, Input::Message(now, note));
         }
         self.stats.reads_unlogged += 1;
         self.live.execute_unlogged(now, msg);
@@ -448,7 +446,7 @@ where
         if self.model.unlogged_reads
             && self.model.unlogged_mistake != Some(UnloggedMistake::NoFloor)
         {
-            if let Some(note) = self.live.floor_note(None) {
+            if let Some(note) = self.live.floor_applied_note() {
                 self.append(now, Input::Message(now, note));
             }
         }

@@ -43,9 +43,7 @@ mod input_log;
 
 use input_log::{InputLog, Logged};
 
-use super::{
-    Durability, Input, Outputs, ReplicationModel, ReplicationStats, UnloggedMistake, FLOOR_AHEAD,
-};
+use super::{Durability, Input, Outputs, ReplicationModel, ReplicationStats, UnloggedMistake};
 use crate::protocol::{GroupFault, TxnServer};
 use crate::types::{ClientId, Effects, Key, ServerId, TxnId, Value};
 use crate::workload::Rng;
@@ -468,7 +466,7 @@ where
         {
             let note = self.hosts[usize::from(r)]
                 .as_ref()
-                .and_then(|h| h.server.floor_note(None));
+                .and_then(|h| h.server.floor_applied_note());
             if let Some(note) = note {
                 self.submit(r, Input::Message(self.now, note));
             }
@@ -533,14 +531,9 @@ where
             // A deposed host drops it (its sender resends); the leader logs it.
             return (Some(r) == self.leader()).then_some(msg);
         }
-        if clk > host.server.floor_promised() {
-            let promise = host
-                .server
-                .floor_note(Some(clk.saturating_add(FLOOR_AHEAD)));
-            if let Some(note) = promise {
-                self.stats.floor_promises += 1;
-                self.submit(r, Input::Message(self.now, note));
-            }
+        if let Some(note) = host.server.floor_promise_for(clk) {
+            self.stats.floor_promises += 1;
+            self.submit(r, Input::Message(self.now, note));
         }
         let host = self.hosts[usize::from(r)].as_mut()?;
         host.server.execute_unlogged(self.now, msg);

@@ -187,6 +187,15 @@ impl<S: Store> Server<S> {
         self.floor_promised
     }
 
+    /// The promise to log before answering an unlogged read at `clk`, unless the promises
+    /// so far cover it: [`FLOOR_AHEAD`] past it, so that one covers the reads that follow.
+    pub fn floor_promise_for(&self, clk: u64) -> Option<Msg> {
+        (clk > self.floor_promised).then(|| {
+            let promise = clk.saturating_add(FLOOR_AHEAD);
+            Msg::Group(GroupNote::FloorPromised(promise))
+        })
+    }
+
     /// The clock every write here goes above ([`GroupNote::FloorApplied`]).
     pub fn floor(&self) -> u64 {
         self.floor

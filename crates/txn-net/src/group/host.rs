@@ -7,7 +7,6 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
 
-use verso_ncc::replicated::FLOOR_AHEAD;
 use verso_ncc::wire::Wire;
 use verso_ncc::{ClientId, ServerId, TxnServer};
 use verso_vsr::{Address, Message as VsrMessage, Request as VsrRequest, Role, ViewNum};
@@ -88,8 +87,6 @@ pub(super) struct Host<S: TxnServer> {
     /// What it has said about a full log: 0 nothing, 1 that it refuses new work, 2 that
     /// it refuses everything.
     pub(super) log_full_reported: u8,
-    /// Read-only executions answered without a log entry (`read_unlogged`).
-    pub(super) reads_unlogged: u64,
 }
 
 impl<S: TxnServer> Host<S> {
@@ -208,10 +205,8 @@ where
         let Some(h) = self.host.as_mut() else {
             return;
         };
-        if clk > h.server.floor_promised() {
-            if let Some(note) = h.server.floor_note(Some(clk.saturating_add(FLOOR_AHEAD))) {
-                self.log_input(at, Some(note));
-            }
+        if let Some(note) = h.server.floor_promise_for(clk) {
+            self.log_input(at, Some(note));
         }
         let Some(h) = self.host.as_mut() else {
             return;
@@ -219,7 +214,6 @@ where
         h.server.execute_unlogged(at, msg);
         let answers = h.server.drain();
         debug_assert!(h.server.drain_peers().is_empty(), "a read asks no peer");
-        h.reads_unlogged += 1;
         if !h.turn.inputs.is_empty() {
             h.turn.outputs.0.extend(answers);
         } else if let Some(last) = h.pending.back_mut() {
@@ -356,7 +350,6 @@ where
             pending: VecDeque::new(),
             log_bytes: 0,
             log_full_reported: 0,
-            reads_unlogged: 0,
         });
         Ok(())
     }
@@ -399,7 +392,7 @@ where
         h.ready = true;
         // The first input of a new host: writes go above every clock its predecessors
         // promised their unlogged reads.
-        if let Some(note) = h.server.floor_note(None) {
+        if let Some(note) = h.server.floor_applied_note() {
             let at = now_us().max(h.last_at);
             h.last_at = at;
             self.log_input(at, Some(note));
